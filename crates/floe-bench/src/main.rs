@@ -1,0 +1,154 @@
+//! floe benchmarks against peers, side by side on the same tables.
+//!
+//! `append-latency`: append commit latency with N prior snapshots, floe vs PyIceberg's
+//! `table.append` on the same table (PyIceberg runs after floe, on the table floe built).
+//! History is built outside the timed section; each measured append writes 10 rows and commits.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
+use arrow::record_batch::RecordBatch;
+use clap::{Parser, Subcommand};
+use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
+use serde_json::json;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Append commit latency with N prior snapshots (floe vs PyIceberg).
+    AppendLatency {
+        /// Prior snapshot counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
+        snapshots: Vec<usize>,
+        /// Measured appends per tool and history size.
+        #[arg(long, default_value_t = 5)]
+        appends: usize,
+        /// Python with pyiceberg for the peer (skip the peer when absent).
+        #[arg(long, env = "FLOE_PYTHON")]
+        python: Option<PathBuf>,
+        /// Where to keep the tables (default: a temporary directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+fn batch(schema: &arrow::datatypes::SchemaRef, from: i64, n: i64) -> RecordBatch {
+    let ids: Vec<i64> = (from..from + n).collect();
+    RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(TimestampMicrosecondArray::from(
+                ids.iter().map(|i| 1_767_225_600_000_000 + i * 1_000_000).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(ids.iter().map(|i| format!("n{i}")).collect::<Vec<_>>())),
+            Arc::new(Float64Array::from(ids.iter().map(|i| *i as f64).collect::<Vec<_>>())),
+        ],
+    )
+    .expect("valid batch")
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+async fn append_latency(snapshots: Vec<usize>, appends: usize, python: Option<PathBuf>, dir: Option<PathBuf>) -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let root = dir.unwrap_or_else(|| tmp.path().to_path_buf());
+    let mut results = vec![];
+    println!("{:>10} {:>14} {:>16} {:>8}", "snapshots", "floe median s", "pyiceberg med s", "ratio");
+    for n in snapshots {
+        let wh = root.join(format!("append-latency-{n}"));
+        if wh.exists() {
+            std::fs::remove_dir_all(&wh)?;
+        }
+        let config = CatalogConfig::embedded(Some(&wh))?;
+        let catalog = Catalog::connect(&config).await?;
+        let ident = parse_table_ident("bench.events")?;
+        catalog.create_namespace(ident.namespace()).await?;
+        let schema = floe::schema::parse_schema("id bigint not null, ts timestamp, name string, amount double")?;
+        let table = catalog
+            .create_table(NewTable {
+                ident: ident.clone(),
+                schema,
+                partition_spec: floe::schema::unpartitioned(),
+                sort_order: None,
+                properties: Default::default(),
+            })
+            .await?;
+        let arrow_schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+        let build = Instant::now();
+        for i in 0..n {
+            floe::append::append_batches(&catalog, &ident, vec![batch(&arrow_schema, i as i64, 1)]).await?;
+        }
+        let build_s = build.elapsed().as_secs_f64();
+        let mut floe_s = vec![];
+        for k in 0..appends {
+            let t = Instant::now();
+            floe::append::append_batches(&catalog, &ident, vec![batch(&arrow_schema, 1_000_000 + (k * 10) as i64, 10)]).await?;
+            floe_s.push(t.elapsed().as_secs_f64());
+        }
+        let floe_median = median(&mut floe_s);
+        let peer = match &python {
+            None => None,
+            Some(py) => {
+                let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/pyiceberg_append.py");
+                let out = Command::new(py)
+                    .arg(script)
+                    .args(["--catalog-uri", &config.uri, "--warehouse"])
+                    .arg(&config.warehouse)
+                    .args(["--table", "bench.events", "--appends", &appends.to_string(), "--rows-per-append", "10"])
+                    .output()
+                    .context("running the PyIceberg peer")?;
+                if !out.status.success() {
+                    bail!("pyiceberg peer failed: {}", String::from_utf8_lossy(&out.stderr));
+                }
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+                v["median_s"].as_f64()
+            }
+        };
+        // The result must be right: every appended row is there.
+        let rows = floe::sql::query(&catalog, "SELECT count(*) FROM bench.events").await?;
+        let count = rows[0].column(0).as_any().downcast_ref::<Int64Array>().map(|a| a.value(0)).unwrap_or(-1);
+        let expected = n as i64 + 10 * appends as i64 * if peer.is_some() { 2 } else { 1 };
+        if count != expected {
+            bail!("row count {count} != expected {expected}");
+        }
+        let ratio = peer.map(|p| p / floe_median);
+        println!(
+            "{:>10} {:>14.4} {:>16} {:>8}",
+            n,
+            floe_median,
+            peer.map(|p| format!("{p:.4}")).unwrap_or_else(|| "-".into()),
+            ratio.map(|r| format!("{r:.1}x")).unwrap_or_else(|| "-".into())
+        );
+        results.push(json!({
+            "prior_snapshots": n, "history_build_s": build_s, "floe_median_s": floe_median,
+            "floe_s": floe_s, "pyiceberg_median_s": peer, "pyiceberg_over_floe": ratio,
+        }));
+    }
+    println!("{}", serde_json::to_string_pretty(&json!({"benchmark": "append-latency", "results": results}))?);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::AppendLatency {
+            snapshots,
+            appends,
+            python,
+            dir,
+        } => append_latency(snapshots, appends, python, dir).await,
+    }
+}

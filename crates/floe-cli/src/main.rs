@@ -1,0 +1,291 @@
+//! The `floe` command line: arguments -> library calls -> human or `--json` output.
+
+mod output;
+mod quickstart;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use floe::catalog::{parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
+use floe::ingest::files::InputFormat;
+use floe::properties::parse_size;
+use floe::write::WriteOptions;
+use serde_json::json;
+
+use crate::output::Out;
+
+/// floe keeps streaming-fed Apache Iceberg tables healthy.
+#[derive(Parser, Debug)]
+#[command(name = "floe", version, about)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Global {
+    /// Warehouse directory (holds tables and, by default, catalog.db).
+    #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
+    warehouse: Option<PathBuf>,
+    /// Catalog URI: sqlite:///path.db or postgres://user@host:port/db.
+    #[arg(long, global = true, env = "FLOE_CATALOG")]
+    catalog: Option<String>,
+    /// Catalog name (the catalog_name column shared with PyIceberg/Java).
+    #[arg(long, global = true, default_value = "floe", env = "FLOE_CATALOG_NAME")]
+    catalog_name: String,
+    /// Machine-readable JSON output.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Embedded demo: creates demo.events, appends micro-batches, shows $files and $snapshots.
+    Quickstart,
+    /// Namespaces.
+    #[command(subcommand)]
+    Namespace(NamespaceCmd),
+    /// Tables.
+    #[command(subcommand)]
+    Table(TableCmd),
+    /// Appends NDJSON, CSV or Parquet files to a table in one commit.
+    Append {
+        /// Table as NAMESPACE.TABLE.
+        table: String,
+        /// Input files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Input format (default: from each file's extension).
+        #[arg(long)]
+        format: Option<String>,
+        /// Target data file size (default: write.target-file-size-bytes, 512MiB).
+        #[arg(long)]
+        target_file_size: Option<String>,
+    },
+    /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...).
+    Sql {
+        /// The statement.
+        query: String,
+        /// CSV output.
+        #[arg(long)]
+        csv: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum NamespaceCmd {
+    /// Creates a namespace.
+    Create { namespace: String },
+    /// Lists namespaces.
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+enum TableCmd {
+    /// Creates an Iceberg v2 table.
+    Create {
+        table: String,
+        /// Columns: 'id bigint not null, ts timestamp, name string, ...'.
+        #[arg(long, conflicts_with = "schema_file")]
+        schema: Option<String>,
+        /// Iceberg schema JSON file.
+        #[arg(long)]
+        schema_file: Option<PathBuf>,
+        /// Partition spec: 'day(ts), bucket(16, id), truncate(4, name), identity(col)'.
+        #[arg(long)]
+        partition: Option<String>,
+        /// Table property k=v (repeatable).
+        #[arg(long = "property", value_name = "K=V")]
+        properties: Vec<String>,
+    },
+    /// Lists tables (of one namespace, or all).
+    List { namespace: Option<String> },
+    /// Shows schema, partition spec, properties and current snapshot.
+    Describe { table: String },
+    /// Drops a table; --purge also deletes its files.
+    Drop {
+        table: String,
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Sets (k=v) and removes (--unset k) table properties.
+    SetProperty {
+        table: String,
+        #[arg(value_name = "K=V")]
+        set: Vec<String>,
+        #[arg(long, value_name = "K")]
+        unset: Vec<String>,
+    },
+}
+
+fn parse_kv(items: &[String]) -> Result<HashMap<String, String>> {
+    items
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("invalid property '{kv}': expected KEY=VALUE"))
+        })
+        .collect()
+}
+
+async fn connect(g: &Global) -> Result<Catalog> {
+    let mut config = CatalogConfig::embedded(g.warehouse.as_deref())?;
+    if let Some(uri) = &g.catalog {
+        config.uri = uri.clone();
+    }
+    config.name = g.catalog_name.clone();
+    Ok(Catalog::connect(&config).await?)
+}
+
+async fn run(cli: Cli, out: &Out) -> Result<()> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Quickstart => quickstart::run(g.warehouse.clone(), out).await,
+        Command::Namespace(cmd) => {
+            let catalog = connect(g).await?;
+            match cmd {
+                NamespaceCmd::Create { namespace } => {
+                    catalog.create_namespace(&parse_namespace(&namespace)?).await?;
+                    out.result(&json!({"created": namespace}), || format!("created namespace {namespace}"));
+                }
+                NamespaceCmd::List => {
+                    let names = catalog.list_namespaces().await?;
+                    out.result(&json!(names), || names.join("\n"));
+                }
+            }
+            Ok(())
+        }
+        Command::Table(cmd) => table_cmd(g, cmd, out).await,
+        Command::Append {
+            table,
+            files,
+            format,
+            target_file_size,
+        } => {
+            let catalog = connect(g).await?;
+            let ident = parse_table_ident(&table)?;
+            let format = format.as_deref().map(InputFormat::parse).transpose()?;
+            let options = WriteOptions {
+                target_file_size_bytes: target_file_size
+                    .as_deref()
+                    .map(|s| parse_size("--target-file-size", s))
+                    .transpose()?,
+            };
+            let spinner = out.spinner(format!("appending {} file(s) to {table}", files.len()));
+            let metrics = floe::append::AppendBuilder::new(&catalog, ident)
+                .with_inputs(files)
+                .with_format(format)
+                .with_write_options(options)
+                .execute()
+                .await;
+            spinner.finish_and_clear();
+            let m = metrics?;
+            out.result(&serde_json::to_value(&m)?, || match m.snapshot_id {
+                Some(id) => format!(
+                    "appended {} rows from {} file(s) to {} as {} data file(s), {} bytes, snapshot {id} ({} ms)",
+                    m.rows, m.input_files, m.table, m.data_files, m.bytes_written, m.duration_ms
+                ),
+                None => format!("no rows in the input: nothing committed to {}", m.table),
+            });
+            Ok(())
+        }
+        Command::Sql { query, csv } => {
+            let catalog = connect(g).await?;
+            let batches = floe::sql::query(&catalog, &query).await?;
+            out.batches(&batches, csv)
+        }
+    }
+}
+
+async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
+    let catalog = connect(g).await?;
+    match cmd {
+        TableCmd::Create {
+            table,
+            schema,
+            schema_file,
+            partition,
+            properties,
+        } => {
+            let ident = parse_table_ident(&table)?;
+            let schema = match (schema, schema_file) {
+                (Some(s), _) => floe::schema::parse_schema(&s)?,
+                (None, Some(f)) => {
+                    let text = std::fs::read_to_string(&f).with_context(|| format!("cannot read schema file {}", f.display()))?;
+                    floe::schema::parse_schema_json(&text)?
+                }
+                (None, None) => anyhow::bail!("give the columns with --schema '...' or --schema-file FILE"),
+            };
+            let spec = match partition.as_deref() {
+                Some(p) if !p.trim().is_empty() => floe::schema::parse_partition(p, &schema)?,
+                _ => floe::schema::unpartitioned(),
+            };
+            let t = catalog
+                .create_table(NewTable {
+                    ident,
+                    schema,
+                    partition_spec: spec,
+                    sort_order: None,
+                    properties: parse_kv(&properties)?,
+                })
+                .await?;
+            out.result(&output::describe_json(&t), || {
+                format!("created table {table} at {}", t.metadata().location())
+            });
+        }
+        TableCmd::List { namespace } => {
+            let ns = namespace.as_deref().map(parse_namespace).transpose()?;
+            let tables: Vec<String> = catalog
+                .list_tables(ns.as_ref())
+                .await?
+                .iter()
+                .map(floe::catalog::ident_string)
+                .collect();
+            out.result(&json!(tables), || tables.join("\n"));
+        }
+        TableCmd::Describe { table } => {
+            let t = catalog.load_table(&parse_table_ident(&table)?).await?;
+            out.result(&output::describe_json(&t), || output::describe_text(&t));
+        }
+        TableCmd::Drop { table, purge } => {
+            catalog.drop_table(&parse_table_ident(&table)?, purge).await?;
+            out.result(&json!({"dropped": table, "purged": purge}), || {
+                format!("dropped {table}{}", if purge { " and deleted its files" } else { "" })
+            });
+        }
+        TableCmd::SetProperty { table, set, unset } => {
+            if set.is_empty() && unset.is_empty() {
+                anyhow::bail!("nothing to change: give KEY=VALUE pairs and/or --unset KEY");
+            }
+            let t = catalog
+                .set_properties(&parse_table_ident(&table)?, parse_kv(&set)?, unset)
+                .await?;
+            out.result(&json!({"table": table, "properties": t.metadata().properties()}), || {
+                format!("updated properties of {table}")
+            });
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let out = Out::new(cli.global.json);
+    if let Err(e) = run(cli, &out).await {
+        out.error(&e);
+        std::process::exit(1);
+    }
+}

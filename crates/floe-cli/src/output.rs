@@ -1,0 +1,180 @@
+//! Human and `--json` output. Human output goes to stdout, progress to stderr (hidden when not a
+//! terminal or with `--json`), errors to stderr as one line; with `--json` errors are also
+//! printed on stdout as `{"error": ...}`.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::Result;
+use arrow::record_batch::RecordBatch;
+use floe::iceberg::table::Table;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+pub struct Out {
+    json: bool,
+}
+
+impl Out {
+    pub fn new(json: bool) -> Self {
+        Self { json }
+    }
+
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// Prints a result: `value` as JSON, or `text()` for humans.
+    pub fn result(&self, value: &Value, text: impl FnOnce() -> String) {
+        if self.json {
+            println!("{value}");
+        } else {
+            let t = text();
+            if !t.is_empty() {
+                println!("{t}");
+            }
+        }
+    }
+
+    /// Prints a line for humans only.
+    pub fn say(&self, text: impl AsRef<str>) {
+        if !self.json {
+            println!("{}", text.as_ref());
+        }
+    }
+
+    pub fn error(&self, e: &anyhow::Error) {
+        let msg = e
+            .chain()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(": ");
+        if self.json {
+            println!("{}", json!({ "error": msg }));
+        }
+        eprintln!("error: {msg}");
+    }
+
+    /// A spinner on stderr for long steps (hidden for scripts).
+    pub fn spinner(&self, msg: String) -> ProgressBar {
+        if self.json || !std::io::stderr().is_terminal() {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new_spinner();
+        pb.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"));
+        pb.set_message(msg);
+        pb.enable_steady_tick(Duration::from_millis(120));
+        pb
+    }
+
+    /// Prints query results as a table, `--json` (one object per line) or CSV.
+    pub fn batches(&self, batches: &[RecordBatch], csv: bool) -> Result<()> {
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        if self.json {
+            let mut w = arrow::json::LineDelimitedWriter::new(&mut lock);
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        } else if csv {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut lock);
+            for b in batches {
+                w.write(b)?;
+            }
+        } else {
+            writeln!(lock, "{}", arrow::util::pretty::pretty_format_batches(batches)?)?;
+        }
+        Ok(())
+    }
+}
+
+pub fn describe_json(t: &Table) -> Value {
+    let md = t.metadata();
+    let schema: Vec<Value> = md
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| json!({"id": f.id, "name": f.name, "type": f.field_type.to_string(), "required": f.required}))
+        .collect();
+    let spec = md.default_partition_spec();
+    let partition: Vec<Value> = spec
+        .fields()
+        .iter()
+        .map(|f| {
+            let source = md.current_schema().name_by_field_id(f.source_id).unwrap_or("?");
+            json!({"name": f.name, "transform": f.transform.to_string(), "source": source, "field_id": f.field_id})
+        })
+        .collect();
+    let current = md.current_snapshot().map(|s| {
+        json!({
+            "snapshot_id": s.snapshot_id(),
+            "sequence_number": s.sequence_number(),
+            "timestamp_ms": s.timestamp_ms(),
+            "operation": s.summary().operation.as_str(),
+            "summary": s.summary().additional_properties,
+            "manifest_list": s.manifest_list(),
+        })
+    });
+    json!({
+        "table": floe::catalog::ident_string(t.identifier()),
+        "uuid": md.uuid().to_string(),
+        "format_version": 2,
+        "location": md.location(),
+        "metadata_location": t.metadata_location(),
+        "schema_id": md.current_schema_id(),
+        "schema": schema,
+        "partition_spec_id": spec.spec_id(),
+        "partition_spec": partition,
+        "properties": md.properties(),
+        "snapshot_count": md.snapshots().len(),
+        "current_snapshot": current,
+    })
+}
+
+pub fn describe_text(t: &Table) -> String {
+    let v = describe_json(t);
+    let mut s = String::new();
+    s.push_str(&format!("table      {}\n", v["table"].as_str().unwrap_or("")));
+    s.push_str(&format!("location   {}\n", v["location"].as_str().unwrap_or("")));
+    s.push_str(&format!("metadata   {}\n", v["metadata_location"].as_str().unwrap_or("")));
+    s.push_str("schema\n");
+    for f in v["schema"].as_array().into_iter().flatten() {
+        s.push_str(&format!(
+            "  {:>3}  {:<24} {}{}\n",
+            f["id"],
+            f["name"].as_str().unwrap_or(""),
+            f["type"].as_str().unwrap_or(""),
+            if f["required"].as_bool() == Some(true) { " not null" } else { "" }
+        ));
+    }
+    let parts: Vec<String> = v["partition_spec"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| format!("{}({}) as {}", p["transform"].as_str().unwrap_or(""), p["source"].as_str().unwrap_or(""), p["name"].as_str().unwrap_or("")))
+        .collect();
+    s.push_str(&format!("partition  {}\n", if parts.is_empty() { "unpartitioned".into() } else { parts.join(", ") }));
+    s.push_str("properties\n");
+    if let Some(props) = v["properties"].as_object() {
+        let mut keys: Vec<_> = props.keys().collect();
+        keys.sort();
+        for k in keys {
+            s.push_str(&format!("  {k} = {}\n", props[k].as_str().unwrap_or("")));
+        }
+    }
+    match v["current_snapshot"].as_object() {
+        None => s.push_str("snapshot   none (empty table)"),
+        Some(c) => s.push_str(&format!(
+            "snapshot   {} ({}, seq {}, {} snapshots in history), total-records {}, total-data-files {}",
+            c["snapshot_id"],
+            c["operation"].as_str().unwrap_or(""),
+            c["sequence_number"],
+            v["snapshot_count"],
+            c["summary"]["total-records"].as_str().unwrap_or("?"),
+            c["summary"]["total-data-files"].as_str().unwrap_or("?")
+        )),
+    }
+    s
+}

@@ -1,0 +1,36 @@
+//! # floe
+//!
+//! Keeps streaming-fed Apache Iceberg tables healthy: writes streams into tables without a flood
+//! of small files, shows what is wrong with a table, and fixes it.
+//!
+//! ```text
+//!  input/stream ──> ingest ──> write ──> commit ──> [table: metadata.json, manifests, data files]
+//!                                          ^                 │
+//!                                          │                 v
+//!                      compact / expire / clean <── inspect / sql (metadata tables)
+//! ```
+//!
+//! - [`catalog`]: SQL catalog (SQLite, PostgreSQL) in the Iceberg JDBC schema; compare-and-swap.
+//! - [`commit`]: the only commit path: snapshot producers for append, replace and delete, with
+//!   validation and retry.
+//! - [`write`]: partitioned, size-rolled Parquet writer.
+//! - [`ingest`]: input decoding and conversion to the table schema.
+//! - [`append`]: the `append` operation.
+//! - [`inspect`]: metadata tables (`$files`, `$snapshots`, ...) as Arrow.
+//! - [`sql`]: DataFusion over tables and metadata tables.
+
+pub mod append;
+pub mod catalog;
+pub mod commit;
+pub mod error;
+pub mod ingest;
+pub mod inspect;
+pub mod properties;
+pub mod schema;
+pub mod sql;
+pub mod write;
+
+pub use catalog::{Catalog, CatalogConfig};
+/// The iceberg crate floe builds on (spec types, tables), re-exported for callers.
+pub use iceberg;
+pub use error::{Error, Result};

@@ -1,0 +1,112 @@
+//! Table properties floe honours, with Iceberg's names and defaults, and typed getters that
+//! reject bad values with an error naming the property.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+
+/// Target size of data files written by append, ingest and compaction.
+pub const WRITE_TARGET_FILE_SIZE_BYTES: &str = "write.target-file-size-bytes";
+/// Iceberg's default target file size: 512 MiB.
+pub const WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT: u64 = 512 * 1024 * 1024;
+/// Parquet row group size.
+pub const WRITE_PARQUET_ROW_GROUP_SIZE_BYTES: &str = "write.parquet.row-group-size-bytes";
+/// Iceberg's default row group size: 128 MiB.
+pub const WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
+/// Parquet compression codec.
+pub const WRITE_PARQUET_COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
+/// Number of retries of a commit that lost a race.
+pub const COMMIT_RETRY_NUM_RETRIES: &str = "commit.retry.num-retries";
+/// Default number of commit retries.
+pub const COMMIT_RETRY_NUM_RETRIES_DEFAULT: u64 = 4;
+/// Minimum wait between commit retries.
+pub const COMMIT_RETRY_MIN_WAIT_MS: &str = "commit.retry.min-wait-ms";
+/// Default minimum wait.
+pub const COMMIT_RETRY_MIN_WAIT_MS_DEFAULT: u64 = 100;
+/// Maximum wait between commit retries.
+pub const COMMIT_RETRY_MAX_WAIT_MS: &str = "commit.retry.max-wait-ms";
+/// Default maximum wait.
+pub const COMMIT_RETRY_MAX_WAIT_MS_DEFAULT: u64 = 60_000;
+/// Total time budget of a commit with retries.
+pub const COMMIT_RETRY_TOTAL_TIMEOUT_MS: &str = "commit.retry.total-timeout-ms";
+/// Default total time budget: 30 minutes.
+pub const COMMIT_RETRY_TOTAL_TIMEOUT_MS_DEFAULT: u64 = 1_800_000;
+/// Delete metadata files that fall out of the metadata log after a commit.
+pub const METADATA_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
+/// Number of previous metadata files kept in the metadata log.
+pub const METADATA_PREVIOUS_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
+/// Number of manifests that triggers merging on append.
+pub const COMMIT_MANIFEST_MIN_COUNT_TO_MERGE: &str = "commit.manifest.min-count-to-merge";
+/// Iceberg's default: 100.
+pub const COMMIT_MANIFEST_MIN_COUNT_TO_MERGE_DEFAULT: u64 = 100;
+/// Target manifest size when merging.
+pub const COMMIT_MANIFEST_TARGET_SIZE_BYTES: &str = "commit.manifest.target-size-bytes";
+/// Iceberg's default: 8 MiB.
+pub const COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
+/// Whether appends merge manifests.
+pub const COMMIT_MANIFEST_MERGE_ENABLED: &str = "commit.manifest-merge.enabled";
+
+/// Reads an unsigned integer property, or its default when unset.
+pub fn u64_prop(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64> {
+    match props.get(key) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| Error::invalid_option(format!("table property {key}"), v, "expected a non-negative integer")),
+    }
+}
+
+/// Reads a boolean property, or its default when unset.
+pub fn bool_prop(props: &HashMap<String, String>, key: &str, default: bool) -> Result<bool> {
+    match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" => Ok(true),
+        Some(v) if v == "false" => Ok(false),
+        Some(v) => Err(Error::invalid_option(format!("table property {key}"), v, "expected true or false")),
+    }
+}
+
+/// Parses a size such as `512MiB`, `64mb`, `1GiB`, `4096` (bytes).
+pub fn parse_size(option: &str, s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| Error::invalid_option(option, s, "expected a size such as 512MiB or 1048576"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(Error::invalid_option(option, s, format!("unknown size unit '{other}'")));
+        }
+    };
+    Ok((n * mult as f64).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("x", "512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("x", "4096").unwrap(), 4096);
+        assert_eq!(parse_size("x", "1.5k").unwrap(), 1536);
+        assert!(parse_size("x", "12 parsecs").is_err());
+        assert!(parse_size("x", "MiB").is_err());
+    }
+
+    #[test]
+    fn bad_property_values_name_the_property() {
+        let mut p = HashMap::new();
+        p.insert(COMMIT_RETRY_NUM_RETRIES.to_string(), "many".to_string());
+        let e = u64_prop(&p, COMMIT_RETRY_NUM_RETRIES, 4).unwrap_err().to_string();
+        assert!(e.contains("commit.retry.num-retries"), "{e}");
+        assert_eq!(u64_prop(&HashMap::new(), COMMIT_RETRY_NUM_RETRIES, 4).unwrap(), 4);
+    }
+}

@@ -1,0 +1,235 @@
+//! Table definitions as users type them: `--schema 'id bigint not null, ts timestamp, ...'`,
+//! `--schema-file` (Iceberg schema JSON, as in `metadata.json`), and `--partition 'day(ts),
+//! bucket(16, id), truncate(4, name), identity(col)'` (Iceberg spec, "Partition Transforms").
+//! Partition field names follow Iceberg's conventions (`ts_day`, `id_bucket`, `name_trunc`).
+
+use std::sync::Arc;
+
+use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
+
+use crate::error::{Error, Result};
+
+fn def_err(what: &'static str, fragment: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidDefinition {
+        what,
+        fragment: fragment.trim().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Splits on commas outside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '<' => depth += 1,
+            ')' | '>' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out.into_iter().filter(|p| !p.trim().is_empty()).collect()
+}
+
+/// Parses an Iceberg primitive type name (and common SQL aliases).
+pub fn parse_primitive(t: &str) -> Result<PrimitiveType> {
+    let lower = t.trim().to_ascii_lowercase();
+    let compact: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
+    let args = |name: &str| -> Option<Vec<u64>> {
+        let inner = compact.strip_prefix(name)?.strip_prefix('(')?.strip_suffix(')')?;
+        inner.split(',').map(|x| x.parse().ok()).collect()
+    };
+    if let Some(a) = args("decimal").or_else(|| args("numeric")) {
+        return match a.as_slice() {
+            [p, s] if *p >= 1 && *p <= 38 && s <= p => Ok(PrimitiveType::Decimal {
+                precision: *p as u32,
+                scale: *s as u32,
+            }),
+            _ => Err(def_err("schema", t, "decimal(P, S) needs 1 <= P <= 38 and 0 <= S <= P")),
+        };
+    }
+    if let Some(a) = args("fixed") {
+        return match a.as_slice() {
+            [n] if *n > 0 => Ok(PrimitiveType::Fixed(*n)),
+            _ => Err(def_err("schema", t, "fixed(L) needs a positive length")),
+        };
+    }
+    Ok(match compact.as_str() {
+        "boolean" | "bool" => PrimitiveType::Boolean,
+        "int" | "integer" | "int32" => PrimitiveType::Int,
+        "bigint" | "long" | "int64" => PrimitiveType::Long,
+        "float" | "real" | "float32" => PrimitiveType::Float,
+        "double" | "float64" => PrimitiveType::Double,
+        "date" => PrimitiveType::Date,
+        "time" => PrimitiveType::Time,
+        "timestamp" | "timestamp_ntz" => PrimitiveType::Timestamp,
+        "timestamptz" | "timestamp_ltz" => PrimitiveType::Timestamptz,
+        "timestamp_ns" => PrimitiveType::TimestampNs,
+        "timestamptz_ns" => PrimitiveType::TimestamptzNs,
+        "string" | "varchar" | "text" => PrimitiveType::String,
+        "uuid" => PrimitiveType::Uuid,
+        "binary" | "bytes" | "varbinary" => PrimitiveType::Binary,
+        _ => {
+            return Err(def_err(
+                "schema",
+                t,
+                "unknown type (expected boolean, int, bigint, float, double, decimal(P,S), date, time, \
+                 timestamp, timestamptz, timestamp_ns, timestamptz_ns, string, uuid, fixed(L), binary)",
+            ))
+        }
+    })
+}
+
+/// Parses `name type [not null] [comment '...'], ...` into a schema with ids 1..N.
+pub fn parse_schema(def: &str) -> Result<Schema> {
+    let mut fields = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, col) in split_top(def).into_iter().enumerate() {
+        let col = col.trim();
+        let (col_def, comment) = match col.to_ascii_lowercase().find(" comment ") {
+            Some(pos) => (&col[..pos], Some(col[pos + 9..].trim().trim_matches('\'').to_string())),
+            None => (col, None),
+        };
+        let mut words: Vec<&str> = col_def.split_whitespace().collect();
+        let required = words.len() >= 3
+            && words[words.len() - 2].eq_ignore_ascii_case("not")
+            && words[words.len() - 1].eq_ignore_ascii_case("null");
+        if required {
+            words.truncate(words.len() - 2);
+        } else if words.last().is_some_and(|w| w.eq_ignore_ascii_case("null")) {
+            words.pop();
+        }
+        if words.len() < 2 {
+            return Err(def_err("schema", col, "expected 'name type [not null]'"));
+        }
+        let name = words[0].trim_matches('`').trim_matches('"');
+        if !seen.insert(name.to_ascii_lowercase()) {
+            return Err(def_err("schema", col, format!("duplicate column '{name}'")));
+        }
+        let ty = parse_primitive(&words[1..].join(" "))?;
+        let mut field = NestedField::new(i as i32 + 1, name, Type::Primitive(ty), required);
+        if let Some(c) = comment {
+            field = field.with_doc(c);
+        }
+        fields.push(Arc::new(field));
+    }
+    if fields.is_empty() {
+        return Err(def_err("schema", def, "no columns"));
+    }
+    Schema::builder()
+        .with_fields(fields)
+        .build()
+        .map_err(|e| def_err("schema", def, e.to_string()))
+}
+
+/// Parses an Iceberg schema JSON document (the `schema` object of `metadata.json`).
+pub fn parse_schema_json(json: &str) -> Result<Schema> {
+    serde_json::from_str(json).map_err(|e| def_err("schema file", &json.chars().take(40).collect::<String>(), e.to_string()))
+}
+
+/// Parses `day(ts), bucket(16, id), truncate(4, name), identity(col), col` against `schema`.
+pub fn parse_partition(def: &str, schema: &Schema) -> Result<UnboundPartitionSpec> {
+    let mut builder = UnboundPartitionSpec::builder();
+    for part in split_top(def) {
+        let p = part.trim();
+        let (func, args) = match p.find('(') {
+            Some(open) if p.ends_with(')') => (p[..open].trim().to_ascii_lowercase(), &p[open + 1..p.len() - 1]),
+            Some(_) => return Err(def_err("partition", p, "unbalanced parentheses")),
+            None => ("identity".to_string(), p),
+        };
+        let args: Vec<&str> = args.split(',').map(str::trim).collect();
+        let (column, n) = match args.as_slice() {
+            [c] => (*c, None),
+            [n, c] => {
+                let n: u32 = n
+                    .parse()
+                    .map_err(|_| def_err("partition", p, format!("'{n}' is not a positive integer")))?;
+                (*c, Some(n))
+            }
+            _ => return Err(def_err("partition", p, "expected transform(column) or transform(N, column)")),
+        };
+        let field = schema
+            .field_by_name(column)
+            .ok_or_else(|| def_err("partition", p, format!("no column '{column}' in the schema")))?;
+        let (transform, suffix) = match (func.as_str(), n) {
+            ("identity", None) => (Transform::Identity, None),
+            ("year" | "years", None) => (Transform::Year, Some("year")),
+            ("month" | "months", None) => (Transform::Month, Some("month")),
+            ("day" | "days", None) => (Transform::Day, Some("day")),
+            ("hour" | "hours", None) => (Transform::Hour, Some("hour")),
+            ("void", None) => (Transform::Void, Some("null")),
+            ("bucket", Some(n)) if n > 0 => (Transform::Bucket(n), Some("bucket")),
+            ("truncate", Some(n)) if n > 0 => (Transform::Truncate(n), Some("trunc")),
+            _ => {
+                return Err(def_err(
+                    "partition",
+                    p,
+                    "expected identity(c), year/month/day/hour(c), bucket(N, c), truncate(N, c) or void(c)",
+                ))
+            }
+        };
+        let ty = field.field_type.as_ref();
+        if transform.result_type(ty).is_err() {
+            return Err(def_err("partition", p, format!("transform cannot apply to column type {ty}")));
+        }
+        let name = match suffix {
+            None => field.name.clone(),
+            Some(s) => format!("{}_{s}", field.name),
+        };
+        builder = builder
+            .add_partition_field(field.id, name, transform)
+            .map_err(|e| def_err("partition", p, e.to_string()))?;
+    }
+    Ok(builder.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_primitive_type_parses() {
+        let s = parse_schema(
+            "a boolean, b int, c bigint not null, d float, e double, f decimal(10, 2), g date, h time, \
+             i timestamp, j timestamptz, k timestamp_ns, l timestamptz_ns, m string, n uuid, o fixed(16), p binary",
+        )
+        .unwrap();
+        assert_eq!(s.as_struct().fields().len(), 16);
+        let c = s.field_by_name("c").unwrap();
+        assert!(c.required);
+        assert_eq!(*c.field_type, Type::Primitive(PrimitiveType::Long));
+        assert_eq!(
+            *s.field_by_name("f").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Decimal { precision: 10, scale: 2 })
+        );
+    }
+
+    #[test]
+    fn bad_schema_names_the_fragment() {
+        let e = parse_schema("id bigint, name strang").unwrap_err().to_string();
+        assert!(e.contains("strang"), "{e}");
+        assert!(parse_schema("id bigint, id int").unwrap_err().to_string().contains("duplicate"));
+        assert!(parse_schema("x decimal(40, 2)").is_err());
+    }
+
+    #[test]
+    fn partition_transforms_parse_with_iceberg_names() {
+        let s = parse_schema("id bigint not null, ts timestamp, name string, region string").unwrap();
+        let spec = parse_partition("day(ts), bucket(16, id), truncate(4, name), identity(region)", &s).unwrap();
+        let names: Vec<_> = spec.fields().iter().map(|f| f.name.clone()).collect();
+        assert_eq!(names, ["ts_day", "id_bucket", "name_trunc", "region"]);
+        assert!(parse_partition("day(nope)", &s).unwrap_err().to_string().contains("nope"));
+        assert!(parse_partition("day(name)", &s).is_err(), "day() of a string must fail");
+        assert!(parse_partition("bucket(x, id)", &s).is_err());
+    }
+}
+
+/// The spec of an unpartitioned table.
+pub fn unpartitioned() -> UnboundPartitionSpec {
+    UnboundPartitionSpec::builder().build()
+}

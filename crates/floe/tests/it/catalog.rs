@@ -1,0 +1,132 @@
+//! Catalog: the JDBC schema on SQLite and PostgreSQL, shared with PyIceberg.
+
+use floe::catalog::{parse_namespace, parse_table_ident, Catalog, CatalogConfig};
+use floe::Error;
+
+use crate::common::{python, run_python, sum_ids, Fixture};
+
+#[tokio::test]
+async fn namespaces_and_tables_round_trip_and_errors_are_clear() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.events", Some("day(ts)")).await;
+    assert_eq!(fx.catalog.list_namespaces().await.unwrap(), vec!["db".to_string()]);
+    let tables = fx.catalog.list_tables(None).await.unwrap();
+    assert_eq!(tables, vec![ident.clone()]);
+    let err = fx.catalog.create_namespace(&parse_namespace("db").unwrap()).await.unwrap_err();
+    assert!(matches!(err, Error::NamespaceExists { .. }), "{err}");
+    let missing = fx.catalog.load_table(&parse_table_ident("db.nope").unwrap()).await.unwrap_err();
+    assert!(matches!(missing, Error::TableNotFound { .. }), "{missing}");
+    let no_ns = fx.catalog.load_table(&parse_table_ident("nons.t").unwrap()).await.unwrap_err();
+    assert!(matches!(no_ns, Error::NamespaceNotFound { .. }), "{no_ns}");
+    // Drop with purge deletes the table's files.
+    fx.append(&ident, 0, 10).await;
+    let location = fx.load(&ident).await.metadata().location().trim_start_matches("file://").to_string();
+    let files_before = walk(&location);
+    assert!(files_before > 0);
+    fx.catalog.drop_table(&ident, true).await.unwrap();
+    assert_eq!(walk(&location), 0, "purge left files behind");
+    assert!(fx.catalog.list_tables(None).await.unwrap().is_empty());
+}
+
+fn walk(dir: &str) -> usize {
+    fn rec(p: &std::path::Path) -> usize {
+        match std::fs::read_dir(p) {
+            Err(_) => 0,
+            Ok(rd) => rd
+                .flatten()
+                .map(|e| if e.path().is_dir() { rec(&e.path()) } else { 1 })
+                .sum(),
+        }
+    }
+    rec(std::path::Path::new(dir))
+}
+
+#[tokio::test]
+async fn corrupt_metadata_is_a_clear_error() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.t", None).await;
+    let loc = fx.load(&ident).await.metadata_location().unwrap().to_string();
+    std::fs::write(loc.trim_start_matches("file://"), b"{not json").unwrap();
+    let err = fx.catalog.load_table(&ident).await.unwrap_err();
+    assert!(matches!(err, Error::Metadata { .. }), "{err}");
+    assert!(err.to_string().contains("metadata"), "{err}");
+}
+
+#[tokio::test]
+async fn unreachable_catalog_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = CatalogConfig {
+        name: "floe".into(),
+        uri: "postgres://nobody@127.0.0.1:1/none".into(),
+        warehouse: dir.path().to_path_buf(),
+    };
+    let err = Catalog::connect(&config).await.unwrap_err();
+    assert!(matches!(err, Error::Catalog { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn postgres_catalog_creates_appends_and_commits() {
+    let Ok(url) = std::env::var("FLOE_TEST_POSTGRES_URL") else {
+        panic!("FLOE_TEST_POSTGRES_URL is not set: run the tests through .ci/test, which starts PostgreSQL");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("floe_test_{}", std::process::id());
+    let config = CatalogConfig {
+        name,
+        uri: url,
+        warehouse: dir.path().to_path_buf(),
+    };
+    let catalog = Catalog::connect(&config).await.unwrap();
+    let fx = Fixture {
+        _dir: dir,
+        config,
+        catalog,
+    };
+    let ident = fx.table("pg.events", Some("bucket(4, id)")).await;
+    fx.append(&ident, 0, 100).await;
+    fx.append(&ident, 100, 250).await;
+    assert_eq!(fx.count_and_sum(&ident).await, (250, sum_ids(0, 250)));
+    // A second connection sees the same pointer and can commit on top.
+    let other = fx.second_connection().await;
+    let b = fx.batch(&ident, 250, 300).await;
+    floe::append::append_batches(&other, &ident, vec![b]).await.unwrap();
+    assert_eq!(fx.count_and_sum(&ident).await, (300, sum_ids(0, 300)));
+    fx.catalog.drop_table(&ident, true).await.unwrap();
+}
+
+#[tokio::test]
+async fn catalog_created_by_pyiceberg_works_in_floe_and_back() {
+    if python().is_none() {
+        panic!("FLOE_PYTHON is not set: run the tests through .ci/test");
+    }
+    // PyIceberg creates the catalog database, the table, and appends (3 commits, 600 rows).
+    let dir = tempfile::tempdir().unwrap();
+    let wh_path = dir.path().join("warehouse");
+    std::fs::create_dir_all(&wh_path).unwrap();
+    let wh = wh_path.display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let created = run_python(
+        "tests/interop/pyiceberg_write.py",
+        &["--catalog-uri", &uri, "--warehouse", &wh, "--table", "py.events", "--rows", "600", "--batches", "3"],
+    );
+    assert_eq!(created["rows"], 600);
+    // floe opens that catalog and reads the table ...
+    let config = CatalogConfig::embedded(Some(&wh_path)).unwrap();
+    let catalog = Catalog::connect(&config).await.unwrap();
+    let ident = parse_table_ident("py.events").unwrap();
+    assert_eq!(crate::common::count_and_sum(&catalog, &ident).await, (600, sum_ids(0, 600)));
+    // ... appends to it ...
+    let table = catalog.load_table(&ident).await.unwrap();
+    let batch = crate::common::make_batch(&table, 600, 700);
+    floe::append::append_batches(&catalog, &ident, vec![batch]).await.unwrap();
+    // ... and PyIceberg and DuckDB read floe's commit identically.
+    let read = run_python(
+        "tests/interop/read_table.py",
+        &["--catalog-uri", &uri, "--warehouse", &wh, "--table", "py.events", "--sum-column", "id"],
+    );
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(read[reader]["rows"], 700, "{reader}: {read}");
+        assert_eq!(read[reader]["sum"], sum_ids(0, 700), "{reader}: {read}");
+    }
+    assert_eq!(read["pyiceberg"]["checksum"], read["duckdb"]["checksum"]);
+}

@@ -1,0 +1,170 @@
+//! Fixtures: a temporary warehouse with the embedded SQLite catalog, tables, batches, and the
+//! independent Python readers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
+use arrow::record_batch::RecordBatch;
+use floe::catalog::{parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
+use floe::iceberg::table::Table;
+use floe::iceberg::TableIdent;
+
+pub struct Fixture {
+    pub _dir: tempfile::TempDir,
+    pub config: CatalogConfig,
+    pub catalog: Catalog,
+}
+
+impl Fixture {
+    pub async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = CatalogConfig::embedded(Some(&dir.path().join("warehouse"))).unwrap();
+        let catalog = Catalog::connect(&config).await.unwrap();
+        Self { _dir: dir, config, catalog }
+    }
+
+    /// A second, independent connection (another "process") to the same catalog.
+    pub async fn second_connection(&self) -> Catalog {
+        Catalog::connect(&self.config).await.unwrap()
+    }
+
+    pub fn warehouse(&self) -> &Path {
+        &self.config.warehouse
+    }
+
+    /// Creates `ns.name` (id bigint not null, ts timestamp, name string, amount double).
+    pub async fn table(&self, name: &str, partition: Option<&str>) -> TableIdent {
+        let ident = parse_table_ident(name).unwrap();
+        let ns = ident.namespace().clone();
+        if !self.catalog.namespace_exists(&ns).await.unwrap() {
+            self.catalog.create_namespace(&ns).await.unwrap();
+        }
+        let schema = floe::schema::parse_schema("id bigint not null, ts timestamp, name string, amount double").unwrap();
+        let spec = match partition {
+            Some(p) => floe::schema::parse_partition(p, &schema).unwrap(),
+            None => floe::schema::unpartitioned(),
+        };
+        self.catalog
+            .create_table(NewTable {
+                ident: ident.clone(),
+                schema,
+                partition_spec: spec,
+                sort_order: None,
+                properties: Default::default(),
+            })
+            .await
+            .unwrap();
+        let _ = parse_namespace;
+        ident
+    }
+
+    pub async fn load(&self, ident: &TableIdent) -> Table {
+        self.catalog.load_table(ident).await.unwrap()
+    }
+
+    /// Rows with ids `from..to`, over three days.
+    pub async fn batch(&self, ident: &TableIdent, from: i64, to: i64) -> RecordBatch {
+        let table = self.load(ident).await;
+        make_batch(&table, from, to)
+    }
+
+    pub async fn append(&self, ident: &TableIdent, from: i64, to: i64) -> i64 {
+        let b = self.batch(ident, from, to).await;
+        floe::append::append_batches(&self.catalog, ident, vec![b])
+            .await
+            .unwrap()
+            .snapshot_id
+            .unwrap()
+    }
+
+    /// (row count, sum of id) of the table's current snapshot, read by floe.
+    pub async fn count_and_sum(&self, ident: &TableIdent) -> (i64, i64) {
+        count_and_sum(&self.catalog, ident).await
+    }
+}
+
+pub async fn count_and_sum(catalog: &Catalog, ident: &TableIdent) -> (i64, i64) {
+    let sql = format!(
+        "SELECT count(*) AS n, coalesce(sum(id), 0) AS s FROM {}",
+        floe::catalog::ident_string(ident)
+    );
+    let b = floe::sql::query(catalog, &sql).await.unwrap();
+    let n = b[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+    let s = b[0].column(1).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+    (n, s)
+}
+
+pub fn make_batch(table: &Table, from: i64, to: i64) -> RecordBatch {
+    let schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
+    let ids: Vec<i64> = (from..to).collect();
+    let day_us = 86_400_000_000i64;
+    let base = 1_767_225_600_000_000i64; // 2026-01-01T00:00:00
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(TimestampMicrosecondArray::from(
+                ids.iter().map(|i| base + (i % 3) * day_us + i * 1_000_000).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(ids.iter().map(|i| format!("name-{}", i % 7)).collect::<Vec<_>>())),
+            Arc::new(Float64Array::from(ids.iter().map(|i| *i as f64 * 0.5).collect::<Vec<_>>())),
+        ],
+    )
+    .unwrap()
+}
+
+pub fn sum_ids(from: i64, to: i64) -> i64 {
+    (from..to).sum()
+}
+
+/// Path of the Python interpreter with PyIceberg and DuckDB, or `None` when not set up.
+pub fn python() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("FLOE_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let default = PathBuf::from("/var/tmp/floe-venv/bin/python");
+    default.exists().then_some(default)
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Runs one of the interop scripts and parses its JSON output.
+pub fn run_python(script: &str, args: &[&str]) -> serde_json::Value {
+    let py = python().expect("interop tests need FLOE_PYTHON (run .ci/setup)");
+    let out = Command::new(py)
+        .arg(repo_root().join(script))
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{script} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Rewrites every live data file of the table into new files (a minimal compaction through the
+/// library's rewrite producer), returning (files before, files after).
+pub async fn rewrite_all(catalog: &Catalog, ident: &TableIdent) -> (usize, usize) {
+    use futures::TryStreamExt;
+    let table = catalog.load_table(ident).await.unwrap();
+    let live = floe::commit::producer::live_files(&table).await.unwrap();
+    let schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
+    let batches: Vec<RecordBatch> = table.scan().build().unwrap().to_arrow().await.unwrap().try_collect().await.unwrap();
+    let batches = batches
+        .into_iter()
+        .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()).unwrap())
+        .collect();
+    let files = floe::append::write_files(&table, batches, &Default::default()).await.unwrap();
+    let after = files.len();
+    let removed = live.iter().map(|f| f.file.file_path().to_string()).collect();
+    let update = floe::commit::SnapshotUpdate::rewrite(&table, removed, files);
+    floe::commit::commit(catalog, ident, update).await.unwrap();
+    (live.len(), after)
+}

@@ -1,0 +1,7 @@
+//! Integration tests of the floe library, in one binary (named after the invariants they prove).
+
+mod catalog;
+mod commit;
+mod common;
+mod interop;
+mod sql;

@@ -1,0 +1,82 @@
+"""Create an Iceberg table with PyIceberg (SqlCatalog) and append rows to it.
+
+Lets floe be tested against tables written by another engine. Schema:
+``id long required, ts timestamp, name string, amount double``, optionally
+partitioned by ``day(ts)``. Prints ``{"rows", "sum_id", "metadata_location"}`` as JSON.
+"""
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+from pyiceberg.exceptions import NamespaceAlreadyExistsError
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestampType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from read_table import open_catalog  # noqa: E402
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "ts", TimestampType(), required=False),
+    NestedField(3, "name", StringType(), required=False),
+    NestedField(4, "amount", DoubleType(), required=False),
+)
+START = dt.datetime(2026, 1, 1)
+SPAN_S = 3 * 24 * 3600  # ts spread over 3 days
+
+
+def batch(ids: range, n_total: int, schema: pa.Schema) -> pa.Table:
+    """Rows `ids` of `n_total`; ts grows with id so the rows cover 3 days."""
+    return pa.Table.from_pydict(
+        {
+            "id": list(ids),
+            "ts": [START + dt.timedelta(seconds=i * SPAN_S // max(n_total, 1)) for i in ids],
+            "name": [f"name-{i % 7}" for i in ids],
+            "amount": [i * 0.5 for i in ids],
+        },
+        schema=schema,
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--catalog-uri", required=True, help="SQLAlchemy or floe-style catalog URI")
+    p.add_argument("--catalog-name", default="floe")
+    p.add_argument("--warehouse", required=True, help="path or file:// URI")
+    p.add_argument("--table", required=True, help="NS.T")
+    p.add_argument("--rows", type=int, default=1000)
+    p.add_argument("--batches", type=int, default=3)
+    p.add_argument("--partition", choices=["day", "none"], default="day")
+    args = p.parse_args()
+
+    catalog = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse)
+    ns = args.table.rsplit(".", 1)[0]
+    try:
+        catalog.create_namespace(ns)
+    except NamespaceAlreadyExistsError:
+        pass
+    spec = PartitionSpec()
+    if args.partition == "day":
+        spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="ts_day"))
+    table = catalog.create_table(args.table, schema=SCHEMA, partition_spec=spec)
+
+    arrow_schema = table.schema().as_arrow()
+    nb = max(args.batches, 1)
+    bounds = [args.rows * k // nb for k in range(nb + 1)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        if hi > lo:
+            table.append(batch(range(lo, hi), args.rows, arrow_schema))
+    print(json.dumps({
+        "rows": args.rows,
+        "sum_id": args.rows * (args.rows - 1) // 2,
+        "metadata_location": table.metadata_location,
+    }))
+
+
+if __name__ == "__main__":
+    main()

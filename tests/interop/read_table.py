@@ -1,0 +1,156 @@
+"""Independent reader for an Iceberg table in a SQL catalog: PyIceberg and DuckDB.
+
+Loads NS.T with PyIceberg's SqlCatalog, then reads the current snapshot twice, once
+with PyIceberg and once with DuckDB's iceberg extension (offline, pointed at the
+metadata file), and prints one JSON object:
+
+  {"metadata_location": ..., "pyiceberg": {"rows", "sum", "files", "checksum"},
+   "duckdb": {"rows", "sum", "files", "checksum"}}
+
+checksum is an order-independent content hash (decimal string): the sum modulo 2**64
+of the first 16 hex digits of sha256 of each row's canonical form. Exits 1 with a
+one-line message on stderr if the table cannot be read.
+"""
+import argparse
+import datetime as dt
+import decimal
+import glob
+import hashlib
+import json
+import math
+import os
+import sys
+import uuid
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+
+
+def sqlalchemy_uri(uri: str) -> str:
+    """Accept SQLAlchemy URIs plus floe-style ones (sqlite:///abs/x.db, postgres://...)."""
+    if "://" not in uri:  # bare path to a SQLite file
+        return "sqlite:///" + os.path.abspath(uri)
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:////" + uri[len("sqlite:///"):]  # floe: the path is absolute
+    for prefix in ("postgres://", "postgresql://"):
+        if uri.startswith(prefix):
+            return "postgresql+psycopg2://" + uri[len(prefix):]
+    return uri
+
+
+def open_catalog(uri: str, name: str, warehouse: str):
+    """A PyIceberg SqlCatalog; `warehouse` may be a path or a file:// URI."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if "://" not in warehouse:
+        warehouse = "file://" + os.path.abspath(warehouse)
+    return SqlCatalog(name, uri=sqlalchemy_uri(uri), warehouse=warehouse)
+
+
+def local_path(location: str) -> str:
+    parsed = urlparse(location)
+    return unquote(parsed.path) if parsed.scheme == "file" else location
+
+
+def canon(v) -> str:
+    """Canonical string of one value, identical for PyIceberg's and DuckDB's Arrow output."""
+    if v is None:
+        return "\\N"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return v.isoformat()
+    if isinstance(v, (dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, uuid.UUID):
+        return str(v)  # DuckDB hands UUIDs to Arrow as this string
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{canon(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(canon(x) for x in v) + "]"
+    return str(v)
+
+
+def summarize(tbl: pa.Table, columns: list, sum_column, files: int) -> dict:
+    cols = [tbl.column(c).to_pylist() for c in columns]
+    checksum = 0
+    for row in zip(*cols):
+        digest = hashlib.sha256("\x1f".join(canon(v) for v in row).encode()).hexdigest()
+        checksum = (checksum + int(digest[:16], 16)) % 2**64
+    total = None
+    if sum_column is not None:
+        values = [v for v in tbl.column(sum_column).to_pylist() if v is not None]
+        if any(isinstance(v, float) for v in values):
+            total = math.fsum(values)  # exact, so independent of row order
+        else:
+            total = sum(values)
+        if isinstance(total, (float, decimal.Decimal)) and total == int(total):
+            total = int(total)
+        elif isinstance(total, decimal.Decimal):
+            total = float(total)
+    return {"rows": tbl.num_rows, "sum": total, "files": files, "checksum": str(checksum)}
+
+
+def duckdb_connect():
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET autoinstall_known_extensions=false; SET autoload_known_extensions=false;")
+    con.execute("SET TimeZone='UTC'")
+    for ext in ("avro", "iceberg"):
+        mod = __import__(f"duckdb_extension_{ext}")
+        pattern = os.path.join(os.path.dirname(mod.__file__), "extensions", "*", f"{ext}.duckdb_extension")
+        con.execute(f"LOAD '{sorted(glob.glob(pattern))[-1]}'")
+    return con
+
+
+def read_duckdb(metadata: str, columns: list, sum_column, snapshot_exists: bool) -> dict:
+    con = duckdb_connect()
+    m = metadata.replace("'", "''")
+    if not snapshot_exists:  # no snapshot yet: iceberg_scan has nothing to read
+        return {"rows": 0, "sum": 0 if sum_column else None, "files": 0, "checksum": "0"}
+    tbl = con.execute(f"SELECT * FROM iceberg_scan('{m}')").to_arrow_table()
+    # duckdb-iceberg 1.5.5 labels iceberg_metadata's `content` column with the status
+    # enum (a data file shows up as 'EXISTING'), so select data files by manifest_content.
+    (files,) = con.execute(
+        f"SELECT count(DISTINCT file_path) FROM iceberg_metadata('{m}') "
+        "WHERE status != 'DELETED' AND manifest_content = 'DATA'"
+    ).fetchone()
+    return summarize(tbl, columns, sum_column, files)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--catalog-uri", required=True, help="SQLAlchemy or floe-style catalog URI")
+    p.add_argument("--catalog-name", default="floe")
+    p.add_argument("--warehouse", required=True, help="path or file:// URI")
+    p.add_argument("--table", required=True, help="NS.T")
+    p.add_argument("--sum-column")
+    args = p.parse_args()
+
+    table = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse).load_table(args.table)
+    columns = [f.name for f in table.schema().fields]
+    if args.sum_column is not None and args.sum_column not in columns:
+        raise ValueError(f"no column {args.sum_column!r} in {args.table}")
+    py_files = sum(1 for _ in table.scan().plan_files())
+    py = summarize(table.scan().to_arrow(), columns, args.sum_column, py_files)
+    ddb = read_duckdb(local_path(table.metadata_location), columns, args.sum_column,
+                      table.current_snapshot() is not None)
+    print(json.dumps({"metadata_location": table.metadata_location, "pyiceberg": py, "duckdb": ddb}))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # one line on stderr, as the callers expect
+        msg = (str(e).strip().splitlines() or [""])[0]
+        print(f"read_table.py: {type(e).__name__}: {msg}", file=sys.stderr)
+        sys.exit(1)
