@@ -48,10 +48,16 @@ fn batch(schema: &arrow::datatypes::SchemaRef, from: i64, n: i64) -> RecordBatch
         vec![
             Arc::new(Int64Array::from(ids.clone())),
             Arc::new(TimestampMicrosecondArray::from(
-                ids.iter().map(|i| 1_767_225_600_000_000 + i * 1_000_000).collect::<Vec<_>>(),
+                ids.iter()
+                    .map(|i| 1_767_225_600_000_000 + i * 1_000_000)
+                    .collect::<Vec<_>>(),
             )),
-            Arc::new(StringArray::from(ids.iter().map(|i| format!("n{i}")).collect::<Vec<_>>())),
-            Arc::new(Float64Array::from(ids.iter().map(|i| *i as f64).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(
+                ids.iter().map(|i| format!("n{i}")).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                ids.iter().map(|i| *i as f64).collect::<Vec<_>>(),
+            )),
         ],
     )
     .expect("valid batch")
@@ -62,11 +68,19 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-async fn append_latency(snapshots: Vec<usize>, appends: usize, python: Option<PathBuf>, dir: Option<PathBuf>) -> Result<()> {
+async fn append_latency(
+    snapshots: Vec<usize>,
+    appends: usize,
+    python: Option<PathBuf>,
+    dir: Option<PathBuf>,
+) -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let root = dir.unwrap_or_else(|| tmp.path().to_path_buf());
     let mut results = vec![];
-    println!("{:>10} {:>14} {:>16} {:>8}", "snapshots", "floe median s", "pyiceberg med s", "ratio");
+    println!(
+        "{:>10} {:>14} {:>16} {:>8}",
+        "snapshots", "floe median s", "pyiceberg med s", "ratio"
+    );
     for n in snapshots {
         let wh = root.join(format!("append-latency-{n}"));
         if wh.exists() {
@@ -76,7 +90,9 @@ async fn append_latency(snapshots: Vec<usize>, appends: usize, python: Option<Pa
         let catalog = Catalog::connect(&config).await?;
         let ident = parse_table_ident("bench.events")?;
         catalog.create_namespace(ident.namespace()).await?;
-        let schema = floe::schema::parse_schema("id bigint not null, ts timestamp, name string, amount double")?;
+        let schema = floe::schema::parse_schema(
+            "id bigint not null, ts timestamp, name string, amount double",
+        )?;
         let table = catalog
             .create_table(NewTable {
                 ident: ident.clone(),
@@ -86,32 +102,51 @@ async fn append_latency(snapshots: Vec<usize>, appends: usize, python: Option<Pa
                 properties: Default::default(),
             })
             .await?;
-        let arrow_schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+        let arrow_schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(
+            table.metadata().current_schema(),
+        )?);
         let build = Instant::now();
         for i in 0..n {
-            floe::append::append_batches(&catalog, &ident, vec![batch(&arrow_schema, i as i64, 1)]).await?;
+            floe::append::append_batches(&catalog, &ident, vec![batch(&arrow_schema, i as i64, 1)])
+                .await?;
         }
         let build_s = build.elapsed().as_secs_f64();
         let mut floe_s = vec![];
         for k in 0..appends {
             let t = Instant::now();
-            floe::append::append_batches(&catalog, &ident, vec![batch(&arrow_schema, 1_000_000 + (k * 10) as i64, 10)]).await?;
+            floe::append::append_batches(
+                &catalog,
+                &ident,
+                vec![batch(&arrow_schema, 1_000_000 + (k * 10) as i64, 10)],
+            )
+            .await?;
             floe_s.push(t.elapsed().as_secs_f64());
         }
         let floe_median = median(&mut floe_s);
         let peer = match &python {
             None => None,
             Some(py) => {
-                let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/pyiceberg_append.py");
+                let script =
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/pyiceberg_append.py");
                 let out = Command::new(py)
                     .arg(script)
                     .args(["--catalog-uri", &config.uri, "--warehouse"])
                     .arg(&config.warehouse)
-                    .args(["--table", "bench.events", "--appends", &appends.to_string(), "--rows-per-append", "10"])
+                    .args([
+                        "--table",
+                        "bench.events",
+                        "--appends",
+                        &appends.to_string(),
+                        "--rows-per-append",
+                        "10",
+                    ])
                     .output()
                     .context("running the PyIceberg peer")?;
                 if !out.status.success() {
-                    bail!("pyiceberg peer failed: {}", String::from_utf8_lossy(&out.stderr));
+                    bail!(
+                        "pyiceberg peer failed: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
                 }
                 let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
                 v["median_s"].as_f64()
@@ -119,7 +154,12 @@ async fn append_latency(snapshots: Vec<usize>, appends: usize, python: Option<Pa
         };
         // The result must be right: every appended row is there.
         let rows = floe::sql::query(&catalog, "SELECT count(*) FROM bench.events").await?;
-        let count = rows[0].column(0).as_any().downcast_ref::<Int64Array>().map(|a| a.value(0)).unwrap_or(-1);
+        let count = rows[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .map(|a| a.value(0))
+            .unwrap_or(-1);
         let expected = n as i64 + 10 * appends as i64 * if peer.is_some() { 2 } else { 1 };
         if count != expected {
             bail!("row count {count} != expected {expected}");
@@ -129,15 +169,21 @@ async fn append_latency(snapshots: Vec<usize>, appends: usize, python: Option<Pa
             "{:>10} {:>14.4} {:>16} {:>8}",
             n,
             floe_median,
-            peer.map(|p| format!("{p:.4}")).unwrap_or_else(|| "-".into()),
-            ratio.map(|r| format!("{r:.1}x")).unwrap_or_else(|| "-".into())
+            peer.map(|p| format!("{p:.4}"))
+                .unwrap_or_else(|| "-".into()),
+            ratio
+                .map(|r| format!("{r:.1}x"))
+                .unwrap_or_else(|| "-".into())
         );
         results.push(json!({
             "prior_snapshots": n, "history_build_s": build_s, "floe_median_s": floe_median,
             "floe_s": floe_s, "pyiceberg_median_s": peer, "pyiceberg_over_floe": ratio,
         }));
     }
-    println!("{}", serde_json::to_string_pretty(&json!({"benchmark": "append-latency", "results": results}))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"benchmark": "append-latency", "results": results}))?
+    );
     Ok(())
 }
 

@@ -151,8 +151,12 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             let catalog = connect(g).await?;
             match cmd {
                 NamespaceCmd::Create { namespace } => {
-                    catalog.create_namespace(&parse_namespace(&namespace)?).await?;
-                    out.result(&json!({"created": namespace}), || format!("created namespace {namespace}"));
+                    catalog
+                        .create_namespace(&parse_namespace(&namespace)?)
+                        .await?;
+                    out.result(&json!({"created": namespace}), || {
+                        format!("created namespace {namespace}")
+                    });
                 }
                 NamespaceCmd::List => {
                     let names = catalog.list_namespaces().await?;
@@ -217,10 +221,13 @@ async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
             let schema = match (schema, schema_file) {
                 (Some(s), _) => floe::schema::parse_schema(&s)?,
                 (None, Some(f)) => {
-                    let text = std::fs::read_to_string(&f).with_context(|| format!("cannot read schema file {}", f.display()))?;
+                    let text = std::fs::read_to_string(&f)
+                        .with_context(|| format!("cannot read schema file {}", f.display()))?;
                     floe::schema::parse_schema_json(&text)?
                 }
-                (None, None) => anyhow::bail!("give the columns with --schema '...' or --schema-file FILE"),
+                (None, None) => {
+                    anyhow::bail!("give the columns with --schema '...' or --schema-file FILE")
+                }
             };
             let spec = match partition.as_deref() {
                 Some(p) if !p.trim().is_empty() => floe::schema::parse_partition(p, &schema)?,
@@ -254,9 +261,14 @@ async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
             out.result(&output::describe_json(&t), || output::describe_text(&t));
         }
         TableCmd::Drop { table, purge } => {
-            catalog.drop_table(&parse_table_ident(&table)?, purge).await?;
+            catalog
+                .drop_table(&parse_table_ident(&table)?, purge)
+                .await?;
             out.result(&json!({"dropped": table, "purged": purge}), || {
-                format!("dropped {table}{}", if purge { " and deleted its files" } else { "" })
+                format!(
+                    "dropped {table}{}",
+                    if purge { " and deleted its files" } else { "" }
+                )
             });
         }
         TableCmd::SetProperty { table, set, unset } => {
@@ -266,9 +278,10 @@ async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
             let t = catalog
                 .set_properties(&parse_table_ident(&table)?, parse_kv(&set)?, unset)
                 .await?;
-            out.result(&json!({"table": table, "properties": t.metadata().properties()}), || {
-                format!("updated properties of {table}")
-            });
+            out.result(
+                &json!({"table": table, "properties": t.metadata().properties()}),
+                || format!("updated properties of {table}"),
+            );
         }
     }
     Ok(())
@@ -279,7 +292,8 @@ async fn main() {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -61,7 +61,9 @@ impl Out {
             return ProgressBar::hidden();
         }
         let pb = ProgressBar::new_spinner();
-        pb.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"));
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
+        );
         pb.set_message(msg);
         pb.enable_steady_tick(Duration::from_millis(120));
         pb
@@ -78,12 +80,18 @@ impl Out {
             }
             w.finish()?;
         } else if csv {
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut lock);
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(&mut lock);
             for b in batches {
                 w.write(b)?;
             }
         } else {
-            writeln!(lock, "{}", arrow::util::pretty::pretty_format_batches(batches)?)?;
+            writeln!(
+                lock,
+                "{}",
+                arrow::util::pretty::pretty_format_batches(batches)?
+            )?;
         }
         Ok(())
     }
@@ -136,9 +144,18 @@ pub fn describe_json(t: &Table) -> Value {
 pub fn describe_text(t: &Table) -> String {
     let v = describe_json(t);
     let mut s = String::new();
-    s.push_str(&format!("table      {}\n", v["table"].as_str().unwrap_or("")));
-    s.push_str(&format!("location   {}\n", v["location"].as_str().unwrap_or("")));
-    s.push_str(&format!("metadata   {}\n", v["metadata_location"].as_str().unwrap_or("")));
+    s.push_str(&format!(
+        "table      {}\n",
+        v["table"].as_str().unwrap_or("")
+    ));
+    s.push_str(&format!(
+        "location   {}\n",
+        v["location"].as_str().unwrap_or("")
+    ));
+    s.push_str(&format!(
+        "metadata   {}\n",
+        v["metadata_location"].as_str().unwrap_or("")
+    ));
     s.push_str("schema\n");
     for f in v["schema"].as_array().into_iter().flatten() {
         s.push_str(&format!(
@@ -146,16 +163,34 @@ pub fn describe_text(t: &Table) -> String {
             f["id"],
             f["name"].as_str().unwrap_or(""),
             f["type"].as_str().unwrap_or(""),
-            if f["required"].as_bool() == Some(true) { " not null" } else { "" }
+            if f["required"].as_bool() == Some(true) {
+                " not null"
+            } else {
+                ""
+            }
         ));
     }
     let parts: Vec<String> = v["partition_spec"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|p| format!("{}({}) as {}", p["transform"].as_str().unwrap_or(""), p["source"].as_str().unwrap_or(""), p["name"].as_str().unwrap_or("")))
+        .map(|p| {
+            format!(
+                "{}({}) as {}",
+                p["transform"].as_str().unwrap_or(""),
+                p["source"].as_str().unwrap_or(""),
+                p["name"].as_str().unwrap_or("")
+            )
+        })
         .collect();
-    s.push_str(&format!("partition  {}\n", if parts.is_empty() { "unpartitioned".into() } else { parts.join(", ") }));
+    s.push_str(&format!(
+        "partition  {}\n",
+        if parts.is_empty() {
+            "unpartitioned".into()
+        } else {
+            parts.join(", ")
+        }
+    ));
     s.push_str("properties\n");
     if let Some(props) = v["properties"].as_object() {
         let mut keys: Vec<_> = props.keys().collect();

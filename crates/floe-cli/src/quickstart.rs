@@ -19,7 +19,11 @@ const ROWS_PER_BATCH: usize = 500;
 pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     let config = CatalogConfig::embedded(warehouse.as_deref())?;
     let catalog = Catalog::connect(&config).await?;
-    out.say(format!("warehouse {} (catalog {})", config.warehouse.display(), config.uri));
+    out.say(format!(
+        "warehouse {} (catalog {})",
+        config.warehouse.display(),
+        config.uri
+    ));
     match catalog.create_namespace(&parse_namespace("demo")?).await {
         Ok(()) | Err(Error::NamespaceExists { .. }) => {}
         Err(e) => return Err(e.into()),
@@ -30,7 +34,8 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         Err(Error::TableNotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let schema = floe::schema::parse_schema("id bigint not null, ts timestamp, kind string, amount double")?;
+    let schema =
+        floe::schema::parse_schema("id bigint not null, ts timestamp, kind string, amount double")?;
     let spec = floe::schema::parse_partition("day(ts)", &schema)?;
     catalog
         .create_table(NewTable {
@@ -111,7 +116,11 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
                 }
                 w.finish()?;
             }
-            let v: serde_json::Value = if buf.is_empty() { json!([]) } else { serde_json::from_slice(&buf)? };
+            let v: serde_json::Value = if buf.is_empty() {
+                json!([])
+            } else {
+                serde_json::from_slice(&buf)?
+            };
             results.insert((*name).to_string(), v);
         } else {
             println!("\nfloe sql \"{q}\"");

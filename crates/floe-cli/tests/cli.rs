@@ -25,7 +25,8 @@ fn ok_json(dir: &Path, args: &[&str]) -> Value {
         "floe {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {
@@ -59,40 +60,85 @@ fn table_lifecycle_with_json_output() {
     let created = ok_json(
         d,
         &[
-            "table", "create", "shop.orders",
-            "--schema", "id bigint not null, ts timestamptz, customer string, total decimal(12, 2)",
-            "--partition", "month(ts), bucket(8, id)",
-            "--property", "write.target-file-size-bytes=1048576",
+            "table",
+            "create",
+            "shop.orders",
+            "--schema",
+            "id bigint not null, ts timestamptz, customer string, total decimal(12, 2)",
+            "--partition",
+            "month(ts), bucket(8, id)",
+            "--property",
+            "write.target-file-size-bytes=1048576",
         ],
     );
     assert_eq!(created["partition_spec"][0]["transform"], "month");
-    assert_eq!(created["properties"]["write.target-file-size-bytes"], "1048576");
+    assert_eq!(
+        created["properties"]["write.target-file-size-bytes"],
+        "1048576"
+    );
     std::fs::write(
         d.join("a.ndjson"),
         "{\"id\": 1, \"ts\": \"2026-01-05T10:00:00Z\", \"customer\": \"ann\", \"total\": \"12.50\"}\n\
          {\"id\": 2, \"ts\": \"2026-02-05T10:00:00Z\", \"customer\": \"bob\", \"total\": 3}\n",
     )
     .unwrap();
-    std::fs::write(d.join("b.csv"), "customer,id,ts,total\ncy,3,2026-02-06T00:00:00Z,1.25\n").unwrap();
+    std::fs::write(
+        d.join("b.csv"),
+        "customer,id,ts,total\ncy,3,2026-02-06T00:00:00Z,1.25\n",
+    )
+    .unwrap();
     let appended = ok_json(d, &["append", "shop.orders", "a.ndjson", "b.csv"]);
     assert_eq!(appended["rows"], 3);
     assert_eq!(appended["input_files"], 2);
     let described = ok_json(d, &["table", "describe", "shop.orders"]);
-    assert_eq!(described["current_snapshot"]["summary"]["total-records"], "3");
+    assert_eq!(
+        described["current_snapshot"]["summary"]["total-records"],
+        "3"
+    );
     assert_eq!(described["current_snapshot"]["operation"], "append");
-    let out = floe(d, &["--json", "sql", "SELECT customer, total FROM shop.orders ORDER BY id"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = floe(
+        d,
+        &[
+            "--json",
+            "sql",
+            "SELECT customer, total FROM shop.orders ORDER BY id",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows = json_lines(&out);
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["customer"], "ann");
-    let csv = floe(d, &["sql", "--csv", "SELECT count(*) AS n FROM shop.orders$files"]);
+    let csv = floe(
+        d,
+        &[
+            "sql",
+            "--csv",
+            "SELECT count(*) AS n FROM shop.orders$files",
+        ],
+    );
     assert_eq!(String::from_utf8_lossy(&csv.stdout).trim(), "n\n3");
     let listed = ok_json(d, &["table", "list"]);
     assert_eq!(listed, serde_json::json!(["shop.orders"]));
-    ok_json(d, &["table", "set-property", "shop.orders", "commit.retry.num-retries=7", "--unset", "write.target-file-size-bytes"]);
+    ok_json(
+        d,
+        &[
+            "table",
+            "set-property",
+            "shop.orders",
+            "commit.retry.num-retries=7",
+            "--unset",
+            "write.target-file-size-bytes",
+        ],
+    );
     let described = ok_json(d, &["table", "describe", "shop.orders"]);
     assert_eq!(described["properties"]["commit.retry.num-retries"], "7");
-    assert!(described["properties"].get("write.target-file-size-bytes").is_none());
+    assert!(described["properties"]
+        .get("write.target-file-size-bytes")
+        .is_none());
     // A data file floe wrote is itself a valid Parquet input.
     let parquet = walk_files(&d.join("warehouse/shop/orders/data"))
         .into_iter()
@@ -101,7 +147,10 @@ fn table_lifecycle_with_json_output() {
     let appended = ok_json(d, &["append", "shop.orders", parquet.to_str().unwrap()]);
     assert!(appended["rows"].as_u64().unwrap() >= 1);
     ok_json(d, &["table", "drop", "shop.orders", "--purge"]);
-    assert!(!d.join("warehouse/shop/orders/data").exists() || walk_files(&d.join("warehouse/shop/orders/data")).is_empty());
+    assert!(
+        !d.join("warehouse/shop/orders/data").exists()
+            || walk_files(&d.join("warehouse/shop/orders/data")).is_empty()
+    );
 }
 
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -123,17 +172,45 @@ fn a_bad_record_names_file_line_column_and_value_and_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     ok_json(d, &["namespace", "create", "db"]);
-    ok_json(d, &["table", "create", "db.t", "--schema", "id bigint not null, amount double", "--partition", "bucket(2, id)"]);
-    std::fs::write(d.join("good.ndjson"), "{\"id\": 1, \"amount\": 1.5}\n".repeat(100)).unwrap();
-    std::fs::write(d.join("bad.ndjson"), "{\"id\": 1, \"amount\": 1.5}\n{\"id\": 2, \"amount\": \"a lot\"}\n").unwrap();
+    ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "db.t",
+            "--schema",
+            "id bigint not null, amount double",
+            "--partition",
+            "bucket(2, id)",
+        ],
+    );
+    std::fs::write(
+        d.join("good.ndjson"),
+        "{\"id\": 1, \"amount\": 1.5}\n".repeat(100),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("bad.ndjson"),
+        "{\"id\": 1, \"amount\": 1.5}\n{\"id\": 2, \"amount\": \"a lot\"}\n",
+    )
+    .unwrap();
     let out = floe(d, &["append", "db.t", "good.ndjson", "bad.ndjson"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.ndjson") && err.contains("line 2") && err.contains("amount") && err.contains("a lot"), "{err}");
+    assert!(
+        err.contains("bad.ndjson")
+            && err.contains("line 2")
+            && err.contains("amount")
+            && err.contains("a lot"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     let described = ok_json(d, &["table", "describe", "db.t"]);
     assert!(described["current_snapshot"].is_null(), "nothing committed");
-    assert!(walk_files(&d.join("warehouse/db/t/data")).is_empty(), "written files were removed");
+    assert!(
+        walk_files(&d.join("warehouse/db/t/data")).is_empty(),
+        "written files were removed"
+    );
 }
 
 #[test]
@@ -142,7 +219,10 @@ fn errors_are_one_line_with_non_zero_exit() {
     let d = dir.path();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["table", "describe", "db.missing"], "does not exist"),
-        (vec!["table", "create", "db.t", "--schema", "id bigint, x strang"], "strang"),
+        (
+            vec!["table", "create", "db.t", "--schema", "id bigint, x strang"],
+            "strang",
+        ),
         (vec!["append", "nodots", "x.ndjson"], "NAMESPACE.TABLE"),
         (vec!["--catalog", "mysql://x", "table", "list"], "catalog"),
         (vec!["sql", "SELECT * FROM nowhere.t"], "nowhere"),

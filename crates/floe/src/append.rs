@@ -91,7 +91,15 @@ impl AppendBuilder {
         }
         let rows = writer.rows();
         let files = writer.close().await?;
-        commit_files(&self.catalog, &self.ident, files, self.inputs.len(), rows, started).await
+        commit_files(
+            &self.catalog,
+            &self.ident,
+            files,
+            self.inputs.len(),
+            rows,
+            started,
+        )
+        .await
     }
 }
 
@@ -128,7 +136,11 @@ fn duration_ms(d: Duration) -> u64 {
 }
 
 /// Appends in-memory batches (already in the table's Arrow schema) in one commit.
-pub async fn append_batches(catalog: &Catalog, ident: &TableIdent, batches: Vec<RecordBatch>) -> Result<AppendMetrics> {
+pub async fn append_batches(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    batches: Vec<RecordBatch>,
+) -> Result<AppendMetrics> {
     let started = Instant::now();
     let table = catalog.load_table(ident).await?;
     let mut writer = TableWriter::new(&table, &WriteOptions::default()).await?;
@@ -145,7 +157,11 @@ pub async fn append_batches(catalog: &Catalog, ident: &TableIdent, batches: Vec<
 
 /// Writes batches into data files of `table` without committing (for callers that build their
 /// own [`SnapshotUpdate`], such as a rewrite).
-pub async fn write_files(table: &iceberg::table::Table, batches: Vec<RecordBatch>, options: &WriteOptions) -> Result<Vec<DataFile>> {
+pub async fn write_files(
+    table: &iceberg::table::Table,
+    batches: Vec<RecordBatch>,
+    options: &WriteOptions,
+) -> Result<Vec<DataFile>> {
     let mut writer = TableWriter::new(table, options).await?;
     for b in batches {
         if let Err(e) = writer.write(b).await {

@@ -129,10 +129,12 @@ impl From<datafusion::error::DataFusionError> for Error {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         // DataFusion wraps our own errors as External: unwrap them back.
         match e {
-            datafusion::error::DataFusionError::External(inner) => match inner.downcast::<Error>() {
-                Ok(err) => *err,
-                Err(other) => Error::Sql(other.to_string()),
-            },
+            datafusion::error::DataFusionError::External(inner) => {
+                match inner.downcast::<Error>() {
+                    Ok(err) => *err,
+                    Err(other) => Error::Sql(other.to_string()),
+                }
+            }
             other => Error::Sql(other.strip_backtrace()),
         }
     }

@@ -31,6 +31,6 @@ pub mod sql;
 pub mod write;
 
 pub use catalog::{Catalog, CatalogConfig};
+pub use error::{Error, Result};
 /// The iceberg crate floe builds on (spec types, tables), re-exported for callers.
 pub use iceberg;
-pub use error::{Error, Result};

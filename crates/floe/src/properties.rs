@@ -50,10 +50,13 @@ pub const COMMIT_MANIFEST_MERGE_ENABLED: &str = "commit.manifest-merge.enabled";
 pub fn u64_prop(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64> {
     match props.get(key) {
         None => Ok(default),
-        Some(v) => v
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| Error::invalid_option(format!("table property {key}"), v, "expected a non-negative integer")),
+        Some(v) => v.trim().parse::<u64>().map_err(|_| {
+            Error::invalid_option(
+                format!("table property {key}"),
+                v,
+                "expected a non-negative integer",
+            )
+        }),
     }
 }
 
@@ -63,18 +66,24 @@ pub fn bool_prop(props: &HashMap<String, String>, key: &str, default: bool) -> R
         None => Ok(default),
         Some(v) if v == "true" => Ok(true),
         Some(v) if v == "false" => Ok(false),
-        Some(v) => Err(Error::invalid_option(format!("table property {key}"), v, "expected true or false")),
+        Some(v) => Err(Error::invalid_option(
+            format!("table property {key}"),
+            v,
+            "expected true or false",
+        )),
     }
 }
 
 /// Parses a size such as `512MiB`, `64mb`, `1GiB`, `4096` (bytes).
 pub fn parse_size(option: &str, s: &str) -> Result<u64> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| Error::invalid_option(option, s, "expected a size such as 512MiB or 1048576"))?;
+    let n: f64 = num.parse().map_err(|_| {
+        Error::invalid_option(option, s, "expected a size such as 512MiB or 1048576")
+    })?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -82,7 +91,11 @@ pub fn parse_size(option: &str, s: &str) -> Result<u64> {
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
         other => {
-            return Err(Error::invalid_option(option, s, format!("unknown size unit '{other}'")));
+            return Err(Error::invalid_option(
+                option,
+                s,
+                format!("unknown size unit '{other}'"),
+            ));
         }
     };
     Ok((n * mult as f64).round() as u64)
@@ -105,8 +118,13 @@ mod tests {
     fn bad_property_values_name_the_property() {
         let mut p = HashMap::new();
         p.insert(COMMIT_RETRY_NUM_RETRIES.to_string(), "many".to_string());
-        let e = u64_prop(&p, COMMIT_RETRY_NUM_RETRIES, 4).unwrap_err().to_string();
+        let e = u64_prop(&p, COMMIT_RETRY_NUM_RETRIES, 4)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("commit.retry.num-retries"), "{e}");
-        assert_eq!(u64_prop(&HashMap::new(), COMMIT_RETRY_NUM_RETRIES, 4).unwrap(), 4);
+        assert_eq!(
+            u64_prop(&HashMap::new(), COMMIT_RETRY_NUM_RETRIES, 4).unwrap(),
+            4
+        );
     }
 }

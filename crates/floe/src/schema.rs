@@ -41,7 +41,10 @@ pub fn parse_primitive(t: &str) -> Result<PrimitiveType> {
     let lower = t.trim().to_ascii_lowercase();
     let compact: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
     let args = |name: &str| -> Option<Vec<u64>> {
-        let inner = compact.strip_prefix(name)?.strip_prefix('(')?.strip_suffix(')')?;
+        let inner = compact
+            .strip_prefix(name)?
+            .strip_prefix('(')?
+            .strip_suffix(')')?;
         inner.split(',').map(|x| x.parse().ok()).collect()
     };
     if let Some(a) = args("decimal").or_else(|| args("numeric")) {
@@ -50,7 +53,11 @@ pub fn parse_primitive(t: &str) -> Result<PrimitiveType> {
                 precision: *p as u32,
                 scale: *s as u32,
             }),
-            _ => Err(def_err("schema", t, "decimal(P, S) needs 1 <= P <= 38 and 0 <= S <= P")),
+            _ => Err(def_err(
+                "schema",
+                t,
+                "decimal(P, S) needs 1 <= P <= 38 and 0 <= S <= P",
+            )),
         };
     }
     if let Some(a) = args("fixed") {
@@ -92,7 +99,10 @@ pub fn parse_schema(def: &str) -> Result<Schema> {
     for (i, col) in split_top(def).into_iter().enumerate() {
         let col = col.trim();
         let (col_def, comment) = match col.to_ascii_lowercase().find(" comment ") {
-            Some(pos) => (&col[..pos], Some(col[pos + 9..].trim().trim_matches('\'').to_string())),
+            Some(pos) => (
+                &col[..pos],
+                Some(col[pos + 9..].trim().trim_matches('\'').to_string()),
+            ),
             None => (col, None),
         };
         let mut words: Vec<&str> = col_def.split_whitespace().collect();
@@ -129,7 +139,13 @@ pub fn parse_schema(def: &str) -> Result<Schema> {
 
 /// Parses an Iceberg schema JSON document (the `schema` object of `metadata.json`).
 pub fn parse_schema_json(json: &str) -> Result<Schema> {
-    serde_json::from_str(json).map_err(|e| def_err("schema file", &json.chars().take(40).collect::<String>(), e.to_string()))
+    serde_json::from_str(json).map_err(|e| {
+        def_err(
+            "schema file",
+            &json.chars().take(40).collect::<String>(),
+            e.to_string(),
+        )
+    })
 }
 
 /// Parses `day(ts), bucket(16, id), truncate(4, name), identity(col), col` against `schema`.
@@ -138,7 +154,10 @@ pub fn parse_partition(def: &str, schema: &Schema) -> Result<UnboundPartitionSpe
     for part in split_top(def) {
         let p = part.trim();
         let (func, args) = match p.find('(') {
-            Some(open) if p.ends_with(')') => (p[..open].trim().to_ascii_lowercase(), &p[open + 1..p.len() - 1]),
+            Some(open) if p.ends_with(')') => (
+                p[..open].trim().to_ascii_lowercase(),
+                &p[open + 1..p.len() - 1],
+            ),
             Some(_) => return Err(def_err("partition", p, "unbalanced parentheses")),
             None => ("identity".to_string(), p),
         };
@@ -146,16 +165,26 @@ pub fn parse_partition(def: &str, schema: &Schema) -> Result<UnboundPartitionSpe
         let (column, n) = match args.as_slice() {
             [c] => (*c, None),
             [n, c] => {
-                let n: u32 = n
-                    .parse()
-                    .map_err(|_| def_err("partition", p, format!("'{n}' is not a positive integer")))?;
+                let n: u32 = n.parse().map_err(|_| {
+                    def_err("partition", p, format!("'{n}' is not a positive integer"))
+                })?;
                 (*c, Some(n))
             }
-            _ => return Err(def_err("partition", p, "expected transform(column) or transform(N, column)")),
+            _ => {
+                return Err(def_err(
+                    "partition",
+                    p,
+                    "expected transform(column) or transform(N, column)",
+                ))
+            }
         };
-        let field = schema
-            .field_by_name(column)
-            .ok_or_else(|| def_err("partition", p, format!("no column '{column}' in the schema")))?;
+        let field = schema.field_by_name(column).ok_or_else(|| {
+            def_err(
+                "partition",
+                p,
+                format!("no column '{column}' in the schema"),
+            )
+        })?;
         let (transform, suffix) = match (func.as_str(), n) {
             ("identity", None) => (Transform::Identity, None),
             ("year" | "years", None) => (Transform::Year, Some("year")),
@@ -175,7 +204,11 @@ pub fn parse_partition(def: &str, schema: &Schema) -> Result<UnboundPartitionSpe
         };
         let ty = field.field_type.as_ref();
         if transform.result_type(ty).is_err() {
-            return Err(def_err("partition", p, format!("transform cannot apply to column type {ty}")));
+            return Err(def_err(
+                "partition",
+                p,
+                format!("transform cannot apply to column type {ty}"),
+            ));
         }
         let name = match suffix {
             None => field.name.clone(),
@@ -186,6 +219,11 @@ pub fn parse_partition(def: &str, schema: &Schema) -> Result<UnboundPartitionSpe
             .map_err(|e| def_err("partition", p, e.to_string()))?;
     }
     Ok(builder.build())
+}
+
+/// The spec of an unpartitioned table.
+pub fn unpartitioned() -> UnboundPartitionSpec {
+    UnboundPartitionSpec::builder().build()
 }
 
 #[cfg(test)]
@@ -205,31 +243,45 @@ mod tests {
         assert_eq!(*c.field_type, Type::Primitive(PrimitiveType::Long));
         assert_eq!(
             *s.field_by_name("f").unwrap().field_type,
-            Type::Primitive(PrimitiveType::Decimal { precision: 10, scale: 2 })
+            Type::Primitive(PrimitiveType::Decimal {
+                precision: 10,
+                scale: 2
+            })
         );
     }
 
     #[test]
     fn bad_schema_names_the_fragment() {
-        let e = parse_schema("id bigint, name strang").unwrap_err().to_string();
+        let e = parse_schema("id bigint, name strang")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("strang"), "{e}");
-        assert!(parse_schema("id bigint, id int").unwrap_err().to_string().contains("duplicate"));
+        assert!(parse_schema("id bigint, id int")
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate"));
         assert!(parse_schema("x decimal(40, 2)").is_err());
     }
 
     #[test]
     fn partition_transforms_parse_with_iceberg_names() {
-        let s = parse_schema("id bigint not null, ts timestamp, name string, region string").unwrap();
-        let spec = parse_partition("day(ts), bucket(16, id), truncate(4, name), identity(region)", &s).unwrap();
+        let s =
+            parse_schema("id bigint not null, ts timestamp, name string, region string").unwrap();
+        let spec = parse_partition(
+            "day(ts), bucket(16, id), truncate(4, name), identity(region)",
+            &s,
+        )
+        .unwrap();
         let names: Vec<_> = spec.fields().iter().map(|f| f.name.clone()).collect();
         assert_eq!(names, ["ts_day", "id_bucket", "name_trunc", "region"]);
-        assert!(parse_partition("day(nope)", &s).unwrap_err().to_string().contains("nope"));
-        assert!(parse_partition("day(name)", &s).is_err(), "day() of a string must fail");
+        assert!(parse_partition("day(nope)", &s)
+            .unwrap_err()
+            .to_string()
+            .contains("nope"));
+        assert!(
+            parse_partition("day(name)", &s).is_err(),
+            "day() of a string must fail"
+        );
         assert!(parse_partition("bucket(x, id)", &s).is_err());
     }
-}
-
-/// The spec of an unpartitioned table.
-pub fn unpartitioned() -> UnboundPartitionSpec {
-    UnboundPartitionSpec::builder().build()
 }

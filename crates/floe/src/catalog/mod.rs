@@ -23,7 +23,9 @@ use iceberg::spec::{
     UnboundPartitionSpec,
 };
 use iceberg::table::Table;
-use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
+use iceberg::{
+    MetadataLocation, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate,
+};
 
 use crate::error::{Error, Result};
 use crate::properties;
@@ -89,7 +91,11 @@ pub fn parse_table_ident(s: &str) -> Result<TableIdent> {
         .rsplit_once('.')
         .ok_or_else(|| Error::invalid_option("table", s, "expected NAMESPACE.TABLE"))?;
     if ns.is_empty() || name.is_empty() {
-        return Err(Error::invalid_option("table", s, "expected NAMESPACE.TABLE"));
+        return Err(Error::invalid_option(
+            "table",
+            s,
+            "expected NAMESPACE.TABLE",
+        ));
     }
     Ok(TableIdent::new(parse_namespace(ns)?, name.to_string()))
 }
@@ -97,14 +103,23 @@ pub fn parse_table_ident(s: &str) -> Result<TableIdent> {
 /// Parses `a` or `a.b` into a namespace.
 pub fn parse_namespace(s: &str) -> Result<NamespaceIdent> {
     if s.is_empty() || s.split('.').any(str::is_empty) {
-        return Err(Error::invalid_option("namespace", s, "empty namespace level"));
+        return Err(Error::invalid_option(
+            "namespace",
+            s,
+            "empty namespace level",
+        ));
     }
-    NamespaceIdent::from_strs(s.split('.')).map_err(|e| Error::invalid_option("namespace", s, e.to_string()))
+    NamespaceIdent::from_strs(s.split('.'))
+        .map_err(|e| Error::invalid_option("namespace", s, e.to_string()))
 }
 
 /// `ns.table` as users write it.
 pub fn ident_string(ident: &TableIdent) -> String {
-    format!("{}.{}", ident.namespace().clone().inner().join("."), ident.name())
+    format!(
+        "{}.{}",
+        ident.namespace().clone().inner().join("."),
+        ident.name()
+    )
 }
 
 /// A table to create.
@@ -183,7 +198,12 @@ impl Catalog {
             return Err(Error::NamespaceNotFound { namespace: ns });
         }
         let name = ident_string(&new.ident);
-        if self.inner.metadata_location(&ns, new.ident.name()).await?.is_some() {
+        if self
+            .inner
+            .metadata_location(&ns, new.ident.name())
+            .await?
+            .is_some()
+        {
             return Err(Error::TableExists { table: name });
         }
         let location = self.default_location(&new.ident);
@@ -196,7 +216,9 @@ impl Catalog {
             .format_version(FormatVersion::V2)
             .build();
         creation.sort_order = new.sort_order;
-        let metadata = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
+        let metadata = TableMetadataBuilder::from_table_creation(creation)?
+            .build()?
+            .metadata;
         let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
         metadata.write_to(&self.file_io, &metadata_location).await?;
         let loc = metadata_location.to_string();
@@ -217,13 +239,20 @@ impl Catalog {
             if !self.inner.namespace_exists(&ns).await? {
                 return Err(Error::NamespaceNotFound { namespace: ns });
             }
-            return Err(Error::TableNotFound { table: ident_string(ident) });
+            return Err(Error::TableNotFound {
+                table: ident_string(ident),
+            });
         };
         let metadata = read_metadata(&self.file_io, &location).await?;
         self.table_from(ident.clone(), metadata, location)
     }
 
-    fn table_from(&self, ident: TableIdent, metadata: TableMetadata, location: String) -> Result<Table> {
+    fn table_from(
+        &self,
+        ident: TableIdent,
+        metadata: TableMetadata,
+        location: String,
+    ) -> Result<Table> {
         Ok(Table::builder()
             .identifier(ident)
             .metadata(metadata)
@@ -276,19 +305,30 @@ impl Catalog {
                 });
             }
         }
-        let mut builder =
-            TableMetadataBuilder::new_from_metadata(current.metadata().clone(), Some(current_location.clone()));
+        let mut builder = TableMetadataBuilder::new_from_metadata(
+            current.metadata().clone(),
+            Some(current_location.clone()),
+        );
         for update in updates {
             builder = update.apply(builder)?;
         }
         let built = builder.build()?;
         let new_location = MetadataLocation::from_str(&current_location)
             .map(|l| l.with_next_version())
-            .unwrap_or_else(|_| MetadataLocation::new_with_metadata(built.metadata.location(), &built.metadata))
+            .unwrap_or_else(|_| {
+                MetadataLocation::new_with_metadata(built.metadata.location(), &built.metadata)
+            })
             .with_new_metadata(&built.metadata);
-        built.metadata.write_to(&self.file_io, &new_location).await?;
+        built
+            .metadata
+            .write_to(&self.file_io, &new_location)
+            .await?;
         let new_loc = new_location.to_string();
-        let swapped = match self.inner.swap(&ns, ident.name(), &current_location, &new_loc).await {
+        let swapped = match self
+            .inner
+            .swap(&ns, ident.name(), &current_location, &new_loc)
+            .await
+        {
             Ok(swapped) => swapped,
             Err(e) => {
                 // Unknown outcome: trust only the pointer itself.
@@ -378,7 +418,10 @@ pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::S
         location: metadata.location().to_string(),
         reason: e.to_string(),
     })?;
-    let refs = json.get_mut("refs").map(serde_json::Value::take).unwrap_or_default();
+    let refs = json
+        .get_mut("refs")
+        .map(serde_json::Value::take)
+        .unwrap_or_default();
     if refs.is_null() {
         return Ok(HashMap::new());
     }

@@ -98,7 +98,9 @@ impl SqlCatalog {
 
     pub async fn create_namespace(&self, ns: &str) -> Result<()> {
         if self.namespace_exists(ns).await? {
-            return Err(Error::NamespaceExists { namespace: ns.to_string() });
+            return Err(Error::NamespaceExists {
+                namespace: ns.to_string(),
+            });
         }
         sqlx::query(
             "INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value) \
@@ -249,9 +251,17 @@ impl SqlCatalog {
 fn normalize_uri(uri: &str) -> Result<String> {
     if let Some(rest) = uri.strip_prefix("sqlite:") {
         let path = rest.strip_prefix("//").unwrap_or(rest);
-        let path = if path.starts_with("//") { &path[1..] } else { path };
+        let path = if path.starts_with("//") {
+            &path[1..]
+        } else {
+            path
+        };
         if path.is_empty() {
-            return Err(Error::invalid_option("catalog", uri, "missing SQLite database path"));
+            return Err(Error::invalid_option(
+                "catalog",
+                uri,
+                "missing SQLite database path",
+            ));
         }
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         if let Some(parent) = std::path::Path::new(path).parent() {
@@ -263,13 +273,22 @@ fn normalize_uri(uri: &str) -> Result<String> {
                 ));
             }
         }
-        let mut q = if query.is_empty() { String::new() } else { format!("{query}&") };
+        let mut q = if query.is_empty() {
+            String::new()
+        } else {
+            format!("{query}&")
+        };
         if !q.contains("mode=") {
             q.push_str("mode=rwc");
         }
         return Ok(format!("sqlite://{path}?{}", q.trim_end_matches('&')));
     }
-    for prefix in ["postgresql+psycopg2://", "postgresql+psycopg://", "postgresql://", "postgres://"] {
+    for prefix in [
+        "postgresql+psycopg2://",
+        "postgresql+psycopg://",
+        "postgresql://",
+        "postgres://",
+    ] {
         if let Some(rest) = uri.strip_prefix(prefix) {
             return Ok(format!("postgres://{rest}"));
         }
@@ -304,7 +323,9 @@ fn describe_sqlx(e: &sqlx::Error) -> String {
             }
         }
         sqlx::Error::Io(io) => format!("cannot connect: {io}"),
-        sqlx::Error::PoolTimedOut => "timed out waiting for a catalog connection (is the server up?)".into(),
+        sqlx::Error::PoolTimedOut => {
+            "timed out waiting for a catalog connection (is the server up?)".into()
+        }
         other => other.to_string(),
     }
 }
@@ -315,16 +336,28 @@ mod tests {
 
     #[test]
     fn sqlite_uris_of_floe_and_sqlalchemy_normalize_alike() {
-        assert_eq!(normalize_uri("sqlite:///tmp/c.db").unwrap(), "sqlite:///tmp/c.db?mode=rwc");
-        assert_eq!(normalize_uri("sqlite:////tmp/c.db").unwrap(), "sqlite:///tmp/c.db?mode=rwc");
-        assert_eq!(normalize_uri("postgresql+psycopg2://u@h/db").unwrap(), "postgres://u@h/db");
+        assert_eq!(
+            normalize_uri("sqlite:///tmp/c.db").unwrap(),
+            "sqlite:///tmp/c.db?mode=rwc"
+        );
+        assert_eq!(
+            normalize_uri("sqlite:////tmp/c.db").unwrap(),
+            "sqlite:///tmp/c.db?mode=rwc"
+        );
+        assert_eq!(
+            normalize_uri("postgresql+psycopg2://u@h/db").unwrap(),
+            "postgres://u@h/db"
+        );
         assert!(normalize_uri("mysql://x").is_err());
         assert!(normalize_uri("sqlite:///no/such/dir/c.db").is_err());
     }
 
     #[test]
     fn passwords_never_show() {
-        assert_eq!(redact("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
         assert_eq!(redact("sqlite:///x.db"), "sqlite:///x.db");
     }
 }

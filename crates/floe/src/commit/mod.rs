@@ -140,7 +140,11 @@ pub struct CommitOutcome {
 
 /// Commits `update` to the table with retries; on final failure deletes the files the update
 /// added (so a failed operation leaves nothing behind but, after a crash, orphans).
-pub async fn commit(catalog: &Catalog, ident: &TableIdent, update: SnapshotUpdate) -> Result<CommitOutcome> {
+pub async fn commit(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    update: SnapshotUpdate,
+) -> Result<CommitOutcome> {
     let mut attempts = 0u32;
     let result = retry::with_retry(catalog, ident, |table| {
         attempts += 1;

@@ -85,12 +85,20 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    fn manifest_writer(&mut self, content: ManifestContentType, spec_id: i32) -> Result<ManifestWriter> {
+    fn manifest_writer(
+        &mut self,
+        content: ManifestContentType,
+        spec_id: i32,
+    ) -> Result<ManifestWriter> {
         let md = self.table.metadata();
         let spec = md
             .partition_spec_by_id(spec_id)
             .ok_or_else(|| Error::Metadata {
-                location: self.table.metadata_location().unwrap_or_default().to_string(),
+                location: self
+                    .table
+                    .metadata_location()
+                    .unwrap_or_default()
+                    .to_string(),
                 reason: format!("partition spec {spec_id} is not in the table metadata"),
             })?
             .as_ref()
@@ -105,7 +113,12 @@ impl<'a> Ctx<'a> {
         self.manifest_counter += 1;
         self.written.push(path.clone());
         let output = self.table.file_io().new_output(&path)?;
-        let builder = ManifestWriterBuilder::new(output, Some(self.snapshot_id), md.current_schema().clone(), spec);
+        let builder = ManifestWriterBuilder::new(
+            output,
+            Some(self.snapshot_id),
+            md.current_schema().clone(),
+            spec,
+        );
         Ok(match content {
             ManifestContentType::Data => builder.build_v2_data(),
             ManifestContentType::Deletes => builder.build_v2_deletes(),
@@ -150,12 +163,21 @@ fn live_file(entry: &iceberg::spec::ManifestEntry, spec_id: i32) -> LiveFile {
     }
 }
 
-async fn produce(ctx: &mut Ctx<'_>, update: &SnapshotUpdate) -> Result<(Vec<TableRequirement>, Vec<TableUpdate>)> {
+async fn produce(
+    ctx: &mut Ctx<'_>,
+    update: &SnapshotUpdate,
+) -> Result<(Vec<TableRequirement>, Vec<TableUpdate>)> {
     let table = ctx.table;
     let md = table.metadata();
     let parent = md.current_snapshot().cloned();
     let parent_manifests: Vec<ManifestFile> = match &parent {
-        Some(p) => table.manifest_list_reader(p).load().await?.consume_entries().into_iter().collect(),
+        Some(p) => table
+            .manifest_list_reader(p)
+            .load()
+            .await?
+            .consume_entries()
+            .into_iter()
+            .collect(),
         None => vec![],
     };
     // Manifests with no live entries describe only older snapshots' deletions: drop them.
@@ -203,7 +225,11 @@ async fn produce(ctx: &mut Ctx<'_>, update: &SnapshotUpdate) -> Result<(Vec<Tabl
             new_manifests.push(writer.write_manifest_file().await?);
         }
         let found: HashSet<&str> = removed.iter().map(|f| f.file.file_path()).collect();
-        if let Some(missing) = update.removed_files.iter().find(|p| !found.contains(p.as_str())) {
+        if let Some(missing) = update
+            .removed_files
+            .iter()
+            .find(|p| !found.contains(p.as_str()))
+        {
             return Err(Error::ValidationFailed {
                 table: ctx.name.clone(),
                 reason: format!("file {missing} is no longer live in the table (removed by a concurrent commit?)"),
@@ -226,7 +252,11 @@ async fn produce(ctx: &mut Ctx<'_>, update: &SnapshotUpdate) -> Result<(Vec<Tabl
         let seq = update.data_sequence_number.unwrap_or(-1);
         for f in &update.added_data_files {
             if f.content_type() != DataContentType::Data {
-                return Err(Error::invalid_option("added data file", f.file_path(), "is a delete file"));
+                return Err(Error::invalid_option(
+                    "added data file",
+                    f.file_path(),
+                    "is a delete file",
+                ));
             }
             writer.add_file(f.clone(), seq)?;
         }
@@ -236,7 +266,11 @@ async fn produce(ctx: &mut Ctx<'_>, update: &SnapshotUpdate) -> Result<(Vec<Tabl
         let mut writer = ctx.manifest_writer(ManifestContentType::Deletes, default_spec)?;
         for f in &update.added_delete_files {
             if f.content_type() == DataContentType::Data {
-                return Err(Error::invalid_option("added delete file", f.file_path(), "is a data file"));
+                return Err(Error::invalid_option(
+                    "added delete file",
+                    f.file_path(),
+                    "is a data file",
+                ));
             }
             writer.add_file(f.clone(), -1)?;
         }
@@ -257,7 +291,11 @@ async fn produce(ctx: &mut Ctx<'_>, update: &SnapshotUpdate) -> Result<(Vec<Tabl
     list.add_manifests(new_manifests.into_iter().chain(carried))?;
     list.close().await?;
 
-    let added: Vec<_> = update.added_data_files.iter().chain(&update.added_delete_files).collect();
+    let added: Vec<_> = update
+        .added_data_files
+        .iter()
+        .chain(&update.added_delete_files)
+        .collect();
     let removed_refs: Vec<_> = removed.iter().map(|f| &f.file).collect();
     let summary = summary::build(
         update.operation.clone(),
@@ -318,13 +356,20 @@ async fn check_new_deletes(
     }
     let candidates: Vec<ManifestFile> = carried
         .iter()
-        .filter(|m| m.content == ManifestContentType::Deletes && newer.contains(&m.added_snapshot_id))
+        .filter(|m| {
+            m.content == ManifestContentType::Deletes && newer.contains(&m.added_snapshot_id)
+        })
         .cloned()
         .collect();
     let mut new_deletes = Vec::new();
-    for (mf, manifest) in candidates.iter().zip(load_manifests(ctx.table, &candidates).await?) {
+    for (mf, manifest) in candidates
+        .iter()
+        .zip(load_manifests(ctx.table, &candidates).await?)
+    {
         for e in manifest.entries() {
-            if e.status() == iceberg::spec::ManifestStatus::Added && e.snapshot_id().is_some_and(|s| newer.contains(&s)) {
+            if e.status() == iceberg::spec::ManifestStatus::Added
+                && e.snapshot_id().is_some_and(|s| newer.contains(&s))
+            {
                 new_deletes.push(live_file(e, mf.partition_spec_id));
             }
         }
@@ -343,7 +388,10 @@ async fn check_new_deletes(
 /// `commit.manifest.min-count-to-merge` data manifests smaller than
 /// `commit.manifest.target-size-bytes` in the default spec, merge them into one, so manifest
 /// count (which dominates read planning) stays bounded under streaming appends.
-async fn merge_small_manifests(ctx: &mut Ctx<'_>, carried: Vec<ManifestFile>) -> Result<Vec<ManifestFile>> {
+async fn merge_small_manifests(
+    ctx: &mut Ctx<'_>,
+    carried: Vec<ManifestFile>,
+) -> Result<Vec<ManifestFile>> {
     let props = ctx.table.metadata().properties();
     if !properties::bool_prop(props, properties::COMMIT_MANIFEST_MERGE_ENABLED, true)? {
         return Ok(carried);
@@ -361,7 +409,9 @@ async fn merge_small_manifests(ctx: &mut Ctx<'_>, carried: Vec<ManifestFile>) ->
     )? as i64;
     let spec = ctx.table.metadata().default_partition_spec_id();
     let (small, mut keep): (Vec<_>, Vec<_>) = carried.into_iter().partition(|m| {
-        m.content == ManifestContentType::Data && m.partition_spec_id == spec && m.manifest_length < target
+        m.content == ManifestContentType::Data
+            && m.partition_spec_id == spec
+            && m.manifest_length < target
     });
     if small.len() < min_count {
         keep.splice(0..0, small);

@@ -30,7 +30,11 @@ impl RetryPolicy {
     pub fn from_table(table: &Table) -> Result<Self> {
         let p = table.metadata().properties();
         Ok(Self {
-            num_retries: u64_prop(p, properties::COMMIT_RETRY_NUM_RETRIES, properties::COMMIT_RETRY_NUM_RETRIES_DEFAULT)?,
+            num_retries: u64_prop(
+                p,
+                properties::COMMIT_RETRY_NUM_RETRIES,
+                properties::COMMIT_RETRY_NUM_RETRIES_DEFAULT,
+            )?,
             min_wait: Duration::from_millis(u64_prop(
                 p,
                 properties::COMMIT_RETRY_MIN_WAIT_MS,
@@ -57,13 +61,18 @@ impl RetryPolicy {
             .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(20))
             .min(self.max_wait);
         let jitter = rand::rng().random_range(0.0..0.5);
-        base.mul_f64(1.0 + jitter).min(self.max_wait.max(self.min_wait))
+        base.mul_f64(1.0 + jitter)
+            .min(self.max_wait.max(self.min_wait))
     }
 }
 
 /// Loads the table, prepares a commit with `prepare`, and commits it; retries lost races.
 /// Files an attempt wrote (manifests, manifest lists) are deleted when that attempt loses.
-pub async fn with_retry<F, Fut>(catalog: &Catalog, ident: &TableIdent, mut prepare: F) -> Result<Table>
+pub async fn with_retry<F, Fut>(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    mut prepare: F,
+) -> Result<Table>
 where
     F: FnMut(Table) -> Fut,
     Fut: Future<Output = Result<PreparedCommit>>,
@@ -75,11 +84,15 @@ where
         let table = catalog.load_table(ident).await?;
         let policy = RetryPolicy::from_table(&table)?;
         let prepared = prepare(table.clone()).await?;
-        match catalog.commit(&table, &prepared.requirements, prepared.updates).await {
+        match catalog
+            .commit(&table, &prepared.requirements, prepared.updates)
+            .await
+        {
             Ok(table) => return Ok(table),
             Err(e) => {
                 delete_quietly(catalog.file_io(), prepared.written).await;
-                let out_of_budget = u64::from(attempt) > policy.num_retries || started.elapsed() >= policy.total_timeout;
+                let out_of_budget = u64::from(attempt) > policy.num_retries
+                    || started.elapsed() >= policy.total_timeout;
                 match e {
                     Error::CommitConflict { reason, .. } if !out_of_budget => {
                         let wait = policy.backoff(attempt);
@@ -123,9 +136,15 @@ mod tests {
             total_timeout: Duration::from_secs(60),
         };
         let first = p.backoff(1);
-        assert!(first >= Duration::from_millis(100) && first <= Duration::from_millis(150), "{first:?}");
+        assert!(
+            first >= Duration::from_millis(100) && first <= Duration::from_millis(150),
+            "{first:?}"
+        );
         let third = p.backoff(3);
-        assert!(third >= Duration::from_millis(400) && third <= Duration::from_millis(600), "{third:?}");
+        assert!(
+            third >= Duration::from_millis(400) && third <= Duration::from_millis(600),
+            "{third:?}"
+        );
         assert!(p.backoff(30) <= Duration::from_millis(1000));
     }
 }

@@ -81,7 +81,10 @@ pub fn build(
     put("removed-position-deletes", r.pos_deletes);
     put("added-equality-deletes", a.eq_deletes);
     put("removed-equality-deletes", r.eq_deletes);
-    props.insert("changed-partition-count".into(), partitions.len().to_string());
+    props.insert(
+        "changed-partition-count".into(),
+        partitions.len().to_string(),
+    );
 
     let totals: [(&str, u64, u64); 6] = [
         ("total-records", a.records, r.records),
@@ -94,11 +97,17 @@ pub fn build(
     for (key, plus, minus) in totals {
         let previous = match parent {
             None => Some(0),
-            Some(p) => p.additional_properties.get(key).and_then(|v| v.parse::<u64>().ok()),
+            Some(p) => p
+                .additional_properties
+                .get(key)
+                .and_then(|v| v.parse::<u64>().ok()),
         };
         // A parent without totals (written by a tool that omits them) leaves them unknown.
         if let Some(prev) = previous {
-            props.insert(key.to_string(), (prev + plus).saturating_sub(minus).to_string());
+            props.insert(
+                key.to_string(),
+                (prev + plus).saturating_sub(minus).to_string(),
+            );
         }
     }
     Summary {

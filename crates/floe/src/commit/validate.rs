@@ -11,6 +11,7 @@
 //!   delete is unpartitioned) with a lower data sequence number. A rewrite that keeps the starting
 //!   sequence number for its new files stays correct under new equality deletes, so they are
 //!   ignored then.
+//!
 //! Appends never conflict.
 
 use std::collections::HashSet;
@@ -22,7 +23,11 @@ use crate::error::{Error, Result};
 
 /// Snapshot ids committed after `starting` on the current branch (newest first). Fails when
 /// `starting` is no longer an ancestor (expired, or the branch was rolled back).
-pub fn snapshots_since(metadata: &TableMetadata, starting: Option<i64>, table: &str) -> Result<HashSet<i64>> {
+pub fn snapshots_since(
+    metadata: &TableMetadata,
+    starting: Option<i64>,
+    table: &str,
+) -> Result<HashSet<i64>> {
     let mut out = HashSet::new();
     let mut cur = metadata.current_snapshot();
     while let Some(s) = cur {
@@ -30,7 +35,9 @@ pub fn snapshots_since(metadata: &TableMetadata, starting: Option<i64>, table: &
             return Ok(out);
         }
         out.insert(s.snapshot_id());
-        cur = s.parent_snapshot_id().and_then(|p| metadata.snapshot_by_id(p));
+        cur = s
+            .parent_snapshot_id()
+            .and_then(|p| metadata.snapshot_by_id(p));
     }
     if starting.is_none() {
         return Ok(out);
@@ -51,8 +58,17 @@ pub fn conflicting_delete(
     ignore_equality_deletes: bool,
 ) -> Option<String> {
     for d in new_deletes {
-        for r in removed.iter().filter(|r| r.file.content_type() == DataContentType::Data) {
-            if applies(&d.file, d.spec_id, &r.file, r.spec_id, ignore_equality_deletes) {
+        for r in removed
+            .iter()
+            .filter(|r| r.file.content_type() == DataContentType::Data)
+        {
+            if applies(
+                &d.file,
+                d.spec_id,
+                &r.file,
+                r.spec_id,
+                ignore_equality_deletes,
+            ) {
                 return Some(format!(
                     "delete file {} committed concurrently applies to replaced file {}",
                     d.file.file_path(),
@@ -64,7 +80,13 @@ pub fn conflicting_delete(
     None
 }
 
-fn applies(delete: &DataFile, delete_spec: i32, data: &DataFile, data_spec: i32, ignore_eq: bool) -> bool {
+fn applies(
+    delete: &DataFile,
+    delete_spec: i32,
+    data: &DataFile,
+    data_spec: i32,
+    ignore_eq: bool,
+) -> bool {
     match delete.content_type() {
         DataContentType::Data => false,
         DataContentType::PositionDeletes => match delete.referenced_data_file() {
@@ -108,9 +130,19 @@ mod tests {
     #[test]
     fn position_delete_on_replaced_file_conflicts() {
         let removed = [file("a.parquet", DataContentType::Data, 1, None)];
-        let del = [file("d.parquet", DataContentType::PositionDeletes, 1, Some("a.parquet"))];
+        let del = [file(
+            "d.parquet",
+            DataContentType::PositionDeletes,
+            1,
+            Some("a.parquet"),
+        )];
         assert!(conflicting_delete(&removed, &del, true).is_some());
-        let other = [file("d.parquet", DataContentType::PositionDeletes, 1, Some("b.parquet"))];
+        let other = [file(
+            "d.parquet",
+            DataContentType::PositionDeletes,
+            1,
+            Some("b.parquet"),
+        )];
         assert!(conflicting_delete(&removed, &other, true).is_none());
     }
 

@@ -37,7 +37,10 @@ fn value_at(a: &dyn Array, i: usize) -> String {
         Ok(f) => {
             let s = f.value(i).to_string();
             let s: String = s.chars().take(80).collect();
-            if matches!(a.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
+            if matches!(
+                a.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) {
                 format!("'{s}'")
             } else {
                 s
@@ -52,10 +55,11 @@ pub fn conform(batch: &RecordBatch, target: &SchemaRef, origin: &Origin) -> Resu
     let src = batch.schema();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     for field in target.fields() {
-        let idx = src
-            .index_of(field.name())
-            .ok()
-            .or_else(|| src.fields().iter().position(|f| f.name().eq_ignore_ascii_case(field.name())));
+        let idx = src.index_of(field.name()).ok().or_else(|| {
+            src.fields()
+                .iter()
+                .position(|f| f.name().eq_ignore_ascii_case(field.name()))
+        });
         let Some(idx) = idx else {
             if !field.is_nullable() && batch.num_rows() > 0 {
                 return Err(Error::BadRecord {
@@ -78,12 +82,14 @@ pub fn conform(batch: &RecordBatch, target: &SchemaRef, origin: &Origin) -> Resu
                 safe: true,
                 ..Default::default()
             };
-            let out = cast_with_options(&input, field.data_type(), &opts).map_err(|e| Error::BadRecord {
-                file: origin.file.clone(),
-                location: origin.at(0),
-                column: field.name().clone(),
-                value: format!("of type {}", input.data_type()),
-                reason: format!("cannot convert to {}: {e}", field.data_type()),
+            let out = cast_with_options(&input, field.data_type(), &opts).map_err(|e| {
+                Error::BadRecord {
+                    file: origin.file.clone(),
+                    location: origin.at(0),
+                    column: field.name().clone(),
+                    value: format!("of type {}", input.data_type()),
+                    reason: format!("cannot convert to {}: {e}", field.data_type()),
+                }
             })?;
             if out.null_count() != input.null_count() {
                 if let Some(i) = (0..input.len()).find(|&i| input.is_valid(i) && out.is_null(i)) {
@@ -111,12 +117,19 @@ pub fn conform(batch: &RecordBatch, target: &SchemaRef, origin: &Origin) -> Resu
         columns.push(out);
     }
     let opts = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(RecordBatch::try_new_with_options(target.clone(), columns, &opts)?)
+    Ok(RecordBatch::try_new_with_options(
+        target.clone(),
+        columns,
+        &opts,
+    )?)
 }
 
 /// Empty strings in a text column that becomes a non-string type mean "no value" (CSV habit).
 fn blank_strings_to_null(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
-    if matches!(to, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
+    if matches!(
+        to,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    ) {
         return Ok(a.clone());
     }
     let Some(s) = a.as_any().downcast_ref::<arrow::array::StringArray>() else {
@@ -127,7 +140,15 @@ fn blank_strings_to_null(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     }
     let cleaned: arrow::array::StringArray = s
         .iter()
-        .map(|v| v.and_then(|v| if v.trim().is_empty() { None } else { Some(v.trim()) }))
+        .map(|v| {
+            v.and_then(|v| {
+                if v.trim().is_empty() {
+                    None
+                } else {
+                    Some(v.trim())
+                }
+            })
+        })
         .collect();
     Ok(Arc::new(cleaned))
 }

@@ -33,7 +33,11 @@ impl InputFormat {
             "ndjson" | "json" | "jsonl" => Ok(Self::Ndjson),
             "csv" => Ok(Self::Csv),
             "parquet" => Ok(Self::Parquet),
-            _ => Err(Error::invalid_option("format", s, "expected ndjson, csv or parquet")),
+            _ => Err(Error::invalid_option(
+                "format",
+                s,
+                "expected ndjson, csv or parquet",
+            )),
         }
     }
 
@@ -42,15 +46,23 @@ impl InputFormat {
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         Self::parse(ext).map_err(|_| Error::InputFile {
             path: path.to_path_buf(),
-            reason: "unknown extension; use .ndjson/.jsonl/.json, .csv or .parquet, or pass --format".into(),
+            reason:
+                "unknown extension; use .ndjson/.jsonl/.json, .csv or .parquet, or pass --format"
+                    .into(),
         })
     }
 }
 
 enum Source {
-    Ndjson { lines: std::io::Lines<BufReader<File>> },
-    Csv { reader: arrow::csv::reader::BufReader<BufReader<File>> },
-    Parquet { reader: ParquetRecordBatchReader },
+    Ndjson {
+        lines: std::io::Lines<BufReader<File>>,
+    },
+    Csv {
+        reader: Box<arrow::csv::reader::BufReader<BufReader<File>>>,
+    },
+    Parquet {
+        reader: ParquetRecordBatchReader,
+    },
 }
 
 /// Reads one input file as batches in the table's Arrow schema.
@@ -79,11 +91,18 @@ impl InputReader {
         };
         let file = File::open(path).map_err(|e| input_err(path, e))?;
         let (source, next) = match format {
-            InputFormat::Ndjson => (Source::Ndjson { lines: BufReader::new(file).lines() }, 1),
+            InputFormat::Ndjson => (
+                Source::Ndjson {
+                    lines: BufReader::new(file).lines(),
+                },
+                1,
+            ),
             InputFormat::Csv => {
                 let mut file = file;
                 let fmt = arrow::csv::reader::Format::default().with_header(true);
-                let (inferred, _) = fmt.infer_schema(&mut file, Some(0)).map_err(|e| input_err(path, e))?;
+                let (inferred, _) = fmt
+                    .infer_schema(&mut file, Some(0))
+                    .map_err(|e| input_err(path, e))?;
                 file.rewind().map_err(|e| input_err(path, e))?;
                 let text_schema = Arc::new(Schema::new(
                     inferred
@@ -97,7 +116,12 @@ impl InputReader {
                     .with_batch_size(BATCH_ROWS)
                     .build_buffered(BufReader::new(file))
                     .map_err(|e| input_err(path, e))?;
-                (Source::Csv { reader }, 2)
+                (
+                    Source::Csv {
+                        reader: Box::new(reader),
+                    },
+                    2,
+                )
             }
             InputFormat::Parquet => {
                 let reader = ParquetRecordBatchReaderBuilder::try_new(file)
@@ -239,7 +263,10 @@ impl InputReader {
                     }
                     continue;
                 }
-                let one = Arc::new(Schema::new(vec![field.as_ref().clone().with_nullable(true)]));
+                let one = Arc::new(Schema::new(vec![field
+                    .as_ref()
+                    .clone()
+                    .with_nullable(true)]));
                 let doc = serde_json::json!({ field.name(): v }).to_string();
                 if let Err(e) = decode_json(&one, doc.as_bytes(), 1) {
                     return Error::BadRecord {
@@ -247,7 +274,11 @@ impl InputReader {
                         location,
                         column: field.name().clone(),
                         value: v.to_string().chars().take(80).collect(),
-                        reason: format!("not a valid {}: {}", field.data_type(), short(&e.to_string())),
+                        reason: format!(
+                            "not a valid {}: {}",
+                            field.data_type(),
+                            short(&e.to_string())
+                        ),
                     };
                 }
             }
@@ -309,7 +340,11 @@ mod tests {
     fn ndjson_and_csv_read_into_the_table_schema() {
         let dir = tempfile::tempdir().unwrap();
         let j = dir.path().join("a.ndjson");
-        std::fs::write(&j, "{\"id\": 1, \"name\": \"x\"}\n\n{\"id\": 2, \"amount\": 2.5, \"extra\": true}\n").unwrap();
+        std::fs::write(
+            &j,
+            "{\"id\": 1, \"name\": \"x\"}\n\n{\"id\": 2, \"amount\": 2.5, \"extra\": true}\n",
+        )
+        .unwrap();
         let b = read_all(&j).unwrap();
         assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
         let c = dir.path().join("a.csv");
@@ -326,7 +361,10 @@ mod tests {
         let mut f = File::create(&j).unwrap();
         writeln!(f, "{{\"id\": 1}}\n{{\"id\": 2}}\n{{\"id\": \"abc\"}}").unwrap();
         let e = read_all(&j).unwrap_err().to_string();
-        assert!(e.contains("line 3") && e.contains("'id'") && e.contains("abc"), "{e}");
+        assert!(
+            e.contains("line 3") && e.contains("'id'") && e.contains("abc"),
+            "{e}"
+        );
         std::fs::write(&j, "{\"name\": \"no id\"}\n").unwrap();
         let e = read_all(&j).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("required"), "{e}");
@@ -338,6 +376,9 @@ mod tests {
         let c = dir.path().join("bad.csv");
         std::fs::write(&c, "id,amount\n1,2.0\n2,lots\n").unwrap();
         let e = read_all(&c).unwrap_err().to_string();
-        assert!(e.contains("line 3") && e.contains("'amount'") && e.contains("lots"), "{e}");
+        assert!(
+            e.contains("line 3") && e.contains("'amount'") && e.contains("lots"),
+            "{e}"
+        );
     }
 }

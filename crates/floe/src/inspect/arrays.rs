@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    new_null_array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
-    Int32Array, Int64Array, StringArray, StructArray, Time64MicrosecondArray, TimestampMicrosecondArray,
-    TimestampNanosecondArray,
+    new_null_array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array,
+    Float32Array, Float64Array, Int32Array, Int64Array, StringArray, StructArray,
+    Time64MicrosecondArray, TimestampMicrosecondArray, TimestampNanosecondArray,
 };
 use arrow_schema::{DataType, Field, Fields, TimeUnit};
 use iceberg::spec::{Literal, PrimitiveLiteral, Struct, StructType};
@@ -41,40 +41,78 @@ pub fn literal_array(ty: &DataType, values: &[Option<&PrimitiveLiteral>]) -> Arr
     let v = values;
     match ty {
         DataType::Boolean => Arc::new(BooleanArray::from(
-            v.iter().map(|p| match p { Some(PrimitiveLiteral::Boolean(b)) => Some(*b), _ => None }).collect::<Vec<_>>(),
+            v.iter()
+                .map(|p| match p {
+                    Some(PrimitiveLiteral::Boolean(b)) => Some(*b),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
         )),
-        DataType::Int32 => Arc::new(Int32Array::from(v.iter().map(|p| int(*p)).collect::<Vec<_>>())),
-        DataType::Date32 => Arc::new(Date32Array::from(v.iter().map(|p| int(*p)).collect::<Vec<_>>())),
-        DataType::Int64 => Arc::new(Int64Array::from(v.iter().map(|p| long(*p)).collect::<Vec<_>>())),
+        DataType::Int32 => Arc::new(Int32Array::from(
+            v.iter().map(|p| int(*p)).collect::<Vec<_>>(),
+        )),
+        DataType::Date32 => Arc::new(Date32Array::from(
+            v.iter().map(|p| int(*p)).collect::<Vec<_>>(),
+        )),
+        DataType::Int64 => Arc::new(Int64Array::from(
+            v.iter().map(|p| long(*p)).collect::<Vec<_>>(),
+        )),
         DataType::Float32 => Arc::new(Float32Array::from(
-            v.iter().map(|p| match p { Some(PrimitiveLiteral::Float(f)) => Some(f.0), _ => None }).collect::<Vec<_>>(),
+            v.iter()
+                .map(|p| match p {
+                    Some(PrimitiveLiteral::Float(f)) => Some(f.0),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
         )),
         DataType::Float64 => Arc::new(Float64Array::from(
-            v.iter().map(|p| match p { Some(PrimitiveLiteral::Double(f)) => Some(f.0), _ => None }).collect::<Vec<_>>(),
+            v.iter()
+                .map(|p| match p {
+                    Some(PrimitiveLiteral::Double(f)) => Some(f.0),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
         )),
         DataType::Utf8 => Arc::new(StringArray::from(
-            v.iter().map(|p| match p { Some(PrimitiveLiteral::String(s)) => Some(s.as_str()), _ => None }).collect::<Vec<_>>(),
+            v.iter()
+                .map(|p| match p {
+                    Some(PrimitiveLiteral::String(s)) => Some(s.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
         )),
         DataType::Binary | DataType::FixedSizeBinary(_) => Arc::new(BinaryArray::from(
-            v.iter().map(|p| match p { Some(PrimitiveLiteral::Binary(b)) => Some(b.as_slice()), _ => None }).collect::<Vec<_>>(),
+            v.iter()
+                .map(|p| match p {
+                    Some(PrimitiveLiteral::Binary(b)) => Some(b.as_slice()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
         )),
         DataType::Decimal128(precision, scale) => {
             let a = Decimal128Array::from(
-                v.iter().map(|p| match p { Some(PrimitiveLiteral::Int128(d)) => Some(*d), _ => None }).collect::<Vec<_>>(),
+                v.iter()
+                    .map(|p| match p {
+                        Some(PrimitiveLiteral::Int128(d)) => Some(*d),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
             );
             match a.clone().with_precision_and_scale(*precision, *scale) {
                 Ok(a) => Arc::new(a),
                 Err(_) => Arc::new(a),
             }
         }
-        DataType::Time64(TimeUnit::Microsecond) => {
-            Arc::new(Time64MicrosecondArray::from(v.iter().map(|p| long(*p)).collect::<Vec<_>>()))
-        }
+        DataType::Time64(TimeUnit::Microsecond) => Arc::new(Time64MicrosecondArray::from(
+            v.iter().map(|p| long(*p)).collect::<Vec<_>>(),
+        )),
         DataType::Timestamp(TimeUnit::Microsecond, tz) => Arc::new(
-            TimestampMicrosecondArray::from(v.iter().map(|p| long(*p)).collect::<Vec<_>>()).with_timezone_opt(tz.clone()),
+            TimestampMicrosecondArray::from(v.iter().map(|p| long(*p)).collect::<Vec<_>>())
+                .with_timezone_opt(tz.clone()),
         ),
         DataType::Timestamp(TimeUnit::Nanosecond, tz) => Arc::new(
-            TimestampNanosecondArray::from(v.iter().map(|p| long(*p)).collect::<Vec<_>>()).with_timezone_opt(tz.clone()),
+            TimestampNanosecondArray::from(v.iter().map(|p| long(*p)).collect::<Vec<_>>())
+                .with_timezone_opt(tz.clone()),
         ),
         other => new_null_array(other, v.len()),
     }
@@ -95,7 +133,13 @@ pub fn partition_column(
     for id in spec_ids.iter().copied() {
         positions.entry(id).or_insert_with(|| {
             md.partition_spec_by_id(id)
-                .map(|s| s.fields().iter().enumerate().map(|(i, f)| (f.field_id, i)).collect())
+                .map(|s| {
+                    s.fields()
+                        .iter()
+                        .enumerate()
+                        .map(|(i, f)| (f.field_id, i))
+                        .collect()
+                })
                 .unwrap_or_default()
         });
     }
@@ -121,7 +165,14 @@ pub fn partition_column(
     let array: ArrayRef = if fields.is_empty() {
         Arc::new(StructArray::new_empty_fields(len, None))
     } else {
-        Arc::new(StructArray::try_new(Fields::from(fields.clone()), arrays, None)?)
+        Arc::new(StructArray::try_new(
+            Fields::from(fields.clone()),
+            arrays,
+            None,
+        )?)
     };
-    Ok((Field::new("partition", array.data_type().clone(), false), array))
+    Ok((
+        Field::new("partition", array.data_type().clone(), false),
+        array,
+    ))
 }

@@ -75,7 +75,11 @@ impl MetadataTable {
             .find(|t| t.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 let names: Vec<_> = Self::ALL.iter().map(|t| t.name()).collect();
-                Error::invalid_option("metadata table", s, format!("expected one of {}", names.join(", ")))
+                Error::invalid_option(
+                    "metadata table",
+                    s,
+                    format!("expected one of {}", names.join(", ")),
+                )
             })
     }
 
@@ -97,7 +101,11 @@ impl MetadataTable {
 }
 
 fn ts_field(name: &str, nullable: bool) -> Field {
-    Field::new(name, DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), nullable)
+    Field::new(
+        name,
+        DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+        nullable,
+    )
 }
 
 fn ts_array(v: Vec<Option<i64>>) -> ArrayRef {
@@ -105,7 +113,10 @@ fn ts_array(v: Vec<Option<i64>>) -> ArrayRef {
 }
 
 fn batch(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 fn snapshots(table: &Table) -> Result<RecordBatch> {
@@ -117,7 +128,9 @@ fn snapshots(table: &Table) -> Result<RecordBatch> {
         let mut kv: Vec<_> = s.summary().additional_properties.iter().collect();
         kv.sort();
         summary.keys().append_value("operation");
-        summary.values().append_value(s.summary().operation.as_str());
+        summary
+            .values()
+            .append_value(s.summary().operation.as_str());
         for (k, v) in kv {
             summary.keys().append_value(k);
             summary.values().append_value(v);
@@ -137,12 +150,25 @@ fn snapshots(table: &Table) -> Result<RecordBatch> {
         ],
         vec![
             ts_array(snaps.iter().map(|s| Some(s.timestamp_ms())).collect()),
-            Arc::new(Int64Array::from_iter_values(snaps.iter().map(|s| s.snapshot_id()))),
-            Arc::new(Int64Array::from(snaps.iter().map(|s| s.parent_snapshot_id()).collect::<Vec<_>>())),
-            Arc::new(StringArray::from_iter_values(snaps.iter().map(|s| s.summary().operation.as_str()))),
-            Arc::new(StringArray::from_iter_values(snaps.iter().map(|s| s.manifest_list()))),
+            Arc::new(Int64Array::from_iter_values(
+                snaps.iter().map(|s| s.snapshot_id()),
+            )),
+            Arc::new(Int64Array::from(
+                snaps
+                    .iter()
+                    .map(|s| s.parent_snapshot_id())
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                snaps.iter().map(|s| s.summary().operation.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                snaps.iter().map(|s| s.manifest_list()),
+            )),
             Arc::new(summary),
-            Arc::new(Int64Array::from_iter_values(snaps.iter().map(|s| s.sequence_number()))),
+            Arc::new(Int64Array::from_iter_values(
+                snaps.iter().map(|s| s.sequence_number()),
+            )),
         ],
     )
 }
@@ -173,20 +199,31 @@ fn history(table: &Table) -> Result<RecordBatch> {
         ],
         vec![
             ts_array(log.iter().map(|l| Some(l.timestamp_ms)).collect()),
-            Arc::new(Int64Array::from_iter_values(log.iter().map(|l| l.snapshot_id))),
+            Arc::new(Int64Array::from_iter_values(
+                log.iter().map(|l| l.snapshot_id),
+            )),
             Arc::new(Int64Array::from(
                 log.iter()
-                    .map(|l| md.snapshot_by_id(l.snapshot_id).and_then(|s| s.parent_snapshot_id()))
+                    .map(|l| {
+                        md.snapshot_by_id(l.snapshot_id)
+                            .and_then(|s| s.parent_snapshot_id())
+                    })
                     .collect::<Vec<_>>(),
             )),
-            Arc::new(BooleanArray::from(log.iter().map(|l| ancestors.contains(&l.snapshot_id)).collect::<Vec<_>>())),
+            Arc::new(BooleanArray::from(
+                log.iter()
+                    .map(|l| ancestors.contains(&l.snapshot_id))
+                    .collect::<Vec<_>>(),
+            )),
         ],
     )
 }
 
 fn refs(table: &Table) -> Result<RecordBatch> {
     use iceberg::spec::SnapshotRetention;
-    let refs: BTreeMap<_, _> = crate::catalog::refs(table.metadata())?.into_iter().collect();
+    let refs: BTreeMap<_, _> = crate::catalog::refs(table.metadata())?
+        .into_iter()
+        .collect();
     let mut name = vec![];
     let mut kind = vec![];
     let mut id = vec![];
@@ -243,9 +280,18 @@ fn metadata_log_entries(table: &Table) -> Result<RecordBatch> {
         .iter()
         .map(|l| (l.timestamp_ms, l.metadata_file.clone()))
         .collect();
-    rows.push((md.last_updated_ms(), table.metadata_location().unwrap_or_default().to_string()));
+    rows.push((
+        md.last_updated_ms(),
+        table.metadata_location().unwrap_or_default().to_string(),
+    ));
     // The latest snapshot at each time: last snapshot-log entry not after it.
-    let latest = |ts: i64| md.history().iter().rev().find(|h| h.timestamp_ms <= ts).map(|h| h.snapshot_id);
+    let latest = |ts: i64| {
+        md.history()
+            .iter()
+            .rev()
+            .find(|h| h.timestamp_ms <= ts)
+            .map(|h| h.snapshot_id)
+    };
     let latest_ids: Vec<Option<i64>> = rows.iter().map(|(ts, _)| latest(*ts)).collect();
     batch(
         vec![
@@ -257,18 +303,26 @@ fn metadata_log_entries(table: &Table) -> Result<RecordBatch> {
         ],
         vec![
             ts_array(rows.iter().map(|(t, _)| Some(*t)).collect()),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|(_, f)| f.as_str()))),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|(_, f)| f.as_str()),
+            )),
             Arc::new(Int64Array::from(latest_ids.clone())),
             Arc::new(Int32Array::from(
                 latest_ids
                     .iter()
-                    .map(|id| id.and_then(|id| md.snapshot_by_id(id)).and_then(|s| s.schema_id()))
+                    .map(|id| {
+                        id.and_then(|id| md.snapshot_by_id(id))
+                            .and_then(|s| s.schema_id())
+                    })
                     .collect::<Vec<_>>(),
             )),
             Arc::new(Int64Array::from(
                 latest_ids
                     .iter()
-                    .map(|id| id.and_then(|id| md.snapshot_by_id(id)).map(|s| s.sequence_number()))
+                    .map(|id| {
+                        id.and_then(|id| md.snapshot_by_id(id))
+                            .map(|s| s.sequence_number())
+                    })
                     .collect::<Vec<_>>(),
             )),
         ],
@@ -293,7 +347,9 @@ async fn manifests(table: &Table) -> Result<RecordBatch> {
         }
     };
     let col = |data: bool, f: fn(&iceberg::spec::ManifestFile) -> Option<u32>| -> ArrayRef {
-        Arc::new(Int32Array::from_iter_values(ms.iter().map(|m| count(m, data, f(m)))))
+        Arc::new(Int32Array::from_iter_values(
+            ms.iter().map(|m| count(m, data, f(m))),
+        ))
     };
     batch(
         vec![
@@ -312,13 +368,31 @@ async fn manifests(table: &Table) -> Result<RecordBatch> {
             Field::new("deleted_delete_files_count", DataType::Int32, false),
         ],
         vec![
-            Arc::new(Int32Array::from_iter_values(ms.iter().map(|m| if is_data(m) { 0 } else { 1 }))),
-            Arc::new(StringArray::from_iter_values(ms.iter().map(|m| m.manifest_path.as_str()))),
-            Arc::new(Int64Array::from_iter_values(ms.iter().map(|m| m.manifest_length))),
-            Arc::new(Int32Array::from_iter_values(ms.iter().map(|m| m.partition_spec_id))),
-            Arc::new(Int64Array::from_iter_values(ms.iter().map(|m| m.added_snapshot_id))),
-            Arc::new(Int64Array::from_iter_values(ms.iter().map(|m| m.sequence_number))),
-            Arc::new(Int64Array::from_iter_values(ms.iter().map(|m| m.min_sequence_number))),
+            Arc::new(Int32Array::from_iter_values(ms.iter().map(|m| {
+                if is_data(m) {
+                    0
+                } else {
+                    1
+                }
+            }))),
+            Arc::new(StringArray::from_iter_values(
+                ms.iter().map(|m| m.manifest_path.as_str()),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                ms.iter().map(|m| m.manifest_length),
+            )),
+            Arc::new(Int32Array::from_iter_values(
+                ms.iter().map(|m| m.partition_spec_id),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                ms.iter().map(|m| m.added_snapshot_id),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                ms.iter().map(|m| m.sequence_number),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                ms.iter().map(|m| m.min_sequence_number),
+            )),
             col(true, |m| m.added_files_count),
             col(true, |m| m.existing_files_count),
             col(true, |m| m.deleted_files_count),
@@ -373,13 +447,16 @@ async fn current_entries(table: &Table, live_only: bool) -> Result<Vec<EntryRow>
 /// the fields they share by id).
 fn partition_type(table: &Table) -> Result<StructType> {
     let md = table.metadata();
-    Ok(md.default_partition_spec().partition_type(md.current_schema())?)
+    Ok(md
+        .default_partition_spec()
+        .partition_type(md.current_schema())?)
 }
 
 fn file_columns(table: &Table, rows: &[&EntryRow]) -> Result<(Vec<Field>, Vec<ArrayRef>)> {
     let ptype = partition_type(table)?;
     let partitions: Vec<&Struct> = rows.iter().map(|r| r.file.partition()).collect();
-    let (pfield, parray) = arrays::partition_column(&ptype, &partitions, table, rows.iter().map(|r| r.spec_id))?;
+    let (pfield, parray) =
+        arrays::partition_column(&ptype, &partitions, table, rows.iter().map(|r| r.spec_id))?;
     let fields = vec![
         Field::new("content", DataType::Int32, false),
         Field::new("file_path", DataType::Utf8, false),
@@ -392,17 +469,34 @@ fn file_columns(table: &Table, rows: &[&EntryRow]) -> Result<(Vec<Field>, Vec<Ar
         Field::new("referenced_data_file", DataType::Utf8, true),
     ];
     let cols: Vec<ArrayRef> = vec![
-        Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| content_code(r.file.content_type())))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.file.file_path()))),
+        Arc::new(Int32Array::from_iter_values(
+            rows.iter().map(|r| content_code(r.file.content_type())),
+        )),
         Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|r| r.file.file_format().to_string().to_ascii_uppercase()),
+            rows.iter().map(|r| r.file.file_path()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter()
+                .map(|r| r.file.file_format().to_string().to_ascii_uppercase()),
         )),
         Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.spec_id))),
         parray,
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.file.record_count() as i64))),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.file.file_size_in_bytes() as i64))),
-        Arc::new(Int32Array::from(rows.iter().map(|r| r.file.sort_order_id()).collect::<Vec<_>>())),
-        Arc::new(StringArray::from(rows.iter().map(|r| r.file.referenced_data_file()).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|r| r.file.record_count() as i64),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|r| r.file.file_size_in_bytes() as i64),
+        )),
+        Arc::new(Int32Array::from(
+            rows.iter()
+                .map(|r| r.file.sort_order_id())
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from(
+            rows.iter()
+                .map(|r| r.file.referenced_data_file())
+                .collect::<Vec<_>>(),
+        )),
     ];
     Ok((fields, cols))
 }
@@ -424,7 +518,8 @@ async fn entries(table: &Table) -> Result<RecordBatch> {
     let entries = current_entries(table, false).await?;
     let rows: Vec<&EntryRow> = entries.iter().collect();
     let (file_fields, file_cols) = file_columns(table, &rows)?;
-    let data_file = arrow::array::StructArray::try_new(file_fields.clone().into(), file_cols, None)?;
+    let data_file =
+        arrow::array::StructArray::try_new(file_fields.clone().into(), file_cols, None)?;
     batch(
         vec![
             Field::new("status", DataType::Int32, false),
@@ -434,14 +529,24 @@ async fn entries(table: &Table) -> Result<RecordBatch> {
             Field::new("data_file", data_file.data_type().clone(), false),
         ],
         vec![
-            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| match r.status {
-                ManifestStatus::Existing => 0,
-                ManifestStatus::Added => 1,
-                ManifestStatus::Deleted => 2,
-            }))),
-            Arc::new(Int64Array::from(rows.iter().map(|r| r.snapshot_id).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(rows.iter().map(|r| r.sequence_number).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(rows.iter().map(|r| r.file_sequence_number).collect::<Vec<_>>())),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(
+                |r| match r.status {
+                    ManifestStatus::Existing => 0,
+                    ManifestStatus::Added => 1,
+                    ManifestStatus::Deleted => 2,
+                },
+            ))),
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.snapshot_id).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.sequence_number).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                rows.iter()
+                    .map(|r| r.file_sequence_number)
+                    .collect::<Vec<_>>(),
+            )),
             Arc::new(data_file),
         ],
     )
@@ -489,16 +594,35 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
     }
     let groups: Vec<_> = groups.into_values().collect();
     let ptype = partition_type(table)?;
-    let parts: Vec<&Struct> = groups.iter().map(|(i, _)| entries[*i].file.partition()).collect();
-    let (pfield, parray) =
-        arrays::partition_column(&ptype, &parts, table, groups.iter().map(|(i, _)| entries[*i].spec_id))?;
+    let parts: Vec<&Struct> = groups
+        .iter()
+        .map(|(i, _)| entries[*i].file.partition())
+        .collect();
+    let (pfield, parray) = arrays::partition_column(
+        &ptype,
+        &parts,
+        table,
+        groups.iter().map(|(i, _)| entries[*i].spec_id),
+    )?;
     let md = table.metadata();
     let last_at: Vec<Option<i64>> = groups
         .iter()
-        .map(|(_, a)| a.last_snapshot.and_then(|s| md.snapshot_by_id(s)).map(|s| s.timestamp_ms()))
+        .map(|(_, a)| {
+            a.last_snapshot
+                .and_then(|s| md.snapshot_by_id(s))
+                .map(|s| s.timestamp_ms())
+        })
         .collect();
-    let i64col = |f: fn(&Agg) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(groups.iter().map(|(_, a)| f(a)))) };
-    let i32col = |f: fn(&Agg) -> i32| -> ArrayRef { Arc::new(Int32Array::from_iter_values(groups.iter().map(|(_, a)| f(a)))) };
+    let i64col = |f: fn(&Agg) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(
+            groups.iter().map(|(_, a)| f(a)),
+        ))
+    };
+    let i32col = |f: fn(&Agg) -> i32| -> ArrayRef {
+        Arc::new(Int32Array::from_iter_values(
+            groups.iter().map(|(_, a)| f(a)),
+        ))
+    };
     batch(
         vec![
             pfield,
@@ -515,7 +639,9 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
         ],
         vec![
             parray,
-            Arc::new(Int32Array::from_iter_values(groups.iter().map(|(i, _)| entries[*i].spec_id))),
+            Arc::new(Int32Array::from_iter_values(
+                groups.iter().map(|(i, _)| entries[*i].spec_id),
+            )),
             i64col(|a| a.records),
             i32col(|a| a.files),
             i64col(|a| a.bytes),
@@ -524,7 +650,12 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
             i64col(|a| a.eq_records),
             i32col(|a| a.eq_files),
             ts_array(last_at),
-            Arc::new(Int64Array::from(groups.iter().map(|(_, a)| a.last_snapshot).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(
+                groups
+                    .iter()
+                    .map(|(_, a)| a.last_snapshot)
+                    .collect::<Vec<_>>(),
+            )),
         ],
     )
 }

@@ -85,7 +85,9 @@ struct NamespaceSchema {
 
 impl std::fmt::Debug for NamespaceSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NamespaceSchema").field("namespace", &self.namespace).finish()
+        f.debug_struct("NamespaceSchema")
+            .field("namespace", &self.namespace)
+            .finish()
     }
 }
 
@@ -126,10 +128,15 @@ impl SchemaProvider for NamespaceSchema {
             return Ok(None);
         };
         let meta: Option<String> = meta.map(str::to_string);
-        let ident = crate::catalog::parse_table_ident(&format!("{}.{}", self.namespace, base)).map_err(external)?;
-        let table = load_boxed(self.catalog.clone(), ident).await.map_err(external)?;
+        let ident = crate::catalog::parse_table_ident(&format!("{}.{}", self.namespace, base))
+            .map_err(external)?;
+        let table = load_boxed(self.catalog.clone(), ident)
+            .await
+            .map_err(external)?;
         match meta {
-            None => Ok(Some(Arc::new(scan::IcebergScanTable::try_new(table).map_err(external)?))),
+            None => Ok(Some(Arc::new(
+                scan::IcebergScanTable::try_new(table).map_err(external)?,
+            ))),
             Some(m) => {
                 let kind = MetadataTable::parse(&m).map_err(external)?;
                 let batch = kind.scan(&table).await.map_err(external)?;

@@ -63,13 +63,22 @@ impl TableProvider for IcebergScanTable {
         _filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let columns: Vec<usize> = projection.cloned().unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let columns: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
         let projected = Arc::new(self.schema.project(&columns)?);
         let part = Arc::new(SnapshotStream {
             table: self.table.clone(),
             schema: projected.clone(),
         });
-        Ok(Arc::new(StreamingTableExec::try_new(projected, vec![part], None, [], false, limit)?))
+        Ok(Arc::new(StreamingTableExec::try_new(
+            projected,
+            vec![part],
+            None,
+            [],
+            false,
+            limit,
+        )?))
     }
 }
 
@@ -106,7 +115,8 @@ impl PartitionStream for SnapshotStream {
 }
 
 fn conform(schema: &SchemaRef, batch: RecordBatch) -> DfResult<RecordBatch> {
-    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    let options =
+        arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
     let mut cols = Vec::with_capacity(schema.fields().len());
     for (f, c) in schema.fields().iter().zip(batch.columns()) {
         cols.push(if c.data_type() == f.data_type() {
@@ -115,5 +125,9 @@ fn conform(schema: &SchemaRef, batch: RecordBatch) -> DfResult<RecordBatch> {
             arrow::compute::cast(c, f.data_type())?
         });
     }
-    Ok(RecordBatch::try_new_with_options(schema.clone(), cols, &options)?)
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &options,
+    )?)
 }

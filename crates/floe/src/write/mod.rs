@@ -16,7 +16,9 @@ use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{DataFile, DataFileFormat, PartitionKey};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
@@ -28,13 +30,14 @@ use parquet::file::properties::WriterProperties;
 use crate::error::{Error, Result};
 use crate::properties::{self, u64_prop};
 
-type Builder = DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+type Builder =
+    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
 enum Inner {
-    Unpartitioned(<Builder as IcebergWriterBuilder>::R),
+    Unpartitioned(Box<<Builder as IcebergWriterBuilder>::R>),
     Partitioned {
-        splitter: RecordBatchPartitionSplitter,
-        fanout: FanoutWriter<Builder>,
+        splitter: Box<RecordBatchPartitionSplitter>,
+        fanout: Box<FanoutWriter<Builder>>,
     },
 }
 
@@ -71,7 +74,10 @@ pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
         Some("uncompressed") | Some("none") => Compression::UNCOMPRESSED,
         Some(other) => {
             return Err(Error::invalid_option(
-                format!("table property {}", properties::WRITE_PARQUET_COMPRESSION_CODEC),
+                format!(
+                    "table property {}",
+                    properties::WRITE_PARQUET_COMPRESSION_CODEC
+                ),
                 other,
                 "supported: zstd, snappy, uncompressed",
             ))
@@ -99,7 +105,11 @@ impl TableWriter {
             )?,
         };
         if target == 0 {
-            return Err(Error::invalid_option("target file size", 0, "must be positive"));
+            return Err(Error::invalid_option(
+                "target file size",
+                0,
+                "must be positive",
+            ));
         }
         let schema = md.current_schema().clone();
         let parquet = ParquetWriterBuilder::new(parquet_properties(table)?, schema.clone());
@@ -109,16 +119,25 @@ impl TableWriter {
             None,
             DataFileFormat::Parquet,
         );
-        let rolling = RollingFileWriterBuilder::new(parquet, target as usize, table.file_io().clone(), location, names);
+        let rolling = RollingFileWriterBuilder::new(
+            parquet,
+            target as usize,
+            table.file_io().clone(),
+            location,
+            names,
+        );
         let builder = DataFileWriterBuilder::new(rolling);
         let spec = md.default_partition_spec().clone();
         let inner = if spec.is_unpartitioned() {
             let writer = builder.build(None).await?;
-            Inner::Unpartitioned(writer)
+            Inner::Unpartitioned(Box::new(writer))
         } else {
             Inner::Partitioned {
-                splitter: RecordBatchPartitionSplitter::try_new_with_computed_values(schema.clone(), spec)?,
-                fanout: FanoutWriter::new(builder),
+                splitter: Box::new(RecordBatchPartitionSplitter::try_new_with_computed_values(
+                    schema.clone(),
+                    spec,
+                )?),
+                fanout: Box::new(FanoutWriter::new(builder)),
             }
         };
         Ok(Self {

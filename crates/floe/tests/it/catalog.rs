@@ -9,18 +9,39 @@ use crate::common::{python, run_python, sum_ids, Fixture};
 async fn namespaces_and_tables_round_trip_and_errors_are_clear() {
     let fx = Fixture::new().await;
     let ident = fx.table("db.events", Some("day(ts)")).await;
-    assert_eq!(fx.catalog.list_namespaces().await.unwrap(), vec!["db".to_string()]);
+    assert_eq!(
+        fx.catalog.list_namespaces().await.unwrap(),
+        vec!["db".to_string()]
+    );
     let tables = fx.catalog.list_tables(None).await.unwrap();
     assert_eq!(tables, vec![ident.clone()]);
-    let err = fx.catalog.create_namespace(&parse_namespace("db").unwrap()).await.unwrap_err();
+    let err = fx
+        .catalog
+        .create_namespace(&parse_namespace("db").unwrap())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::NamespaceExists { .. }), "{err}");
-    let missing = fx.catalog.load_table(&parse_table_ident("db.nope").unwrap()).await.unwrap_err();
+    let missing = fx
+        .catalog
+        .load_table(&parse_table_ident("db.nope").unwrap())
+        .await
+        .unwrap_err();
     assert!(matches!(missing, Error::TableNotFound { .. }), "{missing}");
-    let no_ns = fx.catalog.load_table(&parse_table_ident("nons.t").unwrap()).await.unwrap_err();
+    let no_ns = fx
+        .catalog
+        .load_table(&parse_table_ident("nons.t").unwrap())
+        .await
+        .unwrap_err();
     assert!(matches!(no_ns, Error::NamespaceNotFound { .. }), "{no_ns}");
     // Drop with purge deletes the table's files.
     fx.append(&ident, 0, 10).await;
-    let location = fx.load(&ident).await.metadata().location().trim_start_matches("file://").to_string();
+    let location = fx
+        .load(&ident)
+        .await
+        .metadata()
+        .location()
+        .trim_start_matches("file://")
+        .to_string();
     let files_before = walk(&location);
     assert!(files_before > 0);
     fx.catalog.drop_table(&ident, true).await.unwrap();
@@ -45,7 +66,12 @@ fn walk(dir: &str) -> usize {
 async fn corrupt_metadata_is_a_clear_error() {
     let fx = Fixture::new().await;
     let ident = fx.table("db.t", None).await;
-    let loc = fx.load(&ident).await.metadata_location().unwrap().to_string();
+    let loc = fx
+        .load(&ident)
+        .await
+        .metadata_location()
+        .unwrap()
+        .to_string();
     std::fs::write(loc.trim_start_matches("file://"), b"{not json").unwrap();
     let err = fx.catalog.load_table(&ident).await.unwrap_err();
     assert!(matches!(err, Error::Metadata { .. }), "{err}");
@@ -89,7 +115,9 @@ async fn postgres_catalog_creates_appends_and_commits() {
     // A second connection sees the same pointer and can commit on top.
     let other = fx.second_connection().await;
     let b = fx.batch(&ident, 250, 300).await;
-    floe::append::append_batches(&other, &ident, vec![b]).await.unwrap();
+    floe::append::append_batches(&other, &ident, vec![b])
+        .await
+        .unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (300, sum_ids(0, 300)));
     fx.catalog.drop_table(&ident, true).await.unwrap();
 }
@@ -107,22 +135,47 @@ async fn catalog_created_by_pyiceberg_works_in_floe_and_back() {
     let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
     let created = run_python(
         "tests/interop/pyiceberg_write.py",
-        &["--catalog-uri", &uri, "--warehouse", &wh, "--table", "py.events", "--rows", "600", "--batches", "3"],
+        &[
+            "--catalog-uri",
+            &uri,
+            "--warehouse",
+            &wh,
+            "--table",
+            "py.events",
+            "--rows",
+            "600",
+            "--batches",
+            "3",
+        ],
     );
     assert_eq!(created["rows"], 600);
     // floe opens that catalog and reads the table ...
     let config = CatalogConfig::embedded(Some(&wh_path)).unwrap();
     let catalog = Catalog::connect(&config).await.unwrap();
     let ident = parse_table_ident("py.events").unwrap();
-    assert_eq!(crate::common::count_and_sum(&catalog, &ident).await, (600, sum_ids(0, 600)));
+    assert_eq!(
+        crate::common::count_and_sum(&catalog, &ident).await,
+        (600, sum_ids(0, 600))
+    );
     // ... appends to it ...
     let table = catalog.load_table(&ident).await.unwrap();
     let batch = crate::common::make_batch(&table, 600, 700);
-    floe::append::append_batches(&catalog, &ident, vec![batch]).await.unwrap();
+    floe::append::append_batches(&catalog, &ident, vec![batch])
+        .await
+        .unwrap();
     // ... and PyIceberg and DuckDB read floe's commit identically.
     let read = run_python(
         "tests/interop/read_table.py",
-        &["--catalog-uri", &uri, "--warehouse", &wh, "--table", "py.events", "--sum-column", "id"],
+        &[
+            "--catalog-uri",
+            &uri,
+            "--warehouse",
+            &wh,
+            "--table",
+            "py.events",
+            "--sum-column",
+            "id",
+        ],
     );
     for reader in ["pyiceberg", "duckdb"] {
         assert_eq!(read[reader]["rows"], 700, "{reader}: {read}");

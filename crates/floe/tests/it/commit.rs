@@ -45,20 +45,27 @@ async fn append_reads_only_the_parent_manifest_list_not_old_manifests() {
     }
     // Make every existing manifest unreadable: a commit that re-read them would fail.
     let t = fx.load(&ident).await;
-    let manifests = floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
-        .await
-        .unwrap();
+    let manifests =
+        floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
+            .await
+            .unwrap();
     assert_eq!(manifests.len(), 5);
     for m in &manifests {
         std::fs::write(m.manifest_path.trim_start_matches("file://"), b"garbage").unwrap();
     }
     let b = fx.batch(&ident, 50, 60).await;
-    floe::append::append_batches(&fx.catalog, &ident, vec![b]).await.unwrap();
+    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        .await
+        .unwrap();
     let t = fx.load(&ident).await;
     let after = floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
         .await
         .unwrap();
-    assert_eq!(after.len(), 6, "the new manifest plus the five carried untouched");
+    assert_eq!(
+        after.len(),
+        6,
+        "the new manifest plus the five carried untouched"
+    );
 }
 
 #[tokio::test]
@@ -66,18 +73,33 @@ async fn appends_merge_small_manifests_past_min_count_to_merge() {
     let fx = Fixture::new().await;
     let ident = fx.table("db.t", None).await;
     let mut props = HashMap::new();
-    props.insert("commit.manifest.min-count-to-merge".to_string(), "4".to_string());
-    fx.catalog.set_properties(&ident, props, vec![]).await.unwrap();
+    props.insert(
+        "commit.manifest.min-count-to-merge".to_string(),
+        "4".to_string(),
+    );
+    fx.catalog
+        .set_properties(&ident, props, vec![])
+        .await
+        .unwrap();
     for i in 0..10 {
         fx.append(&ident, i * 10, i * 10 + 10).await;
     }
     let t = fx.load(&ident).await;
-    let manifests = floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
-        .await
-        .unwrap();
-    assert!(manifests.len() <= 4, "manifests stay bounded: {}", manifests.len());
+    let manifests =
+        floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
+            .await
+            .unwrap();
+    assert!(
+        manifests.len() <= 4,
+        "manifests stay bounded: {}",
+        manifests.len()
+    );
     assert_eq!(fx.count_and_sum(&ident).await, (100, sum_ids(0, 100)));
-    assert_eq!(live_files(&t).await.unwrap().len(), 10, "merging keeps every file exactly once");
+    assert_eq!(
+        live_files(&t).await.unwrap().len(),
+        10,
+        "merging keeps every file exactly once"
+    );
 }
 
 #[tokio::test]
@@ -88,7 +110,13 @@ async fn rewrite_replaces_files_without_changing_rows() {
         fx.append(&ident, i * 25, i * 25 + 25).await;
     }
     let before = fx.count_and_sum(&ident).await;
-    let start_seq = fx.load(&ident).await.metadata().current_snapshot().unwrap().sequence_number();
+    let start_seq = fx
+        .load(&ident)
+        .await
+        .metadata()
+        .current_snapshot()
+        .unwrap()
+        .sequence_number();
     let (files_before, files_after) = rewrite_all(&fx.catalog, &ident).await;
     assert_eq!(files_before, 12);
     assert_eq!(files_after, 3, "one file per day");
@@ -119,20 +147,44 @@ async fn rewrite_of_a_file_removed_concurrently_fails_cleanly() {
     let victim = live[0].file.file_path().to_string();
     // Another writer deletes the file the rewrite wants to replace.
     let del = SnapshotUpdate::delete(&start, vec![victim.clone()], vec![], vec![]);
-    commit::commit(&fx.second_connection().await, &ident, del).await.unwrap();
-    // The rewrite planned on `start` must fail, and its output must be gone.
-    let new_files = floe::append::write_files(&start, vec![crate::common::make_batch(&start, 0, 20)], &Default::default())
+    commit::commit(&fx.second_connection().await, &ident, del)
         .await
         .unwrap();
-    let new_paths: Vec<String> = new_files.iter().map(|f| f.file_path().to_string()).collect();
-    let update = SnapshotUpdate::rewrite(&start, live.iter().map(|f| f.file.file_path().to_string()).collect(), new_files);
-    let err = commit::commit(&fx.catalog, &ident, update).await.unwrap_err();
+    // The rewrite planned on `start` must fail, and its output must be gone.
+    let new_files = floe::append::write_files(
+        &start,
+        vec![crate::common::make_batch(&start, 0, 20)],
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let new_paths: Vec<String> = new_files
+        .iter()
+        .map(|f| f.file_path().to_string())
+        .collect();
+    let update = SnapshotUpdate::rewrite(
+        &start,
+        live.iter()
+            .map(|f| f.file.file_path().to_string())
+            .collect(),
+        new_files,
+    );
+    let err = commit::commit(&fx.catalog, &ident, update)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::ValidationFailed { .. }), "{err}");
     assert!(err.to_string().contains(&victim), "{err}");
     for p in new_paths {
-        assert!(!std::path::Path::new(p.trim_start_matches("file://")).exists(), "output {p} left behind");
+        assert!(
+            !std::path::Path::new(p.trim_start_matches("file://")).exists(),
+            "output {p} left behind"
+        );
     }
-    assert_eq!(fx.count_and_sum(&ident).await.0, 10, "only the delete took effect");
+    assert_eq!(
+        fx.count_and_sum(&ident).await.0,
+        10,
+        "only the delete took effect"
+    );
 }
 
 #[tokio::test]
@@ -149,17 +201,25 @@ async fn two_writers_racing_appends_both_land_exactly_once() {
             for i in 0..8i64 {
                 let from = (w as i64) * 1000 + i * 10;
                 let batch = crate::common::make_batch(&table, from, from + 10);
-                floe::append::append_batches(&catalog, &ident, vec![batch]).await.unwrap();
+                floe::append::append_batches(&catalog, &ident, vec![batch])
+                    .await
+                    .unwrap();
             }
         }));
     }
     for t in tasks {
         t.await.unwrap();
     }
-    let expected: i64 = (0..8).map(|i| sum_ids(i * 10, i * 10 + 10) + sum_ids(1000 + i * 10, 1000 + i * 10 + 10)).sum();
+    let expected: i64 = (0..8)
+        .map(|i| sum_ids(i * 10, i * 10 + 10) + sum_ids(1000 + i * 10, 1000 + i * 10 + 10))
+        .sum();
     assert_eq!(fx.count_and_sum(&ident).await, (160, expected));
     let t = fx.load(&ident).await;
-    assert_eq!(t.metadata().snapshots().len(), 16, "every append is its own snapshot");
+    assert_eq!(
+        t.metadata().snapshots().len(),
+        16,
+        "every append is its own snapshot"
+    );
 }
 
 #[tokio::test]
@@ -175,7 +235,9 @@ async fn rewrite_racing_appends_keeps_every_row() {
     let appender = tokio::spawn(async move {
         for i in 6..16i64 {
             let batch = crate::common::make_batch(&table, i * 10, i * 10 + 10);
-            floe::append::append_batches(&writer, &ident2, vec![batch]).await.unwrap();
+            floe::append::append_batches(&writer, &ident2, vec![batch])
+                .await
+                .unwrap();
         }
     });
     let (before, _) = rewrite_all(&fx.catalog, &ident).await;
@@ -183,7 +245,11 @@ async fn rewrite_racing_appends_keeps_every_row() {
     appender.await.unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (160, sum_ids(0, 160)));
     let t = fx.load(&ident).await;
-    let ops: Vec<_> = t.metadata().snapshots().map(|s| s.summary().operation.clone()).collect();
+    let ops: Vec<_> = t
+        .metadata()
+        .snapshots()
+        .map(|s| s.summary().operation.clone())
+        .collect();
     assert!(ops.contains(&Operation::Replace));
 }
 
@@ -194,10 +260,16 @@ async fn lost_race_is_retried_and_attempt_files_are_removed() {
     fx.append(&ident, 0, 10).await;
     // Prepare a commit on the current table, let another writer win, then try to commit the stale one.
     let stale = fx.load(&ident).await;
-    let files = floe::append::write_files(&stale, vec![crate::common::make_batch(&stale, 10, 20)], &Default::default())
+    let files = floe::append::write_files(
+        &stale,
+        vec![crate::common::make_batch(&stale, 10, 20)],
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let prepared = commit::producer::prepare(&stale, &SnapshotUpdate::append(files.clone()))
         .await
         .unwrap();
-    let prepared = commit::producer::prepare(&stale, &SnapshotUpdate::append(files.clone())).await.unwrap();
     fx.append(&ident, 20, 30).await;
     let err = fx
         .catalog
@@ -206,12 +278,17 @@ async fn lost_race_is_retried_and_attempt_files_are_removed() {
         .unwrap_err();
     assert!(err.is_retryable(), "{err}");
     // The full path (with retry) lands the same files on top of the winner.
-    let outcome = commit::commit(&fx.catalog, &ident, SnapshotUpdate::append(files)).await.unwrap();
+    let outcome = commit::commit(&fx.catalog, &ident, SnapshotUpdate::append(files))
+        .await
+        .unwrap();
     assert_eq!(outcome.attempts, 1);
     assert_eq!(fx.count_and_sum(&ident).await, (30, sum_ids(0, 30)));
     // No metadata.json of the lost attempt stays behind: one per successful commit + creation.
     let t = fx.load(&ident).await;
-    let meta_dir = format!("{}/metadata", t.metadata().location().trim_start_matches("file://"));
+    let meta_dir = format!(
+        "{}/metadata",
+        t.metadata().location().trim_start_matches("file://")
+    );
     let metadata_files = std::fs::read_dir(meta_dir)
         .unwrap()
         .flatten()
@@ -226,15 +303,27 @@ async fn old_metadata_files_are_deleted_past_previous_versions_max() {
     let fx = Fixture::new().await;
     let ident = fx.table("db.t", None).await;
     let mut props = HashMap::new();
-    props.insert("write.metadata.delete-after-commit.enabled".to_string(), "true".to_string());
-    props.insert("write.metadata.previous-versions-max".to_string(), "2".to_string());
-    fx.catalog.set_properties(&ident, props, vec![]).await.unwrap();
+    props.insert(
+        "write.metadata.delete-after-commit.enabled".to_string(),
+        "true".to_string(),
+    );
+    props.insert(
+        "write.metadata.previous-versions-max".to_string(),
+        "2".to_string(),
+    );
+    fx.catalog
+        .set_properties(&ident, props, vec![])
+        .await
+        .unwrap();
     for i in 0..6 {
         fx.append(&ident, i, i + 1).await;
     }
     let t = fx.load(&ident).await;
     assert_eq!(t.metadata().metadata_log().len(), 2);
-    let meta_dir = format!("{}/metadata", t.metadata().location().trim_start_matches("file://"));
+    let meta_dir = format!(
+        "{}/metadata",
+        t.metadata().location().trim_start_matches("file://")
+    );
     let on_disk = std::fs::read_dir(meta_dir)
         .unwrap()
         .flatten()
@@ -252,11 +341,18 @@ async fn delete_removes_files_and_summary_counts_them() {
     let t = fx.load(&ident).await;
     let live = live_files(&t).await.unwrap();
     let gone = &live[0];
-    let update = SnapshotUpdate::delete(&t, vec![gone.file.file_path().to_string()], vec![], vec![]);
+    let update =
+        SnapshotUpdate::delete(&t, vec![gone.file.file_path().to_string()], vec![], vec![]);
     commit::commit(&fx.catalog, &ident, update).await.unwrap();
     let t = fx.load(&ident).await;
     let snap = t.metadata().current_snapshot().unwrap();
     assert_eq!(snap.summary().operation, Operation::Delete);
-    assert_eq!(snap.summary().additional_properties["deleted-records"], gone.file.record_count().to_string());
-    assert_eq!(fx.count_and_sum(&ident).await.0, 30 - gone.file.record_count() as i64);
+    assert_eq!(
+        snap.summary().additional_properties["deleted-records"],
+        gone.file.record_count().to_string()
+    );
+    assert_eq!(
+        fx.count_and_sum(&ident).await.0,
+        30 - gone.file.record_count() as i64
+    );
 }

@@ -22,7 +22,11 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let config = CatalogConfig::embedded(Some(&dir.path().join("warehouse"))).unwrap();
         let catalog = Catalog::connect(&config).await.unwrap();
-        Self { _dir: dir, config, catalog }
+        Self {
+            _dir: dir,
+            config,
+            catalog,
+        }
     }
 
     /// A second, independent connection (another "process") to the same catalog.
@@ -41,7 +45,10 @@ impl Fixture {
         if !self.catalog.namespace_exists(&ns).await.unwrap() {
             self.catalog.create_namespace(&ns).await.unwrap();
         }
-        let schema = floe::schema::parse_schema("id bigint not null, ts timestamp, name string, amount double").unwrap();
+        let schema = floe::schema::parse_schema(
+            "id bigint not null, ts timestamp, name string, amount double",
+        )
+        .unwrap();
         let spec = match partition {
             Some(p) => floe::schema::parse_partition(p, &schema).unwrap(),
             None => floe::schema::unpartitioned(),
@@ -91,13 +98,25 @@ pub async fn count_and_sum(catalog: &Catalog, ident: &TableIdent) -> (i64, i64) 
         floe::catalog::ident_string(ident)
     );
     let b = floe::sql::query(catalog, &sql).await.unwrap();
-    let n = b[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
-    let s = b[0].column(1).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+    let n = b[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0);
+    let s = b[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0);
     (n, s)
 }
 
 pub fn make_batch(table: &Table, from: i64, to: i64) -> RecordBatch {
-    let schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
+    let schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
+    );
     let ids: Vec<i64> = (from..to).collect();
     let day_us = 86_400_000_000i64;
     let base = 1_767_225_600_000_000i64; // 2026-01-01T00:00:00
@@ -106,10 +125,18 @@ pub fn make_batch(table: &Table, from: i64, to: i64) -> RecordBatch {
         vec![
             Arc::new(Int64Array::from(ids.clone())),
             Arc::new(TimestampMicrosecondArray::from(
-                ids.iter().map(|i| base + (i % 3) * day_us + i * 1_000_000).collect::<Vec<_>>(),
+                ids.iter()
+                    .map(|i| base + (i % 3) * day_us + i * 1_000_000)
+                    .collect::<Vec<_>>(),
             )),
-            Arc::new(StringArray::from(ids.iter().map(|i| format!("name-{}", i % 7)).collect::<Vec<_>>())),
-            Arc::new(Float64Array::from(ids.iter().map(|i| *i as f64 * 0.5).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(
+                ids.iter()
+                    .map(|i| format!("name-{}", i % 7))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                ids.iter().map(|i| *i as f64 * 0.5).collect::<Vec<_>>(),
+            )),
         ],
     )
     .unwrap()
@@ -129,7 +156,10 @@ pub fn python() -> Option<PathBuf> {
 }
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Runs one of the interop scripts and parses its JSON output.
@@ -146,7 +176,12 @@ pub fn run_python(script: &str, args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&out.stdout)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{script} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 /// Rewrites every live data file of the table into new files (a minimal compaction through the
@@ -155,15 +190,31 @@ pub async fn rewrite_all(catalog: &Catalog, ident: &TableIdent) -> (usize, usize
     use futures::TryStreamExt;
     let table = catalog.load_table(ident).await.unwrap();
     let live = floe::commit::producer::live_files(&table).await.unwrap();
-    let schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
-    let batches: Vec<RecordBatch> = table.scan().build().unwrap().to_arrow().await.unwrap().try_collect().await.unwrap();
+    let schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
+    );
+    let batches: Vec<RecordBatch> = table
+        .scan()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     let batches = batches
         .into_iter()
         .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()).unwrap())
         .collect();
-    let files = floe::append::write_files(&table, batches, &Default::default()).await.unwrap();
+    let files = floe::append::write_files(&table, batches, &Default::default())
+        .await
+        .unwrap();
     let after = files.len();
-    let removed = live.iter().map(|f| f.file.file_path().to_string()).collect();
+    let removed = live
+        .iter()
+        .map(|f| f.file.file_path().to_string())
+        .collect();
     let update = floe::commit::SnapshotUpdate::rewrite(&table, removed, files);
     floe::commit::commit(catalog, ident, update).await.unwrap();
     (live.len(), after)

@@ -7,7 +7,16 @@ fn read(fx: &Fixture, table: &str) -> serde_json::Value {
     let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
     run_python(
         "tests/interop/read_table.py",
-        &["--catalog-uri", &uri, "--warehouse", &wh, "--table", table, "--sum-column", "id"],
+        &[
+            "--catalog-uri",
+            &uri,
+            "--warehouse",
+            &wh,
+            "--table",
+            table,
+            "--sum-column",
+            "id",
+        ],
     )
 }
 
@@ -23,7 +32,10 @@ fn assert_readers_agree(v: &serde_json::Value, rows: i64, sum: i64, files: usize
 #[tokio::test]
 async fn floe_tables_read_identically_in_pyiceberg_and_duckdb_after_append_and_rewrite() {
     let fx = Fixture::new().await;
-    for (name, partition) in [("interop.parted", Some("day(ts), bucket(4, id)")), ("interop.flat", None)] {
+    for (name, partition) in [
+        ("interop.parted", Some("day(ts), bucket(4, id)")),
+        ("interop.flat", None),
+    ] {
         let ident = fx.table(name, partition).await;
         for i in 0..5 {
             fx.append(&ident, i * 40, i * 40 + 40).await;
@@ -37,8 +49,14 @@ async fn floe_tables_read_identically_in_pyiceberg_and_duckdb_after_append_and_r
         let (_, after) = rewrite_all(&fx.catalog, &ident).await;
         let v = read(&fx, name);
         assert_readers_agree(&v, 200, sum_ids(0, 200), after);
-        assert_eq!(v["duckdb"]["checksum"], checksum_before, "rewrite changed content");
-        assert!(after < files, "{name}: rewrite should reduce files ({files} -> {after})");
+        assert_eq!(
+            v["duckdb"]["checksum"], checksum_before,
+            "rewrite changed content"
+        );
+        assert!(
+            after < files,
+            "{name}: rewrite should reduce files ({files} -> {after})"
+        );
 
         // An append after the rewrite still reads right everywhere.
         fx.append(&ident, 200, 210).await;
@@ -53,7 +71,10 @@ async fn floe_tables_read_identically_in_pyiceberg_and_duckdb_after_append_and_r
 async fn every_primitive_type_round_trips_through_pyiceberg_and_duckdb() {
     let fx = Fixture::new().await;
     let ident = floe::catalog::parse_table_ident("types.all").unwrap();
-    fx.catalog.create_namespace(ident.namespace()).await.unwrap();
+    fx.catalog
+        .create_namespace(ident.namespace())
+        .await
+        .unwrap();
     let schema = floe::schema::parse_schema(
         "id bigint not null, b boolean, i int, f float, d double, dec decimal(10, 2), dt date, \
          ts timestamp, tstz timestamptz, s string, bin binary",
