@@ -94,6 +94,7 @@ impl AppendBuilder {
         commit_files(
             &self.catalog,
             &self.ident,
+            table,
             files,
             self.inputs.len(),
             rows,
@@ -106,6 +107,7 @@ impl AppendBuilder {
 async fn commit_files(
     catalog: &Catalog,
     ident: &TableIdent,
+    base: iceberg::table::Table,
     files: Vec<DataFile>,
     inputs: usize,
     rows: u64,
@@ -116,7 +118,8 @@ async fn commit_files(
     let (snapshot_id, commit_attempts) = if files.is_empty() {
         (None, 0)
     } else {
-        let outcome = commit::commit(catalog, ident, SnapshotUpdate::append(files)).await?;
+        let outcome =
+            commit::commit_on(catalog, ident, Some(base), SnapshotUpdate::append(files)).await?;
         (Some(outcome.snapshot_id), outcome.attempts)
     };
     Ok(AppendMetrics {
@@ -152,7 +155,7 @@ pub async fn append_batches(
     }
     let rows = writer.rows();
     let files = writer.close().await?;
-    commit_files(catalog, ident, files, 0, rows, started).await
+    commit_files(catalog, ident, table, files, 0, rows, started).await
 }
 
 /// Writes batches into data files of `table` without committing (for callers that build their

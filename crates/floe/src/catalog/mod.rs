@@ -378,7 +378,7 @@ impl Catalog {
         if !remove.is_empty() {
             updates.push(TableUpdate::RemoveProperties { removals: remove });
         }
-        crate::commit::retry::with_retry(self, ident, |_table| {
+        crate::commit::retry::with_retry(self, ident, None, |_table| {
             let updates = updates.clone();
             async move {
                 Ok(crate::commit::producer::PreparedCommit {

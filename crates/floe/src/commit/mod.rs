@@ -145,8 +145,19 @@ pub async fn commit(
     ident: &TableIdent,
     update: SnapshotUpdate,
 ) -> Result<CommitOutcome> {
+    commit_on(catalog, ident, None, update).await
+}
+
+/// Like [`commit`], but the first attempt builds on `base` (a table the caller just loaded),
+/// saving a metadata read; later attempts reload.
+pub async fn commit_on(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    base: Option<Table>,
+    update: SnapshotUpdate,
+) -> Result<CommitOutcome> {
     let mut attempts = 0u32;
-    let result = retry::with_retry(catalog, ident, |table| {
+    let result = retry::with_retry(catalog, ident, base, |table| {
         attempts += 1;
         let update = &update;
         async move { producer::prepare(&table, update).await }

@@ -13,8 +13,7 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
     DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot, SnapshotReference,
-    SnapshotRetention, MAIN_BRANCH,
+    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot, MAIN_BRANCH,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
@@ -314,17 +313,12 @@ async fn produce(
         .with_summary(summary)
         .with_schema_id(md.current_schema_id())
         .build();
-    let retention = crate::catalog::refs(md)?
-        .remove(MAIN_BRANCH)
-        .map(|r| r.retention)
-        .unwrap_or(SnapshotRetention::branch(None, None, None));
-    let updates = vec![
-        TableUpdate::AddSnapshot { snapshot },
-        TableUpdate::SetSnapshotRef {
-            ref_name: MAIN_BRANCH.to_string(),
-            reference: SnapshotReference::new(ctx.snapshot_id, retention),
-        },
-    ];
+    // Setting the branch through the metadata builder keeps main's retention settings; its
+    // change list is exactly the updates a catalog needs (AddSnapshot, SetSnapshotRef).
+    let updates = iceberg::spec::TableMetadataBuilder::new_from_metadata(md.clone(), None)
+        .set_branch_snapshot(snapshot, MAIN_BRANCH)?
+        .build()?
+        .changes;
     let requirements = vec![
         TableRequirement::UuidMatch { uuid: md.uuid() },
         TableRequirement::RefSnapshotIdMatch {

@@ -66,11 +66,13 @@ impl RetryPolicy {
     }
 }
 
-/// Loads the table, prepares a commit with `prepare`, and commits it; retries lost races.
-/// Files an attempt wrote (manifests, manifest lists) are deleted when that attempt loses.
+/// Prepares a commit with `prepare` on `base` (or the freshly loaded table when `None`) and
+/// commits it; a lost race reloads the table and prepares again. Files an attempt wrote
+/// (manifests, manifest lists) are deleted when that attempt loses.
 pub async fn with_retry<F, Fut>(
     catalog: &Catalog,
     ident: &TableIdent,
+    base: Option<Table>,
     mut prepare: F,
 ) -> Result<Table>
 where
@@ -79,9 +81,13 @@ where
 {
     let started = Instant::now();
     let mut attempt: u32 = 0;
+    let mut base = base;
     loop {
         attempt += 1;
-        let table = catalog.load_table(ident).await?;
+        let table = match base.take() {
+            Some(t) => t,
+            None => catalog.load_table(ident).await?,
+        };
         let policy = RetryPolicy::from_table(&table)?;
         let prepared = prepare(table.clone()).await?;
         match catalog
