@@ -66,6 +66,39 @@ enum Command {
         #[arg(long)]
         target_file_size: Option<String>,
     },
+    /// Compacts small files (Iceberg's rewrite_data_files, bin-pack) in one replace commit.
+    Compact {
+        /// Table as NAMESPACE.TABLE.
+        table: String,
+        /// Only files that may hold matching rows: "ts < '2026-10-01' AND region = 'eu'".
+        #[arg(long = "where")]
+        filter: Option<String>,
+        /// Target output file size (default: write.target-file-size-bytes, 512MiB).
+        #[arg(long)]
+        target_file_size: Option<String>,
+        /// Minimum files in a group to rewrite it (default 5).
+        #[arg(long)]
+        min_input_files: Option<u64>,
+        /// File groups rewritten at once (max-concurrent-file-group-rewrites, default 5).
+        #[arg(long)]
+        max_concurrent: Option<u64>,
+        /// Commit batches of finished groups as they complete.
+        #[arg(long)]
+        partial_progress: bool,
+        /// With --partial-progress: at most this many commits (default 10).
+        #[arg(long, requires = "partial_progress")]
+        max_commits: Option<u64>,
+        /// Rewrite every file, whatever its size.
+        #[arg(long)]
+        rewrite_all: bool,
+        /// Any Iceberg rewrite_data_files option as K=V (min-file-size-bytes,
+        /// max-file-group-size-bytes, rewrite-job-order, delete-file-threshold, ...).
+        #[arg(long = "option", value_name = "K=V")]
+        options: Vec<String>,
+        /// Print the plan and commit nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...).
     Sql {
         /// The statement.
@@ -197,6 +230,67 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 ),
                 None => format!("no rows in the input: nothing committed to {}", m.table),
             });
+            Ok(())
+        }
+        Command::Compact {
+            table,
+            filter,
+            target_file_size,
+            min_input_files,
+            max_concurrent,
+            partial_progress,
+            max_commits,
+            rewrite_all,
+            options,
+            dry_run,
+        } => {
+            let catalog = connect(g).await?;
+            let mut b = floe::compact::CompactBuilder::new(&catalog, parse_table_ident(&table)?)
+                .with_where(filter)
+                .with_dry_run(dry_run);
+            for (k, v) in parse_kv(&options)? {
+                b = b.with_option(k, v);
+            }
+            if let Some(t) = target_file_size {
+                b = b.with_option(
+                    "target-file-size-bytes",
+                    parse_size("--target-file-size", &t)?,
+                );
+            }
+            if let Some(n) = min_input_files {
+                b = b.with_option("min-input-files", n);
+            }
+            if let Some(n) = max_concurrent {
+                b = b.with_option("max-concurrent-file-group-rewrites", n);
+            }
+            if partial_progress {
+                b = b.with_option("partial-progress.enabled", true);
+            }
+            if let Some(n) = max_commits {
+                b = b.with_option("partial-progress.max-commits", n);
+            }
+            if rewrite_all {
+                b = b.with_option("rewrite-all", true);
+            }
+            let bar = out.bytes_bar();
+            let progress_bar = bar.clone();
+            let m = b
+                .with_progress(move |p| match p {
+                    floe::compact::Progress::Planned {
+                        groups,
+                        files,
+                        bytes,
+                    } => {
+                        progress_bar.set_length(bytes);
+                        progress_bar.set_message(format!("0/{groups} groups, 0/{files} files"));
+                    }
+                    floe::compact::Progress::GroupDone { bytes, .. } => progress_bar.inc(bytes),
+                })
+                .execute()
+                .await;
+            bar.finish_and_clear();
+            let m = m?;
+            out.result(&serde_json::to_value(&m)?, || output::compact_text(&m));
             Ok(())
         }
         Command::Sql { query, csv } => {

@@ -69,6 +69,22 @@ impl Out {
         pb
     }
 
+    /// A byte progress bar on stderr (hidden for scripts).
+    pub fn bytes_bar(&self) -> ProgressBar {
+        if self.json || !std::io::stderr().is_terminal() {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} {msg} [{elapsed}]",
+            )
+            .expect("valid template"),
+        );
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    }
+
     /// Prints query results as a table, `--json` (one object per line) or CSV.
     pub fn batches(&self, batches: &[RecordBatch], csv: bool) -> Result<()> {
         let stdout = std::io::stdout();
@@ -210,6 +226,64 @@ pub fn describe_text(t: &Table) -> String {
             c["summary"]["total-records"].as_str().unwrap_or("?"),
             c["summary"]["total-data-files"].as_str().unwrap_or("?")
         )),
+    }
+    s
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+pub fn compact_text(m: &floe::compact::CompactMetrics) -> String {
+    let mut s = String::new();
+    if m.dry_run || m.plan.groups.is_empty() {
+        s.push_str(&format!(
+            "{}: {} live data files, {} candidates, {} groups to rewrite ({} files, {}){}\n",
+            m.table,
+            m.plan.live_files,
+            m.plan.candidate_files,
+            m.plan.groups.len(),
+            m.plan.input_files(),
+            mib(m.plan.input_bytes()),
+            if m.dry_run {
+                " [dry run: nothing committed]"
+            } else {
+                ""
+            }
+        ));
+        if !m.plan.groups.is_empty() {
+            s.push_str(&format!(
+                "{:<40} {:>11} {:>14} {:>16}\n",
+                "partition", "input files", "input bytes", "expected outputs"
+            ));
+            for g in &m.plan.groups {
+                s.push_str(&format!(
+                    "{:<40} {:>11} {:>14} {:>16}\n",
+                    g.partition, g.input_files, g.input_bytes, g.expected_output_files
+                ));
+            }
+        }
+        return s.trim_end().to_string();
+    }
+    s.push_str(&format!(
+        "compacted {}: live data files {} -> {} (rewrote {} files, {}, into {} files, {}), {} rows, {:.2} s, {:.1} MB/s, {} commit(s)",
+        m.table,
+        m.live_files_before,
+        m.live_files_after,
+        m.rewritten_files,
+        mib(m.rewritten_bytes),
+        m.added_files,
+        mib(m.added_bytes),
+        m.rows,
+        m.duration_ms as f64 / 1000.0,
+        m.mb_per_s,
+        m.commits.len()
+    ));
+    for f in &m.failed_groups {
+        s.push_str(&format!(
+            "\ngroup {} ({} files) not committed: {}",
+            f.partition, f.input_files, f.reason
+        ));
     }
     s
 }

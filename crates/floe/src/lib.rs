@@ -22,6 +22,7 @@
 pub mod append;
 pub mod catalog;
 pub mod commit;
+pub mod compact;
 pub mod error;
 pub mod ingest;
 pub mod inspect;

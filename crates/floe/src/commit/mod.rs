@@ -156,28 +156,34 @@ pub async fn commit_on(
     base: Option<Table>,
     update: SnapshotUpdate,
 ) -> Result<CommitOutcome> {
+    let result = try_commit(catalog, ident, base, &update).await;
+    if result.is_err() {
+        retry::delete_quietly(catalog.file_io(), update.added_paths()).await;
+    }
+    result
+}
+
+/// Commits with retries but leaves the update's added files in place on failure: the caller
+/// owns them (compaction uses this to retry groups one by one after a joint commit failed).
+pub async fn try_commit(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    base: Option<Table>,
+    update: &SnapshotUpdate,
+) -> Result<CommitOutcome> {
     let mut attempts = 0u32;
-    let result = retry::with_retry(catalog, ident, base, |table| {
+    let table = retry::with_retry(catalog, ident, base, |table| {
         attempts += 1;
-        let update = &update;
         async move { producer::prepare(&table, update).await }
     })
-    .await;
-    match result {
-        Ok(table) => {
-            let snapshot_id = table
-                .metadata()
-                .current_snapshot_id()
-                .expect("a committed snapshot is current");
-            Ok(CommitOutcome {
-                table,
-                snapshot_id,
-                attempts,
-            })
-        }
-        Err(e) => {
-            retry::delete_quietly(catalog.file_io(), update.added_paths()).await;
-            Err(e)
-        }
-    }
+    .await?;
+    let snapshot_id = table
+        .metadata()
+        .current_snapshot_id()
+        .expect("a committed snapshot is current");
+    Ok(CommitOutcome {
+        table,
+        snapshot_id,
+        attempts,
+    })
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
-use datafusion::catalog::{CatalogProvider, MemTable, SchemaProvider, TableProvider};
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -140,8 +140,7 @@ impl SchemaProvider for NamespaceSchema {
             Some(m) => {
                 let kind = MetadataTable::parse(&m).map_err(external)?;
                 let batch = kind.scan(&table).await.map_err(external)?;
-                let mem = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
-                Ok(Some(Arc::new(mem)))
+                Ok(Some(Arc::new(scan::BatchTable::new(batch))))
             }
         }
     }

@@ -131,3 +131,66 @@ fn conform(schema: &SchemaRef, batch: RecordBatch) -> DfResult<RecordBatch> {
         &options,
     )?)
 }
+
+/// A table over one in-memory batch (metadata tables). Scans go through
+/// `StreamingTableExec`, which applies projection and `LIMIT` itself.
+#[derive(Debug)]
+pub struct BatchTable {
+    batch: RecordBatch,
+}
+
+impl BatchTable {
+    pub fn new(batch: RecordBatch) -> Self {
+        Self { batch }
+    }
+}
+
+#[async_trait]
+impl TableProvider for BatchTable {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn schema(&self) -> SchemaRef {
+        self.batch.schema()
+    }
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let part = Arc::new(OneBatch {
+            batch: self.batch.clone(),
+        });
+        Ok(Arc::new(StreamingTableExec::try_new(
+            self.batch.schema(),
+            vec![part],
+            projection,
+            [],
+            false,
+            limit,
+        )?))
+    }
+}
+
+#[derive(Debug)]
+struct OneBatch {
+    batch: RecordBatch,
+}
+
+impl PartitionStream for OneBatch {
+    fn schema(&self) -> &SchemaRef {
+        self.batch.schema_ref()
+    }
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let batch = self.batch.clone();
+        Box::pin(RecordBatchStreamAdapter::new(
+            batch.schema(),
+            futures::stream::once(async move { Ok(batch) }),
+        ))
+    }
+}

@@ -3,5 +3,6 @@
 mod catalog;
 mod commit;
 mod common;
+mod compact;
 mod interop;
 mod sql;

@@ -1,0 +1,554 @@
+//! `floe compact`: Iceberg's `rewrite_data_files` (bin-pack), done beside a streaming writer.
+//!
+//! ```text
+//!  scan planning (one manifest pass, --where pruning, deletes attached)
+//!     -> plan (pure: candidates, bin-packing, groups)       [--dry-run stops here]
+//!     -> rewrite groups, max-concurrent-file-group-rewrites at a time (read + apply deletes,
+//!        write rolled at the target size)
+//!     -> commit: one `replace`, or with partial progress one per batch of finished groups
+//! ```
+//!
+//! Safety: new files take the starting snapshot's sequence number; commits validate against the
+//! starting snapshot and retry through the commit path; a group whose files were removed (or got
+//! new position deletes) meanwhile fails alone, its output deleted, and is reported. A crash
+//! leaves the table as it was plus unreferenced files (orphans).
+
+pub mod filter;
+pub mod plan;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::{StreamExt, TryStreamExt};
+use iceberg::scan::FileScanTask;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+use iceberg::TableIdent;
+use serde::Serialize;
+
+use crate::catalog::{ident_string, Catalog};
+use crate::commit::{self, SnapshotUpdate};
+use crate::error::{Error, Result};
+use crate::properties::{self, u64_prop};
+use crate::write::{TableWriter, WriteOptions};
+pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
+
+/// Prefix of table properties that set compaction defaults (`floe.compact.min-input-files`, ...).
+pub const PROPERTY_PREFIX: &str = "floe.compact.";
+
+/// Progress of a running compaction, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress {
+    /// Planning finished: totals of the work ahead.
+    Planned {
+        groups: usize,
+        files: usize,
+        bytes: u64,
+    },
+    /// One group was rewritten.
+    GroupDone { files: usize, bytes: u64 },
+}
+
+type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// What a compaction did (or, with `dry_run`, would do).
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactMetrics {
+    pub table: String,
+    pub dry_run: bool,
+    pub options: PlanOptions,
+    pub max_concurrent_file_group_rewrites: usize,
+    pub partial_progress: bool,
+    pub plan: Plan,
+    pub live_files_before: usize,
+    pub live_files_after: usize,
+    pub rewritten_files: usize,
+    pub added_files: usize,
+    pub rewritten_bytes: u64,
+    pub added_bytes: u64,
+    pub rows: u64,
+    pub commits: Vec<i64>,
+    pub failed_groups: Vec<FailedGroup>,
+    pub duration_ms: u64,
+    pub mb_per_s: f64,
+}
+
+/// A group that could not be committed, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedGroup {
+    pub partition: String,
+    pub input_files: usize,
+    pub reason: String,
+}
+
+/// Builder of a compaction.
+pub struct CompactBuilder {
+    catalog: Catalog,
+    ident: TableIdent,
+    options: HashMap<String, String>,
+    where_filter: Option<String>,
+    dry_run: bool,
+    progress: Option<ProgressFn>,
+}
+
+struct GroupResult {
+    group: usize,
+    files: Vec<DataFile>,
+    rows: u64,
+}
+
+impl CompactBuilder {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
+        Self {
+            catalog: catalog.clone(),
+            ident,
+            options: HashMap::new(),
+            where_filter: None,
+            dry_run: false,
+            progress: None,
+        }
+    }
+
+    /// Sets an option by its Iceberg name: `target-file-size-bytes`, `min-file-size-bytes`,
+    /// `max-file-size-bytes`, `min-input-files`, `max-file-group-size-bytes`,
+    /// `max-concurrent-file-group-rewrites`, `partial-progress.enabled`,
+    /// `partial-progress.max-commits`, `rewrite-all`, `rewrite-job-order`,
+    /// `delete-file-threshold`.
+    pub fn with_option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
+        self.options.insert(key.into(), value.to_string());
+        self
+    }
+
+    /// Only compacts files that may hold rows matching this filter.
+    pub fn with_where(mut self, filter: Option<String>) -> Self {
+        self.where_filter = filter;
+        self
+    }
+
+    /// Plans only.
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Receives progress events.
+    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    fn option(&self, table: &Table, key: &str) -> Option<String> {
+        self.options.get(key).cloned().or_else(|| {
+            table
+                .metadata()
+                .properties()
+                .get(&format!("{PROPERTY_PREFIX}{key}"))
+                .cloned()
+        })
+    }
+
+    fn u64_option(&self, table: &Table, key: &str, default: u64) -> Result<u64> {
+        match self.option(table, key) {
+            None => Ok(default),
+            Some(v) => crate::properties::parse_size(key, &v),
+        }
+    }
+
+    fn bool_option(&self, table: &Table, key: &str, default: bool) -> Result<bool> {
+        match self.option(table, key).map(|v| v.to_ascii_lowercase()) {
+            None => Ok(default),
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            Some(v) => Err(Error::invalid_option(key, v, "expected true or false")),
+        }
+    }
+
+    fn plan_options(&self, table: &Table) -> Result<PlanOptions> {
+        let known = [
+            "target-file-size-bytes",
+            "min-file-size-bytes",
+            "max-file-size-bytes",
+            "min-input-files",
+            "max-file-group-size-bytes",
+            "max-concurrent-file-group-rewrites",
+            "partial-progress.enabled",
+            "partial-progress.max-commits",
+            "rewrite-all",
+            "rewrite-job-order",
+            "delete-file-threshold",
+        ];
+        if let Some(k) = self.options.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(Error::invalid_option(
+                "compaction option",
+                k,
+                format!("known options: {}", known.join(", ")),
+            ));
+        }
+        let table_target = u64_prop(
+            table.metadata().properties(),
+            properties::WRITE_TARGET_FILE_SIZE_BYTES,
+            properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+        )?;
+        let target = self.u64_option(table, "target-file-size-bytes", table_target)?;
+        let mut o = PlanOptions::for_target(target);
+        o.min_file_size_bytes =
+            self.u64_option(table, "min-file-size-bytes", o.min_file_size_bytes)?;
+        o.max_file_size_bytes =
+            self.u64_option(table, "max-file-size-bytes", o.max_file_size_bytes)?;
+        o.min_input_files =
+            self.u64_option(table, "min-input-files", o.min_input_files as u64)? as usize;
+        o.max_file_group_size_bytes = self.u64_option(
+            table,
+            "max-file-group-size-bytes",
+            o.max_file_group_size_bytes,
+        )?;
+        o.delete_file_threshold = self
+            .u64_option(table, "delete-file-threshold", u64::MAX)?
+            .min(usize::MAX as u64) as usize;
+        o.rewrite_all = self.bool_option(table, "rewrite-all", false)?;
+        if let Some(order) = self.option(table, "rewrite-job-order") {
+            o.rewrite_job_order = JobOrder::parse(&order)?;
+        }
+        o.validate()?;
+        Ok(o)
+    }
+
+    /// Plans, rewrites and commits.
+    pub async fn execute(self) -> Result<CompactMetrics> {
+        let started = Instant::now();
+        let table = self.catalog.load_table(&self.ident).await?;
+        let opts = self.plan_options(&table)?;
+        let concurrency = self
+            .u64_option(&table, "max-concurrent-file-group-rewrites", 5)?
+            .max(1) as usize;
+        let partial = self.bool_option(&table, "partial-progress.enabled", false)?;
+        let max_commits = self
+            .u64_option(&table, "partial-progress.max-commits", 10)?
+            .max(1) as usize;
+
+        let (tasks, live_before) = plan_files(&table, self.where_filter.as_deref()).await?;
+        // Scan tasks carry no partition: take spec and partition tuple from the manifests.
+        let live: HashMap<String, crate::commit::LiveFile> = if tasks.is_empty() {
+            HashMap::new()
+        } else {
+            crate::commit::producer::live_files(&table)
+                .await?
+                .into_iter()
+                .map(|f| (f.file.file_path().to_string(), f))
+                .collect()
+        };
+        let plan_files: Vec<PlanFile> = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| plan_file(i, t, live.get(&t.data_file_path), &table))
+            .collect();
+        let plan = plan::plan(&plan_files, &opts);
+        let mut metrics = CompactMetrics {
+            table: ident_string(&self.ident),
+            dry_run: self.dry_run,
+            options: opts.clone(),
+            max_concurrent_file_group_rewrites: concurrency,
+            partial_progress: partial,
+            live_files_before: live_before,
+            live_files_after: live_before,
+            rewritten_files: 0,
+            added_files: 0,
+            rewritten_bytes: 0,
+            added_bytes: 0,
+            rows: 0,
+            commits: vec![],
+            failed_groups: vec![],
+            duration_ms: 0,
+            mb_per_s: 0.0,
+            plan,
+        };
+        if let Some(p) = &self.progress {
+            p(Progress::Planned {
+                groups: metrics.plan.groups.len(),
+                files: metrics.plan.input_files(),
+                bytes: metrics.plan.input_bytes(),
+            });
+        }
+        if self.dry_run || metrics.plan.groups.is_empty() {
+            metrics.duration_ms = started.elapsed().as_millis() as u64;
+            return Ok(metrics);
+        }
+
+        let groups = metrics.plan.groups.clone();
+        let tasks = Arc::new(tasks);
+        let write_options = WriteOptions {
+            target_file_size_bytes: Some(opts.target_file_size_bytes),
+        };
+        let rows_total = Arc::new(AtomicU64::new(0));
+        let chunk = if partial {
+            groups.len().div_ceil(max_commits)
+        } else {
+            groups.len()
+        };
+        let mut results = futures::stream::iter(groups.iter().enumerate().map(|(gi, g)| {
+            let table = table.clone();
+            let tasks = tasks.clone();
+            let members: Vec<FileScanTask> = g.files.iter().map(|&i| tasks[i].clone()).collect();
+            let write_options = write_options.clone();
+            let progress = self.progress.clone();
+            let (files, bytes) = (g.input_files, g.input_bytes);
+            async move {
+                let r = rewrite_group(&table, gi, members, &write_options).await;
+                if let (Ok(_), Some(p)) = (&r, progress) {
+                    p(Progress::GroupDone { files, bytes });
+                }
+                r
+            }
+        }))
+        .buffer_unordered(concurrency);
+
+        let mut done: Vec<GroupResult> = Vec::new();
+        let mut first_error = None;
+        while let Some(r) = results.next().await {
+            match r {
+                Ok(g) => {
+                    rows_total.fetch_add(g.rows, Ordering::Relaxed);
+                    done.push(g);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+            if first_error.is_none() && done.len() >= chunk {
+                self.commit_groups(&table, &tasks, std::mem::take(&mut done), &mut metrics)
+                    .await?;
+            }
+        }
+        drop(results);
+        if let Some(e) = first_error {
+            // A rewrite failed (I/O, corrupt file): remove what the unfinished groups wrote.
+            let paths: Vec<String> = done
+                .iter()
+                .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
+                .collect();
+            commit::retry::delete_quietly(table.file_io(), paths).await;
+            return Err(e);
+        }
+        if !done.is_empty() {
+            self.commit_groups(&table, &tasks, done, &mut metrics)
+                .await?;
+        }
+        metrics.rows = rows_total.load(Ordering::Relaxed);
+        metrics.live_files_after =
+            metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
+        let elapsed = started.elapsed();
+        metrics.duration_ms = elapsed.as_millis() as u64;
+        metrics.mb_per_s =
+            metrics.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
+        Ok(metrics)
+    }
+
+    /// Commits finished groups in one `replace`; if validation fails (a concurrent writer
+    /// removed or deleted from an input file), commits them one by one so only the affected
+    /// groups fail (their output is deleted by the commit path).
+    async fn commit_groups(
+        &self,
+        start: &Table,
+        tasks: &[FileScanTask],
+        groups: Vec<GroupResult>,
+        metrics: &mut CompactMetrics,
+    ) -> Result<()> {
+        let inputs: Vec<Vec<usize>> = metrics
+            .plan
+            .groups
+            .iter()
+            .map(|g| g.files.clone())
+            .collect();
+        let update_for = |gs: &[&GroupResult]| {
+            let removed = gs
+                .iter()
+                .flat_map(|g| {
+                    inputs[g.group]
+                        .iter()
+                        .map(|&i| tasks[i].data_file_path.clone())
+                })
+                .collect();
+            let added = gs.iter().flat_map(|g| g.files.iter().cloned()).collect();
+            let mut props = HashMap::new();
+            props.insert("floe.operation".to_string(), "compact".to_string());
+            SnapshotUpdate::rewrite(start, removed, added).with_summary_properties(props)
+        };
+        let all: Vec<&GroupResult> = groups.iter().collect();
+        let joint = update_for(&all);
+        match commit::try_commit(&self.catalog, &self.ident, None, &joint).await {
+            Ok(outcome) => {
+                self.record(&all, outcome.snapshot_id, tasks, metrics);
+                Ok(())
+            }
+            Err(Error::ValidationFailed { .. }) if all.len() > 1 => {
+                // Find the groups that conflict: commit each alone (the commit path deletes the
+                // output of a group that fails).
+                for (i, g) in all.iter().enumerate() {
+                    match commit::commit(&self.catalog, &self.ident, update_for(&[*g])).await {
+                        Ok(outcome) => self.record(&[*g], outcome.snapshot_id, tasks, metrics),
+                        Err(Error::ValidationFailed { reason, .. }) => {
+                            self.fail(&[*g], reason, metrics)
+                        }
+                        Err(e) => {
+                            let rest: Vec<String> = all[i + 1..]
+                                .iter()
+                                .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
+                                .collect();
+                            commit::retry::delete_quietly(start.file_io(), rest).await;
+                            return Err(e);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Err(Error::ValidationFailed { reason, .. }) => {
+                commit::retry::delete_quietly(start.file_io(), joint.added_paths()).await;
+                self.fail(&all, reason, metrics);
+                Ok(())
+            }
+            Err(e) => {
+                commit::retry::delete_quietly(start.file_io(), joint.added_paths()).await;
+                Err(e)
+            }
+        }
+    }
+
+    fn record(
+        &self,
+        gs: &[&GroupResult],
+        snapshot_id: i64,
+        tasks: &[FileScanTask],
+        metrics: &mut CompactMetrics,
+    ) {
+        metrics.commits.push(snapshot_id);
+        for g in gs {
+            let group = &metrics.plan.groups[g.group];
+            metrics.rewritten_files += group.input_files;
+            metrics.rewritten_bytes += group
+                .files
+                .iter()
+                .map(|&i| tasks[i].file_size_in_bytes)
+                .sum::<u64>();
+            metrics.added_files += g.files.len();
+            metrics.added_bytes += g.files.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
+        }
+    }
+
+    fn fail(&self, gs: &[&GroupResult], reason: String, metrics: &mut CompactMetrics) {
+        for g in gs {
+            let group = &metrics.plan.groups[g.group];
+            metrics.failed_groups.push(FailedGroup {
+                partition: group.partition.clone(),
+                input_files: group.input_files,
+                reason: reason.clone(),
+            });
+        }
+    }
+}
+
+/// Plans the scan once: live data files (optionally pruned by `--where`) with the delete files
+/// that apply to them. Returns the tasks and the total number of live data files.
+async fn plan_files(
+    table: &Table,
+    where_filter: Option<&str>,
+) -> Result<(Vec<FileScanTask>, usize)> {
+    if table.metadata().current_snapshot().is_none() {
+        return Ok((vec![], 0));
+    }
+    let all: Vec<FileScanTask> = table
+        .scan()
+        .build()?
+        .plan_files()
+        .await?
+        .try_collect()
+        .await?;
+    let total = all.len();
+    let tasks = match where_filter {
+        None => all,
+        Some(w) => {
+            let predicate = filter::parse_where(w, table.metadata().current_schema())?;
+            let matching: std::collections::HashSet<String> = table
+                .scan()
+                .with_filter(predicate)
+                .build()?
+                .plan_files()
+                .await?
+                .map_ok(|t| t.data_file_path)
+                .try_collect()
+                .await?;
+            all.into_iter()
+                .filter(|t| matching.contains(&t.data_file_path))
+                .collect()
+        }
+    };
+    Ok((tasks, total))
+}
+
+fn plan_file(
+    index: usize,
+    t: &FileScanTask,
+    live: Option<&crate::commit::LiveFile>,
+    table: &Table,
+) -> PlanFile {
+    let md = table.metadata();
+    let spec_id = live
+        .map(|f| f.spec_id)
+        .unwrap_or_else(|| md.default_partition_spec_id());
+    let partition = match (live, md.partition_spec_by_id(spec_id)) {
+        (Some(f), Some(spec)) if !spec.is_unpartitioned() => {
+            spec.partition_to_path(f.file.partition(), md.current_schema().clone())
+        }
+        _ => "unpartitioned".to_string(),
+    };
+    PlanFile {
+        index,
+        size: t.file_size_in_bytes,
+        records: t.record_count.unwrap_or(0),
+        spec_id,
+        partition,
+        deletes: t.deletes.len(),
+    }
+}
+
+/// Reads a group's files (applying their delete files) and writes them rolled at the target.
+async fn rewrite_group(
+    table: &Table,
+    group: usize,
+    members: Vec<FileScanTask>,
+    options: &WriteOptions,
+) -> Result<GroupResult> {
+    let mut writer = TableWriter::new(table, options).await?;
+    let schema = writer.arrow_schema().clone();
+    let tasks: Vec<iceberg::Result<FileScanTask>> = members
+        .into_iter()
+        .map(|mut t| {
+            // Rewrite every row, not just those matching a --where filter.
+            t.predicate = None;
+            Ok(t)
+        })
+        .collect();
+    let step = async {
+        let mut stream = table
+            .reader_builder()
+            .build()
+            .read(futures::stream::iter(tasks).boxed())?
+            .stream();
+        while let Some(batch) = stream.try_next().await? {
+            let batch = arrow::record_batch::RecordBatch::try_new(
+                schema.clone(),
+                batch.columns().to_vec(),
+            )?;
+            writer.write(batch).await?;
+        }
+        Ok::<_, Error>(())
+    };
+    if let Err(e) = step.await {
+        writer.abort().await;
+        return Err(e);
+    }
+    let rows = writer.rows();
+    let files = writer.close().await?;
+    Ok(GroupResult { group, files, rows })
+}

@@ -1,0 +1,242 @@
+//! Compaction: rows and content unchanged (also for PyIceberg and DuckDB), concurrent writers
+//! keep their rows, conflicting groups fail alone and leave nothing behind.
+
+use floe::compact::{CompactBuilder, CompactMetrics};
+
+use crate::common::{run_python, sum_ids, Fixture};
+
+async fn compact(
+    fx: &Fixture,
+    table: &str,
+    opts: &[(&str, &str)],
+    filter: Option<&str>,
+) -> CompactMetrics {
+    let mut b = CompactBuilder::new(
+        &fx.catalog,
+        floe::catalog::parse_table_ident(table).unwrap(),
+    )
+    .with_where(filter.map(str::to_string));
+    for (k, v) in opts {
+        b = b.with_option(*k, *v);
+    }
+    b.execute().await.unwrap()
+}
+
+fn data_files_on_disk(fx: &Fixture, table: &str) -> usize {
+    fn rec(p: &std::path::Path) -> usize {
+        std::fs::read_dir(p)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| {
+                        if e.path().is_dir() {
+                            rec(&e.path())
+                        } else {
+                            usize::from(e.path().extension().is_some_and(|x| x == "parquet"))
+                        }
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+    let (ns, t) = table.split_once('.').unwrap();
+    rec(&fx.warehouse().join(ns).join(t).join("data"))
+}
+
+fn read(fx: &Fixture, table: &str) -> serde_json::Value {
+    let wh = fx.warehouse().display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    run_python(
+        "tests/interop/read_table.py",
+        &[
+            "--catalog-uri",
+            &uri,
+            "--warehouse",
+            &wh,
+            "--table",
+            table,
+            "--sum-column",
+            "id",
+        ],
+    )
+}
+
+#[tokio::test]
+async fn compaction_keeps_every_row_and_the_content_checksum() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", Some("day(ts)")).await;
+    for i in 0..12 {
+        fx.append(&ident, i * 50, i * 50 + 50).await;
+    }
+    let before = read(&fx, "db.ev");
+    assert_eq!(before["duckdb"]["files"], 36);
+    let m = compact(&fx, "db.ev", &[], None).await;
+    assert_eq!(m.plan.groups.len(), 3, "one group per day");
+    assert_eq!(m.rewritten_files, 36);
+    assert_eq!(m.added_files, 3);
+    assert_eq!(m.live_files_before, 36);
+    assert_eq!(m.live_files_after, 3);
+    assert_eq!(m.rows, 600);
+    assert_eq!(m.commits.len(), 1);
+    let after = read(&fx, "db.ev");
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(after[reader]["rows"], 600, "{after}");
+        assert_eq!(after[reader]["sum"], sum_ids(0, 600), "{after}");
+        assert_eq!(after[reader]["files"], 3, "{after}");
+        assert_eq!(
+            after[reader]["checksum"], before["duckdb"]["checksum"],
+            "content changed: {after}"
+        );
+    }
+    // Few manifests remain: compaction merged the ones it touched.
+    let t = fx.load(&ident).await;
+    let manifests =
+        floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
+            .await
+            .unwrap();
+    // One manifest records the removals (DELETED entries, needed by this snapshot only; the
+    // next commit drops it) and one holds the 3 new files.
+    assert_eq!(manifests.len(), 2, "{manifests:?}");
+    let live: Vec<_> = manifests
+        .iter()
+        .filter(|m| m.has_added_files() || m.has_existing_files())
+        .collect();
+    assert_eq!(live.len(), 1, "{manifests:?}");
+    // Nothing left to do: a second run plans no group.
+    let again = compact(&fx, "db.ev", &[], None).await;
+    assert!(again.plan.groups.is_empty());
+    assert!(again.commits.is_empty());
+}
+
+#[tokio::test]
+async fn dry_run_plans_and_commits_nothing() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", Some("day(ts)")).await;
+    for i in 0..6 {
+        fx.append(&ident, i * 10, i * 10 + 10).await;
+    }
+    let snapshots = fx.load(&ident).await.metadata().snapshots().len();
+    let m = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_dry_run(true)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(m.plan.groups.len(), 3);
+    assert!(m
+        .plan
+        .groups
+        .iter()
+        .all(|g| g.input_files == 6 && g.expected_output_files == 1));
+    assert!(
+        m.plan.groups[0].partition.starts_with("ts_day="),
+        "{}",
+        m.plan.groups[0].partition
+    );
+    assert_eq!(
+        fx.load(&ident).await.metadata().snapshots().len(),
+        snapshots
+    );
+    assert_eq!(data_files_on_disk(&fx, "db.ev"), 18);
+}
+
+#[tokio::test]
+async fn where_filter_compacts_only_matching_partitions() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", Some("day(ts)")).await;
+    for i in 0..6 {
+        fx.append(&ident, i * 30, i * 30 + 30).await;
+    }
+    // Rows with id % 3 == 0 land on 2026-01-01; only that day is compacted.
+    let m = compact(&fx, "db.ev", &[], Some("ts < '2026-01-02'")).await;
+    assert_eq!(m.plan.groups.len(), 1);
+    assert_eq!(m.rewritten_files, 6);
+    assert_eq!(m.live_files_after, 18 - 6 + 1);
+    assert_eq!(fx.count_and_sum(&ident).await, (180, sum_ids(0, 180)));
+}
+
+#[tokio::test]
+async fn appends_committed_during_compaction_are_all_present() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", Some("day(ts)")).await;
+    for i in 0..10 {
+        fx.append(&ident, i * 20, i * 20 + 20).await;
+    }
+    let writer = fx.second_connection().await;
+    let table = fx.load(&ident).await;
+    let id2 = ident.clone();
+    let appender = tokio::spawn(async move {
+        for i in 10..30i64 {
+            let b = crate::common::make_batch(&table, i * 20, i * 20 + 20);
+            floe::append::append_batches(&writer, &id2, vec![b])
+                .await
+                .unwrap();
+        }
+    });
+    let m = compact(
+        &fx,
+        "db.ev",
+        &[("max-concurrent-file-group-rewrites", "1")],
+        None,
+    )
+    .await;
+    appender.await.unwrap();
+    assert_eq!(
+        m.commits.len(),
+        1,
+        "the compaction still commits: {:?}",
+        m.failed_groups
+    );
+    assert!(m.failed_groups.is_empty());
+    assert_eq!(fx.count_and_sum(&ident).await, (600, sum_ids(0, 600)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_whose_input_was_deleted_concurrently_fails_alone_and_leaves_nothing() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", Some("day(ts)")).await;
+    for i in 0..6 {
+        fx.append(&ident, i * 30, i * 30 + 30).await;
+    }
+    let t = fx.load(&ident).await;
+    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    let victim = live[0].file.clone();
+    let other = fx.second_connection().await;
+    let id2 = ident.clone();
+    // Right after planning, another writer deletes one input file of one group.
+    let m = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_option("max-concurrent-file-group-rewrites", 1)
+        .with_progress(move |p| {
+            if let floe::compact::Progress::Planned { .. } = p {
+                let (other, id2, victim) = (other.clone(), id2.clone(), victim.clone());
+                tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(async move {
+                        let t = other.load_table(&id2).await.unwrap();
+                        let del = floe::commit::SnapshotUpdate::delete(
+                            &t,
+                            vec![victim.file_path().to_string()],
+                            vec![],
+                            vec![],
+                        );
+                        floe::commit::commit(&other, &id2, del).await.unwrap();
+                    })
+                });
+            }
+        })
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(m.failed_groups.len(), 1, "{:?}", m.failed_groups);
+    assert!(
+        m.failed_groups[0].reason.contains(live[0].file.file_path()),
+        "{:?}",
+        m.failed_groups
+    );
+    assert_eq!(m.commits.len(), 2, "the two other groups still commit");
+    let rows = 180 - live[0].file.record_count() as i64;
+    assert_eq!(fx.count_and_sum(&ident).await.0, rows);
+    // Files on disk = live files + the deleted victim (not yet expired): the failed group's
+    // output is gone.
+    let t = fx.load(&ident).await;
+    let live_now = floe::commit::producer::live_files(&t).await.unwrap().len();
+    let rewritten = m.rewritten_files;
+    assert_eq!(data_files_on_disk(&fx, "db.ev"), live_now + 1 + rewritten);
+}
