@@ -238,3 +238,174 @@ fn errors_are_one_line_with_non_zero_exit() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["error"].as_str().unwrap().contains("does not exist"));
 }
+
+fn count_and_sum(d: &Path, table: &str) -> (i64, i64) {
+    let out = floe(
+        d,
+        &[
+            "--json",
+            "sql",
+            &format!("SELECT count(*) AS n, sum(id) AS s FROM {table}"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&out);
+    (
+        rows[0]["n"].as_i64().unwrap(),
+        rows[0]["s"].as_i64().unwrap(),
+    )
+}
+
+fn make_table_with_small_files(d: &Path, batches: usize, rows: usize) -> (i64, i64) {
+    ok_json(d, &["namespace", "create", "db"]);
+    ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "db.t",
+            "--schema",
+            "id bigint not null, ts timestamp, payload string",
+            "--partition",
+            "day(ts)",
+        ],
+    );
+    let (mut n, mut s) = (0i64, 0i64);
+    for b in 0..batches {
+        let mut text = String::new();
+        for r in 0..rows {
+            let id = (b * rows + r) as i64;
+            text.push_str(&format!(
+                "{{\"id\": {id}, \"ts\": \"2026-05-0{}T12:00:00\", \"payload\": \"{}\"}}\n",
+                1 + id % 3,
+                "x".repeat(20 + (id % 50) as usize)
+            ));
+            n += 1;
+            s += id;
+        }
+        let f = d.join(format!("b{b}.ndjson"));
+        std::fs::write(&f, text).unwrap();
+        ok_json(d, &["append", "db.t", f.to_str().unwrap()]);
+    }
+    (n, s)
+}
+
+#[test]
+fn compact_dry_run_and_run_report_with_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 6, 100);
+    let plan = ok_json(d, &["compact", "db.t", "--dry-run"]);
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["plan"]["groups"].as_array().unwrap().len(), 3);
+    assert_eq!(plan["plan"]["groups"][0]["input_files"], 6);
+    assert_eq!(plan["live_files_after"], 18, "dry run changes nothing");
+    let human = floe(d, &["compact", "db.t", "--dry-run"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("ts_day=2026-05-01") && text.contains("expected outputs"),
+        "{text}"
+    );
+    let done = ok_json(
+        d,
+        &[
+            "compact",
+            "db.t",
+            "--target-file-size",
+            "64MiB",
+            "--partial-progress",
+            "--max-commits",
+            "3",
+        ],
+    );
+    assert_eq!(done["rewritten_files"], 18);
+    assert_eq!(done["live_files_after"], 3);
+    assert_eq!(
+        done["commits"].as_array().unwrap().len(),
+        3,
+        "one commit per finished group"
+    );
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+    let bad = floe(d, &["compact", "db.t", "--option", "min-input-files=zero"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("min-input-files"));
+    let bad = floe(d, &["compact", "db.t", "--where", "nope = 1"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("nope"));
+}
+
+fn snapshot_count(d: &Path) -> u64 {
+    ok_json(d, &["table", "describe", "db.t"])["snapshot_count"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn kill_9_mid_compaction_leaves_every_row_readable_and_only_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 12, 2000);
+    let data = d.join("warehouse/db/t/data");
+    let files_before = walk_files(&data).len();
+    let snapshots_before = snapshot_count(d);
+    // Pause after the output files are written, right before the commit, and kill -9 there.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d)
+        .args(["compact", "db.t", "--max-concurrent", "1"])
+        .env("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "30000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while walk_files(&data).len() < files_before + 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "compaction wrote no output"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(
+        count_and_sum(d, "db.t"),
+        expected,
+        "every row readable after the crash"
+    );
+    assert_eq!(snapshot_count(d), snapshots_before, "nothing committed");
+    let live = ok_json(d, &["compact", "db.t", "--dry-run"])["live_files_before"]
+        .as_u64()
+        .unwrap() as usize;
+    assert_eq!(live, files_before);
+    let orphans = walk_files(&data).len() - live;
+    assert_eq!(
+        orphans, 3,
+        "the crashed run left its 3 outputs as unreferenced files"
+    );
+    // Kills at other moments (planning, writing) are harmless too.
+    for delay_ms in [5u64, 30, 80] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
+            .current_dir(d)
+            .args(["compact", "db.t", "--max-concurrent", "1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            count_and_sum(d, "db.t"),
+            expected,
+            "after kill at {delay_ms} ms"
+        );
+    }
+    // The table still compacts normally afterwards.
+    ok_json(d, &["compact", "db.t"]);
+    let after = ok_json(d, &["compact", "db.t", "--dry-run"]);
+    assert_eq!(after["live_files_before"], 3);
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+}

@@ -24,6 +24,7 @@ pub mod catalog;
 pub mod commit;
 pub mod compact;
 pub mod error;
+pub mod fault;
 pub mod ingest;
 pub mod inspect;
 pub mod properties;

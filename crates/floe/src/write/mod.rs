@@ -9,6 +9,8 @@
 //! Invariant: on failure the caller calls [`TableWriter::abort`], which deletes every file this
 //! writer completed; a crash leaves only unreferenced files (orphans).
 
+pub mod deletes;
+
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;

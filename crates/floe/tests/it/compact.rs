@@ -240,3 +240,42 @@ async fn a_group_whose_input_was_deleted_concurrently_fails_alone_and_leaves_not
     let rewritten = m.rewritten_files;
     assert_eq!(data_files_on_disk(&fx, "db.ev"), live_now + 1 + rewritten);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equality_deletes_committed_after_compaction_started_still_apply() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", None).await;
+    for i in 0..6 {
+        fx.append(&ident, i * 20, i * 20 + 20).await;
+    }
+    let other = fx.second_connection().await;
+    let id2 = ident.clone();
+    // Once compaction has planned (its starting snapshot is fixed), another writer deletes
+    // ids 0..10 with an equality delete file.
+    let m = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_progress(move |p| {
+            if let floe::compact::Progress::Planned { .. } = p {
+                let (other, id2) = (other.clone(), id2.clone());
+                tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(async move {
+                        let t = other.load_table(&id2).await.unwrap();
+                        let rows = crate::common::make_batch(&t, 0, 10);
+                        let deletes =
+                            floe::write::deletes::write_equality_deletes(&t, &["id"], vec![rows])
+                                .await
+                                .unwrap();
+                        let del = floe::commit::SnapshotUpdate::delete(&t, vec![], deletes, vec![]);
+                        floe::commit::commit(&other, &id2, del).await.unwrap();
+                    })
+                });
+            }
+        })
+        .execute()
+        .await
+        .unwrap();
+    assert!(m.failed_groups.is_empty(), "{:?}", m.failed_groups);
+    assert_eq!(m.commits.len(), 1);
+    // The compacted files carry the starting sequence number, so the newer delete still
+    // hides ids 0..10 (with a fresh sequence number those rows would come back).
+    assert_eq!(fx.count_and_sum(&ident).await, (110, sum_ids(10, 120)));
+}
