@@ -24,6 +24,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Builds tables of many small files for the compaction benchmark (same rows and file
+    /// sizes in every table listed), then prints their metadata locations as JSON.
+    SmallFiles {
+        /// Warehouse directory (SQLite catalog inside).
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// Number of data files.
+        #[arg(long)]
+        files: usize,
+        /// Tables to build (same content in each).
+        #[arg(long, value_delimiter = ',', default_value = "bench.floe,bench.py")]
+        tables: Vec<String>,
+        /// Random seed of the file sizes.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
     /// Append commit latency with N prior snapshots (floe vs PyIceberg).
     AppendLatency {
         /// Prior snapshot counts.
@@ -228,9 +244,127 @@ async fn append_latency(
     Ok(())
 }
 
+/// Rows per file: mostly small (a few KB), some up to a few MB, fixed by the seed.
+fn file_rows(files: usize, seed: u64) -> Vec<usize> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..files)
+        .map(|_| {
+            if rng.random_bool(0.02) {
+                rng.random_range(20_000..100_000)
+            } else {
+                rng.random_range(50..1_500)
+            }
+        })
+        .collect()
+}
+
+fn small_batch(schema: &arrow::datatypes::SchemaRef, from: i64, n: usize) -> RecordBatch {
+    let ids: Vec<i64> = (from..from + n as i64).collect();
+    RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(StringArray::from(
+                ids.iter()
+                    .map(|i| format!("name-{}", i % 1000))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                ids.iter()
+                    .map(|i| (*i % 10_000) as f64 * 0.01)
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                ids.iter()
+                    .map(|i| format!("payload-{:x}-{}", i.wrapping_mul(2654435761), i % 97))
+                    .collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .expect("valid batch")
+}
+
+async fn small_files(
+    warehouse: PathBuf,
+    files: usize,
+    tables: Vec<String>,
+    seed: u64,
+) -> Result<()> {
+    let config = CatalogConfig::embedded(Some(&warehouse))?;
+    let catalog = Catalog::connect(&config).await?;
+    let rows = file_rows(files, seed);
+    let mut out = serde_json::Map::new();
+    for name in &tables {
+        let ident = parse_table_ident(name)?;
+        if !catalog.namespace_exists(ident.namespace()).await? {
+            catalog.create_namespace(ident.namespace()).await?;
+        }
+        let schema = floe::schema::parse_schema(
+            "id bigint not null, name string, amount double, payload string",
+        )?;
+        let mut table = catalog
+            .create_table(NewTable {
+                ident: ident.clone(),
+                schema,
+                partition_spec: floe::schema::unpartitioned(),
+                sort_order: None,
+                properties: Default::default(),
+            })
+            .await?;
+        let arrow_schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(
+            table.metadata().current_schema(),
+        )?);
+        // One file per batch: a 1-byte target makes the rolling writer start a new file for
+        // every batch. Commits of 1,000 files keep the history realistic but short.
+        let options = floe::write::WriteOptions {
+            target_file_size_bytes: Some(1),
+        };
+        let mut next_id = 0i64;
+        for chunk in rows.chunks(1000) {
+            let batches: Vec<RecordBatch> = chunk
+                .iter()
+                .map(|&n| {
+                    let b = small_batch(&arrow_schema, next_id, n);
+                    next_id += n as i64;
+                    b
+                })
+                .collect();
+            let written = floe::append::write_files(&table, batches, &options).await?;
+            table = floe::commit::commit(
+                &catalog,
+                &ident,
+                floe::commit::SnapshotUpdate::append(written),
+            )
+            .await?
+            .table;
+        }
+        let live = floe::commit::producer::live_files(&table).await?;
+        let bytes: u64 = live.iter().map(|f| f.file.file_size_in_bytes()).sum();
+        out.insert(
+            name.clone(),
+            json!({
+                "metadata_location": table.metadata_location(),
+                "files": live.len(),
+                "bytes": bytes,
+                "rows": next_id,
+                "paths": live.iter().map(|f| f.file.file_path().to_string()).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    println!("{}", serde_json::Value::Object(out));
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     match Cli::parse().cmd {
+        Cmd::SmallFiles {
+            warehouse,
+            files,
+            tables,
+            seed,
+        } => small_files(warehouse, files, tables, seed).await,
         Cmd::AppendLatency {
             snapshots,
             appends,

@@ -287,20 +287,35 @@ impl CompactBuilder {
         } else {
             groups.len()
         };
-        let mut results = futures::stream::iter(groups.iter().enumerate().map(|(gi, g)| {
-            let table = table.clone();
-            let tasks = tasks.clone();
-            let members: Vec<FileScanTask> = g.files.iter().map(|&i| tasks[i].clone()).collect();
-            let write_options = write_options.clone();
-            let progress = self.progress.clone();
-            let (files, bytes) = (g.input_files, g.input_bytes);
-            async move {
-                let r = rewrite_group(&table, gi, members, &write_options).await;
-                if let (Ok(_), Some(p)) = (&r, progress) {
-                    p(Progress::GroupDone { files, bytes });
-                }
-                r
+        // Each group is split into jobs of about one output file, run
+        // max-concurrent-file-group-rewrites at a time; a group is done when all its jobs are.
+        let mut jobs: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let sized: Vec<(usize, u64)> = g
+                .files
+                .iter()
+                .map(|&i| (i, tasks[i].file_size_in_bytes))
+                .collect();
+            for job in plan::split_into_jobs(&sized, &opts) {
+                jobs.push((gi, job));
             }
+        }
+        let mut pending: Vec<usize> = vec![0; groups.len()];
+        for (gi, _) in &jobs {
+            pending[*gi] += 1;
+        }
+        let mut partial: Vec<GroupResult> = (0..groups.len())
+            .map(|group| GroupResult {
+                group,
+                files: vec![],
+                rows: 0,
+            })
+            .collect();
+        let mut results = futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
+            let table = table.clone();
+            let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
+            let write_options = write_options.clone();
+            async move { rewrite_group(&table, gi, members, &write_options).await }
         }))
         .buffer_unordered(concurrency);
 
@@ -308,9 +323,28 @@ impl CompactBuilder {
         let mut first_error = None;
         while let Some(r) = results.next().await {
             match r {
-                Ok(g) => {
-                    rows_total.fetch_add(g.rows, Ordering::Relaxed);
-                    done.push(g);
+                Ok(job) => {
+                    rows_total.fetch_add(job.rows, Ordering::Relaxed);
+                    let gi = job.group;
+                    partial[gi].files.extend(job.files);
+                    partial[gi].rows += job.rows;
+                    pending[gi] -= 1;
+                    if pending[gi] == 0 {
+                        if let Some(p) = &self.progress {
+                            p(Progress::GroupDone {
+                                files: groups[gi].input_files,
+                                bytes: groups[gi].input_bytes,
+                            });
+                        }
+                        done.push(std::mem::replace(
+                            &mut partial[gi],
+                            GroupResult {
+                                group: gi,
+                                files: vec![],
+                                rows: 0,
+                            },
+                        ));
+                    }
                 }
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -326,6 +360,7 @@ impl CompactBuilder {
             // A rewrite failed (I/O, corrupt file): remove what the unfinished groups wrote.
             let paths: Vec<String> = done
                 .iter()
+                .chain(&partial)
                 .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
                 .collect();
             commit::retry::delete_quietly(table.file_io(), paths).await;
@@ -529,22 +564,38 @@ async fn rewrite_group(
             Ok(t)
         })
         .collect();
+    // Decode on another task while this one encodes: the two halves of a rewrite then use
+    // two cores. The bounded channel keeps at most a few batches in flight (memory is bounded
+    // by concurrency, not by group size).
+    let stream = table
+        .reader_builder()
+        .with_batch_size(8192)
+        .build()
+        .read(futures::stream::iter(tasks).boxed())?
+        .stream();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<arrow::record_batch::RecordBatch>>(4);
+    let reader = tokio::spawn(async move {
+        let mut stream = stream;
+        while let Some(batch) = stream.next().await {
+            let failed = batch.is_err();
+            if tx.send(batch.map_err(Error::from)).await.is_err() || failed {
+                break;
+            }
+        }
+    });
     let step = async {
-        let mut stream = table
-            .reader_builder()
-            .build()
-            .read(futures::stream::iter(tasks).boxed())?
-            .stream();
-        while let Some(batch) = stream.try_next().await? {
+        while let Some(batch) = rx.recv().await {
             let batch = arrow::record_batch::RecordBatch::try_new(
                 schema.clone(),
-                batch.columns().to_vec(),
+                batch?.columns().to_vec(),
             )?;
             writer.write(batch).await?;
         }
         Ok::<_, Error>(())
     };
-    if let Err(e) = step.await {
+    let result = step.await;
+    reader.abort();
+    if let Err(e) = result {
         writer.abort().await;
         return Err(e);
     }

@@ -247,6 +247,29 @@ pub fn plan(files: &[PlanFile], opts: &PlanOptions) -> Plan {
     }
 }
 
+/// Splits a group's files (index, size) into write jobs of about one target file each, so a
+/// large group is encoded on several cores. Largest first into the emptiest job; the number
+/// of jobs is the group's expected output count.
+pub fn split_into_jobs(files: &[(usize, u64)], opts: &PlanOptions) -> Vec<Vec<usize>> {
+    let total: u64 = files.iter().map(|f| f.1).sum();
+    let n = expected_outputs(total, opts).max(1) as usize;
+    let mut sorted: Vec<&(usize, u64)> = files.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut jobs: Vec<(u64, Vec<usize>)> = vec![(0, vec![]); n.min(files.len().max(1))];
+    for (index, size) in sorted {
+        let job = jobs
+            .iter_mut()
+            .min_by_key(|(used, _)| *used)
+            .expect("at least one job");
+        job.0 += size;
+        job.1.push(*index);
+    }
+    jobs.into_iter()
+        .map(|(_, f)| f)
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +354,23 @@ mod tests {
         opts.rewrite_all = true;
         let p = plan(&[f(0, 100 * MB, "a"), f(1, 100 * MB, "a")], &opts);
         assert_eq!(p.input_files(), 2);
+    }
+
+    #[test]
+    fn large_groups_split_into_balanced_jobs_of_about_one_output_each() {
+        let opts = PlanOptions::for_target(100 * MB);
+        let files: Vec<(usize, u64)> = (0..50).map(|i| (i, 10 * MB)).collect();
+        let jobs = split_into_jobs(&files, &opts);
+        assert_eq!(jobs.len(), 5);
+        assert!(jobs.iter().all(|j| j.len() == 10));
+        let mut all: Vec<usize> = jobs.concat();
+        all.sort();
+        assert_eq!(
+            all,
+            (0..50).collect::<Vec<_>>(),
+            "every file in exactly one job"
+        );
+        assert_eq!(split_into_jobs(&[(7, MB)], &opts), vec![vec![7]]);
     }
 
     #[test]

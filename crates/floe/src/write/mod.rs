@@ -71,7 +71,31 @@ pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
         .map(|s| s.to_ascii_lowercase())
         .as_deref()
     {
-        None | Some("zstd") => Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")),
+        None | Some("zstd") => {
+            let level = match props.get(properties::WRITE_PARQUET_COMPRESSION_LEVEL) {
+                None => properties::WRITE_PARQUET_ZSTD_LEVEL_DEFAULT,
+                Some(v) => v.trim().parse::<i32>().map_err(|_| {
+                    Error::invalid_option(
+                        format!(
+                            "table property {}",
+                            properties::WRITE_PARQUET_COMPRESSION_LEVEL
+                        ),
+                        v,
+                        "expected an integer zstd level (1-22)",
+                    )
+                })?,
+            };
+            Compression::ZSTD(ZstdLevel::try_new(level).map_err(|e| {
+                Error::invalid_option(
+                    format!(
+                        "table property {}",
+                        properties::WRITE_PARQUET_COMPRESSION_LEVEL
+                    ),
+                    level,
+                    e.to_string(),
+                )
+            })?)
+        }
         Some("snappy") => Compression::SNAPPY,
         Some("uncompressed") | Some("none") => Compression::UNCOMPRESSED,
         Some(other) => {
