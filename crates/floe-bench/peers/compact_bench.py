@@ -21,16 +21,19 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "interop"))
 
 
 def run_measured(cmd, env=None):
-    """Runs cmd, returns (seconds, peak_rss_mib, stdout)."""
+    """Runs cmd under /usr/bin/time, returns (seconds, peak_rss_mib, stdout).
+
+    Peak RSS comes from GNU time's %M, not from wait4 here: a child forked from this (large)
+    Python process starts with the parent's high-water mark in ru_maxrss on Linux.
+    """
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
+    p = subprocess.run(["/usr/bin/time", "-f", "FLOE_MAXRSS_KB %M"] + cmd, capture_output=True, env=env)
     secs = time.perf_counter() - t
-    if status != 0:
-        raise SystemExit(f"{cmd[:3]} failed: {err.decode()[-2000:]}")
-    return secs, usage.ru_maxrss / 1024.0, out.decode()
+    err = p.stderr.decode()
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[:3]} failed: {err[-2000:]}")
+    kb = [int(l.split()[1]) for l in err.splitlines() if l.startswith("FLOE_MAXRSS_KB")][-1]
+    return secs, kb / 1024.0, p.stdout.decode()
 
 
 def build_delta(delta_dir, paths, bytes_total):

@@ -164,19 +164,7 @@ async fn catalog_created_by_pyiceberg_works_in_floe_and_back() {
         .await
         .unwrap();
     // ... and PyIceberg and DuckDB read floe's commit identically.
-    let read = run_python(
-        "tests/interop/read_table.py",
-        &[
-            "--catalog-uri",
-            &uri,
-            "--warehouse",
-            &wh,
-            "--table",
-            "py.events",
-            "--sum-column",
-            "id",
-        ],
-    );
+    let read = crate::common::read_catalog_with_python(&wh_path, "py.events");
     for reader in ["pyiceberg", "duckdb"] {
         assert_eq!(read[reader]["rows"], 700, "{reader}: {read}");
         assert_eq!(read[reader]["sum"], sum_ids(0, 700), "{reader}: {read}");

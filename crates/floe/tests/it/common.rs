@@ -184,6 +184,31 @@ pub fn run_python(script: &str, args: &[&str]) -> serde_json::Value {
     })
 }
 
+/// Reads `table` of the fixture's catalog with PyIceberg and DuckDB (rows, sum of id, live
+/// files, content checksum per reader).
+pub fn read_with_python(fx: &Fixture, table: &str) -> serde_json::Value {
+    read_catalog_with_python(fx.warehouse(), table)
+}
+
+/// Same as [`read_with_python`] for any warehouse with the embedded catalog layout.
+pub fn read_catalog_with_python(warehouse: &Path, table: &str) -> serde_json::Value {
+    let wh = warehouse.display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    run_python(
+        "tests/interop/read_table.py",
+        &[
+            "--catalog-uri",
+            &uri,
+            "--warehouse",
+            &wh,
+            "--table",
+            table,
+            "--sum-column",
+            "id",
+        ],
+    )
+}
+
 /// Rewrites every live data file of the table into new files (a minimal compaction through the
 /// library's rewrite producer), returning (files before, files after).
 pub async fn rewrite_all(catalog: &Catalog, ident: &TableIdent) -> (usize, usize) {

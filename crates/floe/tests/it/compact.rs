@@ -3,7 +3,7 @@
 
 use floe::compact::{CompactBuilder, CompactMetrics};
 
-use crate::common::{run_python, sum_ids, Fixture};
+use crate::common::{read_with_python as read, sum_ids, Fixture};
 
 async fn compact(
     fx: &Fixture,
@@ -40,24 +40,6 @@ fn data_files_on_disk(fx: &Fixture, table: &str) -> usize {
     }
     let (ns, t) = table.split_once('.').unwrap();
     rec(&fx.warehouse().join(ns).join(t).join("data"))
-}
-
-fn read(fx: &Fixture, table: &str) -> serde_json::Value {
-    let wh = fx.warehouse().display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
-    run_python(
-        "tests/interop/read_table.py",
-        &[
-            "--catalog-uri",
-            &uri,
-            "--warehouse",
-            &wh,
-            "--table",
-            table,
-            "--sum-column",
-            "id",
-        ],
-    )
 }
 
 #[tokio::test]

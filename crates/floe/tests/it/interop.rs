@@ -1,24 +1,6 @@
 //! Tables floe writes (create, append, rewrite) read identically in PyIceberg and DuckDB.
 
-use crate::common::{rewrite_all, run_python, sum_ids, Fixture};
-
-fn read(fx: &Fixture, table: &str) -> serde_json::Value {
-    let wh = fx.warehouse().display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
-    run_python(
-        "tests/interop/read_table.py",
-        &[
-            "--catalog-uri",
-            &uri,
-            "--warehouse",
-            &wh,
-            "--table",
-            table,
-            "--sum-column",
-            "id",
-        ],
-    )
-}
+use crate::common::{read_with_python as read, rewrite_all, sum_ids, Fixture};
 
 fn assert_readers_agree(v: &serde_json::Value, rows: i64, sum: i64, files: usize) {
     for reader in ["pyiceberg", "duckdb"] {
