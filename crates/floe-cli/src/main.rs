@@ -91,6 +91,10 @@ enum Command {
         /// Rewrite every file, whatever its size.
         #[arg(long)]
         rewrite_all: bool,
+        /// Sort each output: 'col [asc|desc] [nulls first|last], ...' (default: the table's
+        /// sort order, if any).
+        #[arg(long)]
+        sort_by: Option<String>,
         /// Any Iceberg rewrite_data_files option as K=V (min-file-size-bytes,
         /// max-file-group-size-bytes, rewrite-job-order, delete-file-threshold, ...).
         #[arg(long = "option", value_name = "K=V")]
@@ -241,12 +245,14 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             partial_progress,
             max_commits,
             rewrite_all,
+            sort_by,
             options,
             dry_run,
         } => {
             let catalog = connect(g).await?;
             let mut b = floe::compact::CompactBuilder::new(&catalog, parse_table_ident(&table)?)
                 .with_where(filter)
+                .with_sort_by(sort_by)
                 .with_dry_run(dry_run);
             for (k, v) in parse_kv(&options)? {
                 b = b.with_option(k, v);

@@ -13,8 +13,10 @@
 //! new position deletes) meanwhile fails alone, its output deleted, and is reported. A crash
 //! leaves the table as it was plus unreferenced files (orphans).
 
+pub mod dangling;
 pub mod filter;
 pub mod plan;
+pub mod sort;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +72,8 @@ pub struct CompactMetrics {
     pub added_bytes: u64,
     pub rows: u64,
     pub commits: Vec<i64>,
+    /// Delete files dropped because no live data file can match them any more.
+    pub removed_dangling_deletes: usize,
     pub failed_groups: Vec<FailedGroup>,
     pub duration_ms: u64,
     pub mb_per_s: f64,
@@ -89,6 +93,7 @@ pub struct CompactBuilder {
     ident: TableIdent,
     options: HashMap<String, String>,
     where_filter: Option<String>,
+    sort_by: Option<String>,
     dry_run: bool,
     progress: Option<ProgressFn>,
 }
@@ -106,6 +111,7 @@ impl CompactBuilder {
             ident,
             options: HashMap::new(),
             where_filter: None,
+            sort_by: None,
             dry_run: false,
             progress: None,
         }
@@ -124,6 +130,13 @@ impl CompactBuilder {
     /// Only compacts files that may hold rows matching this filter.
     pub fn with_where(mut self, filter: Option<String>) -> Self {
         self.where_filter = filter;
+        self
+    }
+
+    /// Writes each output sorted: `col [asc|desc] [nulls first|last], ...` (default: the
+    /// table's sort order, if any).
+    pub fn with_sort_by(mut self, sort_by: Option<String>) -> Self {
+        self.sort_by = sort_by;
         self
     }
 
@@ -178,6 +191,7 @@ impl CompactBuilder {
             "rewrite-all",
             "rewrite-job-order",
             "delete-file-threshold",
+            "remove-dangling-deletes",
         ];
         if let Some(k) = self.options.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(Error::invalid_option(
@@ -220,6 +234,13 @@ impl CompactBuilder {
         let started = Instant::now();
         let table = self.catalog.load_table(&self.ident).await?;
         let opts = self.plan_options(&table)?;
+        let arrow_schema: arrow_schema::SchemaRef = Arc::new(
+            iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?,
+        );
+        let sort_keys: Option<Arc<Vec<sort::SortKey>>> = match &self.sort_by {
+            Some(spec) => Some(Arc::new(sort::parse_sort_by(spec, &arrow_schema)?)),
+            None => sort::table_sort_order(&table, &arrow_schema)?.map(Arc::new),
+        };
         let concurrency = self
             .u64_option(&table, "max-concurrent-file-group-rewrites", 5)?
             .max(1) as usize;
@@ -259,6 +280,7 @@ impl CompactBuilder {
             added_bytes: 0,
             rows: 0,
             commits: vec![],
+            removed_dangling_deletes: 0,
             failed_groups: vec![],
             duration_ms: 0,
             mb_per_s: 0.0,
@@ -311,13 +333,17 @@ impl CompactBuilder {
                 rows: 0,
             })
             .collect();
-        let mut results = futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
-            let table = table.clone();
-            let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
-            let write_options = write_options.clone();
-            async move { rewrite_group(&table, gi, members, &write_options).await }
-        }))
-        .buffer_unordered(concurrency);
+        let mut results =
+            futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
+                let table = table.clone();
+                let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
+                let write_options = write_options.clone();
+                let sort_keys = sort_keys.clone();
+                async move {
+                    rewrite_group(&table, gi, members, &write_options, sort_keys.as_deref()).await
+                }
+            }))
+            .buffer_unordered(concurrency);
 
         let mut done: Vec<GroupResult> = Vec::new();
         let mut first_error = None;
@@ -369,6 +395,11 @@ impl CompactBuilder {
         if !done.is_empty() {
             self.commit_groups(&table, &tasks, done, &mut metrics)
                 .await?;
+        }
+        if self.bool_option(&table, "remove-dangling-deletes", false)?
+            && !metrics.commits.is_empty()
+        {
+            self.remove_dangling_deletes(&mut metrics).await?;
         }
         metrics.rows = rows_total.load(Ordering::Relaxed);
         metrics.live_files_after =
@@ -448,6 +479,28 @@ impl CompactBuilder {
                 Err(e)
             }
         }
+    }
+
+    /// Drops delete files that apply to no live data file, in its own `delete` commit.
+    async fn remove_dangling_deletes(&self, metrics: &mut CompactMetrics) -> Result<()> {
+        let table = self.catalog.load_table(&self.ident).await?;
+        let live = crate::commit::producer::live_files(&table).await?;
+        let dangling = dangling::dangling_deletes(&live);
+        if dangling.is_empty() {
+            return Ok(());
+        }
+        let n = dangling.len();
+        let mut props = HashMap::new();
+        props.insert(
+            "floe.operation".to_string(),
+            "remove-dangling-deletes".to_string(),
+        );
+        let update =
+            SnapshotUpdate::delete(&table, dangling, vec![], vec![]).with_summary_properties(props);
+        let outcome = commit::commit_on(&self.catalog, &self.ident, Some(table), update).await?;
+        metrics.commits.push(outcome.snapshot_id);
+        metrics.removed_dangling_deletes = n;
+        Ok(())
     }
 
     fn record(
@@ -553,6 +606,7 @@ async fn rewrite_group(
     group: usize,
     members: Vec<FileScanTask>,
     options: &WriteOptions,
+    sort_keys: Option<&Vec<sort::SortKey>>,
 ) -> Result<GroupResult> {
     let mut writer = TableWriter::new(table, options).await?;
     let schema = writer.arrow_schema().clone();
@@ -584,12 +638,26 @@ async fn rewrite_group(
         }
     });
     let step = async {
+        let mut held = Vec::new();
         while let Some(batch) = rx.recv().await {
             let batch = arrow::record_batch::RecordBatch::try_new(
                 schema.clone(),
                 batch?.columns().to_vec(),
             )?;
-            writer.write(batch).await?;
+            match sort_keys {
+                Some(_) => held.push(batch),
+                None => writer.write(batch).await?,
+            }
+        }
+        if let (Some(keys), false) = (sort_keys, held.is_empty()) {
+            let sorted = sort::sort_batches(&schema, &held, keys)?;
+            drop(held);
+            let mut offset = 0;
+            while offset < sorted.num_rows() {
+                let len = (sorted.num_rows() - offset).min(crate::ingest::files::BATCH_ROWS);
+                writer.write(sorted.slice(offset, len)).await?;
+                offset += len;
+            }
         }
         Ok::<_, Error>(())
     };

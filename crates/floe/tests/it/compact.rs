@@ -261,3 +261,109 @@ async fn equality_deletes_committed_after_compaction_started_still_apply() {
     // hides ids 0..10 (with a fresh sequence number those rows would come back).
     assert_eq!(fx.count_and_sum(&ident).await, (110, sum_ids(10, 120)));
 }
+
+#[tokio::test]
+async fn sort_by_writes_each_output_sorted() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", None).await;
+    for i in 0..6 {
+        fx.append(&ident, i * 100, i * 100 + 100).await;
+    }
+    let m = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_sort_by(Some("name desc, id".into()))
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(m.added_files, 1);
+    assert_eq!(fx.count_and_sum(&ident).await, (600, sum_ids(0, 600)));
+    let t = fx.load(&ident).await;
+    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    let path = live[0]
+        .file
+        .file_path()
+        .trim_start_matches("file://")
+        .to_string();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut rows: Vec<(String, i64)> = vec![];
+    for b in reader {
+        let b = b.unwrap();
+        let ids = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        let names = b
+            .column(2)
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        for i in 0..b.num_rows() {
+            rows.push((names.value(i).to_string(), ids.value(i)));
+        }
+    }
+    let mut expected = rows.clone();
+    expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    assert_eq!(rows, expected, "output is ordered by name desc, id asc");
+    let err = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_sort_by(Some("nope".into()))
+        .with_dry_run(true)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+}
+
+#[tokio::test]
+async fn remove_dangling_deletes_drops_deletes_compaction_made_obsolete() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", None).await;
+    for i in 0..5 {
+        fx.append(&ident, i * 20, i * 20 + 20).await;
+    }
+    let t = fx.load(&ident).await;
+    let deletes = floe::write::deletes::write_equality_deletes(
+        &t,
+        &["id"],
+        vec![crate::common::make_batch(&t, 0, 5)],
+    )
+    .await
+    .unwrap();
+    floe::commit::commit(
+        &fx.catalog,
+        &ident,
+        floe::commit::SnapshotUpdate::delete(&t, vec![], deletes, vec![]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(fx.count_and_sum(&ident).await, (95, sum_ids(5, 100)));
+    let m = compact(&fx, "db.ev", &[("remove-dangling-deletes", "true")], None).await;
+    assert_eq!(m.removed_dangling_deletes, 1);
+    assert_eq!(
+        m.commits.len(),
+        2,
+        "a replace, then a delete of the dangling file"
+    );
+    assert_eq!(
+        fx.count_and_sum(&ident).await,
+        (95, sum_ids(5, 100)),
+        "content unchanged"
+    );
+    let t = fx.load(&ident).await;
+    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    assert!(live
+        .iter()
+        .all(|f| f.file.content_type() == floe::iceberg::spec::DataContentType::Data));
+    assert_eq!(
+        t.metadata()
+            .current_snapshot()
+            .unwrap()
+            .summary()
+            .additional_properties["removed-delete-files"],
+        "1"
+    );
+}
