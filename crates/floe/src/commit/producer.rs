@@ -7,7 +7,7 @@
 //! delete also reads the manifests with live files and rewrites the ones holding removed files
 //! into one merged manifest per (content, spec).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -467,6 +467,3 @@ pub async fn manifests_of(table: &Table, snapshot: &Arc<Snapshot>) -> Result<Vec
 pub async fn read_manifests(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<Manifest>> {
     load_manifests(table, manifests).await
 }
-
-#[allow(dead_code)]
-fn _assert_send(_: HashMap<(), ()>) {}

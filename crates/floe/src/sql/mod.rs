@@ -91,15 +91,6 @@ impl std::fmt::Debug for NamespaceSchema {
     }
 }
 
-/// Boxes the load so its `Send`-ness is checked with concrete lifetimes (works around the
-/// higher-ranked lifetime check of `async_trait` futures).
-fn load_boxed(
-    catalog: Catalog,
-    ident: iceberg::TableIdent,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<iceberg::table::Table>> + Send>> {
-    Box::pin(async move { catalog.load_table(&ident).await })
-}
-
 fn external(e: Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
@@ -130,9 +121,7 @@ impl SchemaProvider for NamespaceSchema {
         let meta: Option<String> = meta.map(str::to_string);
         let ident = crate::catalog::parse_table_ident(&format!("{}.{}", self.namespace, base))
             .map_err(external)?;
-        let table = load_boxed(self.catalog.clone(), ident)
-            .await
-            .map_err(external)?;
+        let table = self.catalog.load_table(&ident).await.map_err(external)?;
         match meta {
             None => Ok(Some(Arc::new(
                 scan::IcebergScanTable::try_new(table).map_err(external)?,

@@ -171,3 +171,33 @@ async fn catalog_created_by_pyiceberg_works_in_floe_and_back() {
     }
     assert_eq!(read["pyiceberg"]["checksum"], read["duckdb"]["checksum"]);
 }
+
+#[tokio::test]
+async fn a_locked_sqlite_catalog_is_a_clear_error_and_commits_nothing() {
+    use sqlx::Connection;
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.t", None).await;
+    fx.append(&ident, 0, 10).await;
+    let b = fx.batch(&ident, 10, 20).await;
+    // Another process holds the catalog database exclusively.
+    let db = fx.warehouse().join("catalog.db");
+    let mut locker = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN EXCLUSIVE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let err = floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Catalog { .. }), "{err}");
+    assert!(err.to_string().contains("locked"), "{err}");
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
+    drop(locker);
+    assert_eq!(
+        fx.count_and_sum(&ident).await,
+        (10, sum_ids(0, 10)),
+        "nothing committed"
+    );
+}

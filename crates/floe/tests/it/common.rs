@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
 use arrow::record_batch::RecordBatch;
-use floe::catalog::{parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
+use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
 use floe::iceberg::table::Table;
 use floe::iceberg::TableIdent;
 
@@ -63,7 +63,6 @@ impl Fixture {
             })
             .await
             .unwrap();
-        let _ = parse_namespace;
         ident
     }
 
