@@ -9,6 +9,17 @@ use floe::Error;
 
 use crate::common::{count_and_sum, rewrite_all, sum_ids, Fixture};
 
+/// Racing tests commit many times in a row: allow more retries than the default 4 so a slow
+/// CI machine cannot turn a long losing streak into a failure.
+async fn more_retries(fx: &Fixture, ident: &floe::iceberg::TableIdent) {
+    let mut props = HashMap::new();
+    props.insert("commit.retry.num-retries".to_string(), "20".to_string());
+    fx.catalog
+        .set_properties(ident, props, vec![])
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn append_snapshots_carry_sequence_numbers_and_summaries() {
     let fx = Fixture::new().await;
@@ -191,6 +202,7 @@ async fn rewrite_of_a_file_removed_concurrently_fails_cleanly() {
 async fn two_writers_racing_appends_both_land_exactly_once() {
     let fx = Fixture::new().await;
     let ident = fx.table("db.t", Some("bucket(4, id)")).await;
+    more_retries(&fx, &ident).await;
     let a = fx.second_connection().await;
     let b = fx.second_connection().await;
     let mut tasks = Vec::new();
@@ -229,6 +241,7 @@ async fn rewrite_racing_appends_keeps_every_row() {
     for i in 0..6 {
         fx.append(&ident, i * 10, i * 10 + 10).await;
     }
+    more_retries(&fx, &ident).await;
     let writer = fx.second_connection().await;
     let ident2 = ident.clone();
     let table = fx.load(&ident).await;

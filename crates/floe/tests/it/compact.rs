@@ -142,6 +142,13 @@ async fn appends_committed_during_compaction_are_all_present() {
     for i in 0..10 {
         fx.append(&ident, i * 20, i * 20 + 20).await;
     }
+    // Twenty racing appends may each win against the compaction's commit: give it room.
+    let mut props = std::collections::HashMap::new();
+    props.insert("commit.retry.num-retries".to_string(), "20".to_string());
+    fx.catalog
+        .set_properties(&ident, props, vec![])
+        .await
+        .unwrap();
     let writer = fx.second_connection().await;
     let table = fx.load(&ident).await;
     let id2 = ident.clone();
