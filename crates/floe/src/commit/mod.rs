@@ -42,6 +42,43 @@ pub struct LiveFile {
     pub file_sequence_number: Option<i64>,
 }
 
+/// Builders of files for unit tests of the conflict and dangling-delete rules.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
+
+    use super::LiveFile;
+
+    /// A live file of spec 0 with the given content, partition, sequence number and
+    /// (for position deletes) referenced data file.
+    pub fn live_file(
+        path: &str,
+        content: DataContentType,
+        partition: Struct,
+        seq: i64,
+        referenced: Option<&str>,
+    ) -> LiveFile {
+        let mut b = DataFileBuilder::default();
+        b.content(content)
+            .file_path(path.to_string())
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition)
+            .record_count(1)
+            .file_size_in_bytes(10)
+            .partition_spec_id(0);
+        if let Some(r) = referenced {
+            b.referenced_data_file(Some(r.to_string()));
+        }
+        LiveFile {
+            file: b.build().expect("valid test file"),
+            spec_id: 0,
+            snapshot_id: 1,
+            sequence_number: seq,
+            file_sequence_number: Some(seq),
+        }
+    }
+}
+
 /// What a commit changes. Build it with the constructors, then [`commit`] it.
 #[derive(Debug, Clone)]
 pub struct SnapshotUpdate {

@@ -104,27 +104,11 @@ fn applies(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iceberg::spec::{DataFileBuilder, DataFileFormat, Literal, Struct};
+    use iceberg::spec::{Literal, Struct};
 
     fn file(path: &str, content: DataContentType, day: i32, referenced: Option<&str>) -> LiveFile {
-        let mut b = DataFileBuilder::default();
-        b.content(content)
-            .file_path(path.to_string())
-            .file_format(DataFileFormat::Parquet)
-            .partition(Struct::from_iter([Some(Literal::int(day))]))
-            .record_count(1)
-            .file_size_in_bytes(10)
-            .partition_spec_id(0);
-        if let Some(r) = referenced {
-            b.referenced_data_file(Some(r.to_string()));
-        }
-        LiveFile {
-            file: b.build().unwrap(),
-            spec_id: 0,
-            snapshot_id: 1,
-            sequence_number: 1,
-            file_sequence_number: Some(1),
-        }
+        let partition = Struct::from_iter([Some(Literal::int(day))]);
+        crate::commit::test_support::live_file(path, content, partition, 1, referenced)
     }
 
     #[test]

@@ -66,27 +66,10 @@ pub fn dangling_deletes(live: &[LiveFile]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iceberg::spec::{DataFileBuilder, DataFileFormat, Struct};
+    use iceberg::spec::Struct;
 
     fn f(path: &str, content: DataContentType, seq: i64, referenced: Option<&str>) -> LiveFile {
-        let mut b = DataFileBuilder::default();
-        b.content(content)
-            .file_path(path.to_string())
-            .file_format(DataFileFormat::Parquet)
-            .partition(Struct::empty())
-            .record_count(1)
-            .file_size_in_bytes(10)
-            .partition_spec_id(0);
-        if let Some(r) = referenced {
-            b.referenced_data_file(Some(r.to_string()));
-        }
-        LiveFile {
-            file: b.build().unwrap(),
-            spec_id: 0,
-            snapshot_id: 1,
-            sequence_number: seq,
-            file_sequence_number: Some(seq),
-        }
+        crate::commit::test_support::live_file(path, content, Struct::empty(), seq, referenced)
     }
 
     #[test]
