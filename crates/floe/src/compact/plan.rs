@@ -374,6 +374,28 @@ mod tests {
     }
 
     #[test]
+    fn a_million_live_files_plan_into_one_group_per_partition() {
+        let opts = PlanOptions::for_target(512 * MB);
+        let files: Vec<PlanFile> = (0..1_000_000)
+            .map(|i| PlanFile {
+                index: i,
+                size: 4096 + (i as u64 % 100) * 1024,
+                records: 10,
+                spec_id: 0,
+                partition: format!("day={}", i % 1000),
+                deletes: 0,
+            })
+            .collect();
+        let p = plan(&files, &opts);
+        assert_eq!(p.groups.len(), 1000);
+        assert_eq!(p.input_files(), 1_000_000);
+        assert!(p
+            .groups
+            .iter()
+            .all(|g| g.input_files == 1000 && g.expected_output_files == 1));
+    }
+
+    #[test]
     fn inconsistent_options_name_the_option() {
         let mut opts = PlanOptions::for_target(100 * MB);
         opts.min_file_size_bytes = 200 * MB;
