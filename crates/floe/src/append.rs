@@ -146,15 +146,8 @@ pub async fn append_batches(
 ) -> Result<AppendMetrics> {
     let started = Instant::now();
     let table = catalog.load_table(ident).await?;
-    let mut writer = TableWriter::new(&table, &WriteOptions::default()).await?;
-    for b in batches {
-        if let Err(e) = writer.write(b).await {
-            writer.abort().await;
-            return Err(e);
-        }
-    }
-    let rows = writer.rows();
-    let files = writer.close().await?;
+    let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let files = write_files(&table, batches, &WriteOptions::default()).await?;
     commit_files(catalog, ident, table, files, 0, rows, started).await
 }
 

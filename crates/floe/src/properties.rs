@@ -67,13 +67,20 @@ pub fn u64_prop(props: &HashMap<String, String>, key: &str, default: u64) -> Res
 
 /// Reads a boolean property, or its default when unset.
 pub fn bool_prop(props: &HashMap<String, String>, key: &str, default: bool) -> Result<bool> {
-    match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+    match props.get(key) {
         None => Ok(default),
-        Some(v) if v == "true" => Ok(true),
-        Some(v) if v == "false" => Ok(false),
-        Some(v) => Err(Error::invalid_option(
-            format!("table property {key}"),
-            v,
+        Some(v) => parse_bool(&format!("table property {key}"), v),
+    }
+}
+
+/// Parses `true` / `false` (any case), naming `option` when it is neither.
+pub fn parse_bool(option: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::invalid_option(
+            option,
+            value,
             "expected true or false",
         )),
     }

@@ -169,16 +169,7 @@ async fn produce(
     let table = ctx.table;
     let md = table.metadata();
     let parent = md.current_snapshot().cloned();
-    let parent_manifests: Vec<ManifestFile> = match &parent {
-        Some(p) => table
-            .manifest_list_reader(p)
-            .load()
-            .await?
-            .consume_entries()
-            .into_iter()
-            .collect(),
-        None => vec![],
-    };
+    let parent_manifests = current_manifests(table).await?;
     // Manifests with no live entries describe only older snapshots' deletions: drop them.
     let mut carried: Vec<ManifestFile> = parent_manifests
         .into_iter()
@@ -432,16 +423,7 @@ async fn merge_small_manifests(
 /// Loads every live data and delete file of the current snapshot, with spec ids and sequence
 /// numbers (what compaction and the metadata tables need).
 pub async fn live_files(table: &Table) -> Result<Vec<LiveFile>> {
-    let Some(snapshot) = table.metadata().current_snapshot() else {
-        return Ok(vec![]);
-    };
-    let manifests: Vec<ManifestFile> = table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await?
-        .consume_entries()
-        .into_iter()
-        .collect();
+    let manifests = current_manifests(table).await?;
     let loaded = load_manifests(table, &manifests).await?;
     let mut out = Vec::new();
     for (mf, m) in manifests.iter().zip(loaded) {
@@ -461,6 +443,14 @@ pub async fn manifests_of(table: &Table, snapshot: &Arc<Snapshot>) -> Result<Vec
         .consume_entries()
         .into_iter()
         .collect())
+}
+
+/// The manifests of the table's current snapshot (none for an empty table).
+pub async fn current_manifests(table: &Table) -> Result<Vec<ManifestFile>> {
+    match table.metadata().current_snapshot() {
+        Some(s) => manifests_of(table, s).await,
+        None => Ok(vec![]),
+    }
 }
 
 /// Loads manifests (public wrapper for inspect/compact).

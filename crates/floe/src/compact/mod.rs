@@ -19,7 +19,6 @@ pub mod plan;
 pub mod sort;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -170,11 +169,9 @@ impl CompactBuilder {
     }
 
     fn bool_option(&self, table: &Table, key: &str, default: bool) -> Result<bool> {
-        match self.option(table, key).map(|v| v.to_ascii_lowercase()) {
+        match self.option(table, key) {
             None => Ok(default),
-            Some(v) if v == "true" => Ok(true),
-            Some(v) if v == "false" => Ok(false),
-            Some(v) => Err(Error::invalid_option(key, v, "expected true or false")),
+            Some(v) => properties::parse_bool(key, &v),
         }
     }
 
@@ -303,7 +300,7 @@ impl CompactBuilder {
         let write_options = WriteOptions {
             target_file_size_bytes: Some(opts.target_file_size_bytes),
         };
-        let rows_total = Arc::new(AtomicU64::new(0));
+        let mut rows_total = 0u64;
         let chunk = if partial {
             groups.len().div_ceil(max_commits)
         } else {
@@ -350,7 +347,7 @@ impl CompactBuilder {
         while let Some(r) = results.next().await {
             match r {
                 Ok(job) => {
-                    rows_total.fetch_add(job.rows, Ordering::Relaxed);
+                    rows_total += job.rows;
                     let gi = job.group;
                     partial[gi].files.extend(job.files);
                     partial[gi].rows += job.rows;
@@ -401,7 +398,7 @@ impl CompactBuilder {
         {
             self.remove_dangling_deletes(&mut metrics).await?;
         }
-        metrics.rows = rows_total.load(Ordering::Relaxed);
+        metrics.rows = rows_total;
         metrics.live_files_after =
             metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
         let elapsed = started.elapsed();

@@ -19,7 +19,7 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use iceberg::spec::{DataContentType, ManifestContentType, ManifestStatus, Struct, StructType};
 use iceberg::table::Table;
 
-use crate::commit::producer::{manifests_of, read_manifests};
+use crate::commit::producer::{current_manifests, read_manifests};
 use crate::error::{Error, Result};
 
 /// The metadata tables floe serves.
@@ -327,13 +327,6 @@ fn metadata_log_entries(table: &Table) -> Result<RecordBatch> {
             )),
         ],
     )
-}
-
-async fn current_manifests(table: &Table) -> Result<Vec<iceberg::spec::ManifestFile>> {
-    match table.metadata().current_snapshot() {
-        Some(s) => manifests_of(table, s).await,
-        None => Ok(vec![]),
-    }
 }
 
 async fn manifests(table: &Table) -> Result<RecordBatch> {
