@@ -80,6 +80,10 @@ pub enum Error {
     #[error("validation failed for '{table}': {reason}")]
     ValidationFailed { table: String, reason: String },
 
+    /// A maintenance operation refused to run because it could not prove it safe.
+    #[error("refusing to {operation}: {reason}")]
+    Refused { operation: String, reason: String },
+
     /// A SQL statement failed to plan or execute.
     #[error("sql: {0}")]
     Sql(String),

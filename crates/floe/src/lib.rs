@@ -18,12 +18,16 @@
 //! - [`append`]: the `append` operation.
 //! - [`inspect`]: metadata tables (`$files`, `$snapshots`, ...) as Arrow.
 //! - [`sql`]: DataFusion over tables and metadata tables.
+//! - [`expire`]: snapshot expiry and cleanup of the files it unreferences.
+//! - [`clean`]: orphan files, old metadata files, manifest rewrite; reachability.
 
 pub mod append;
 pub mod catalog;
+pub mod clean;
 pub mod commit;
 pub mod compact;
 pub mod error;
+pub mod expire;
 pub mod fault;
 pub mod ingest;
 pub mod inspect;

@@ -51,6 +51,48 @@ pub const COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 /// Whether appends merge manifests.
 pub const COMMIT_MANIFEST_MERGE_ENABLED: &str = "commit.manifest-merge.enabled";
 
+/// Whether files of this table may be garbage-collected (expiry file cleanup, orphan removal).
+pub const GC_ENABLED: &str = "gc.enabled";
+/// Maximum age of snapshots kept by expiry.
+pub const HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS: &str = "history.expire.max-snapshot-age-ms";
+/// Iceberg's default: 5 days.
+pub const HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT: u64 = 5 * 24 * 3600 * 1000;
+/// Minimum number of snapshots expiry keeps on each branch.
+pub const HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP: &str = "history.expire.min-snapshots-to-keep";
+/// Iceberg's default: 1.
+pub const HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT: u64 = 1;
+/// Maximum age of branches and tags (not `main`) before expiry removes them.
+pub const HISTORY_EXPIRE_MAX_REF_AGE_MS: &str = "history.expire.max-ref-age-ms";
+/// Default number of previous metadata files kept in the metadata log: 100.
+pub const METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT: u64 = 100;
+
+/// Parses a duration such as `5d`, `12h`, `30m`, `10s`, `500ms` (or a bare number of
+/// milliseconds), naming `option` in the error.
+pub fn parse_duration(option: &str, s: &str) -> Result<std::time::Duration> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| {
+        Error::invalid_option(option, s, "expected a duration like 5d, 12h, 30m, 10s or 500ms")
+    })?;
+    let ms = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" => 1.0,
+        "s" => 1e3,
+        "m" | "min" => 60e3,
+        "h" => 3600e3,
+        "d" => 86_400e3,
+        "w" => 7.0 * 86_400e3,
+        _ => {
+            return Err(Error::invalid_option(
+                option,
+                s,
+                "unknown unit: use ms, s, m, h, d or w",
+            ))
+        }
+    };
+    Ok(std::time::Duration::from_millis((n * ms).round() as u64))
+}
+
 /// Reads an unsigned integer property, or its default when unset.
 pub fn u64_prop(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64> {
     match props.get(key) {
@@ -124,6 +166,16 @@ mod tests {
         assert_eq!(parse_size("x", "1.5k").unwrap(), 1536);
         assert!(parse_size("x", "12 parsecs").is_err());
         assert!(parse_size("x", "MiB").is_err());
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("x", "5d").unwrap().as_secs(), 5 * 86_400);
+        assert_eq!(parse_duration("x", "0s").unwrap().as_millis(), 0);
+        assert_eq!(parse_duration("x", "1.5h").unwrap().as_secs(), 5400);
+        assert_eq!(parse_duration("x", "250").unwrap().as_millis(), 250);
+        assert!(parse_duration("x", "5 fortnights").is_err());
+        assert!(parse_duration("x", "d").is_err());
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub struct SnapshotUpdate {
     pub starting_snapshot_id: Option<i64>,
     /// Extra summary properties (`floe.writer-id`, source positions, ...).
     pub summary_properties: HashMap<String, String>,
+    /// Rewrite every manifest of the parent, clustered by partition, at
+    /// `commit.manifest.target-size-bytes` (`rewrite-manifests`; no data change).
+    pub rewrite_manifests: bool,
 }
 
 impl SnapshotUpdate {
@@ -109,6 +112,7 @@ impl SnapshotUpdate {
             data_sequence_number: None,
             starting_snapshot_id: None,
             summary_properties: HashMap::new(),
+            rewrite_manifests: false,
         }
     }
 
@@ -124,6 +128,7 @@ impl SnapshotUpdate {
             data_sequence_number: start.map(|s| s.sequence_number()),
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),
+            rewrite_manifests: false,
         }
     }
 
@@ -148,6 +153,22 @@ impl SnapshotUpdate {
             data_sequence_number: None,
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),
+            rewrite_manifests: false,
+        }
+    }
+
+    /// Rewrite the table's manifests, clustered by partition, without changing its content.
+    pub fn rewrite_manifests(starting: &Table) -> Self {
+        let start = starting.metadata().current_snapshot();
+        Self {
+            operation: Operation::Replace,
+            added_data_files: vec![],
+            added_delete_files: vec![],
+            removed_files: vec![],
+            data_sequence_number: None,
+            starting_snapshot_id: start.map(|s| s.snapshot_id()),
+            summary_properties: HashMap::new(),
+            rewrite_manifests: true,
         }
     }
 

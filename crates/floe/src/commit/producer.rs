@@ -177,8 +177,13 @@ async fn produce(
         .collect();
     let mut new_manifests: Vec<ManifestFile> = Vec::new();
     let mut removed: Vec<LiveFile> = Vec::new();
+    let mut extra = update.summary_properties.clone();
 
-    if !update.removed_files.is_empty() {
+    if update.rewrite_manifests {
+        let (rewritten, stats) = rewrite_manifests(ctx, carried).await?;
+        carried = rewritten;
+        extra.extend(stats);
+    } else if !update.removed_files.is_empty() {
         let wanted: HashSet<&str> = update.removed_files.iter().map(String::as_str).collect();
         let loaded = load_manifests(table, &carried).await?;
         let mut touched: BTreeMap<(u8, i32), Vec<(ManifestFile, Manifest)>> = BTreeMap::new();
@@ -292,7 +297,7 @@ async fn produce(
         &added,
         &removed_refs,
         parent.as_ref().map(|p| p.summary()),
-        &update.summary_properties,
+        &extra,
     );
     let now = chrono::Utc::now().timestamp_millis();
     let snapshot = Snapshot::builder()
@@ -418,6 +423,74 @@ async fn merge_small_manifests(
     let merged = writer.write_manifest_file().await?;
     keep.insert(0, merged);
     Ok(keep)
+}
+
+/// `rewrite-manifests` (Java's `RewriteManifests` with `clusterBy(partition)`): for every
+/// (content, spec) with more than one manifest, all live entries are rewritten as EXISTING
+/// (snapshot ids and sequence numbers kept) in partition order, into manifests of about
+/// `commit.manifest.target-size-bytes`. Returns the new manifest set and Iceberg's summary keys
+/// (`manifests-created`, `manifests-replaced`, `manifests-kept`, `entries-processed`).
+async fn rewrite_manifests(
+    ctx: &mut Ctx<'_>,
+    carried: Vec<ManifestFile>,
+) -> Result<(Vec<ManifestFile>, Vec<(String, String)>)> {
+    let target = u64_prop(
+        ctx.table.metadata().properties(),
+        properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES,
+        properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT,
+    )?
+    .max(1);
+    let mut groups: BTreeMap<(u8, i32), Vec<ManifestFile>> = BTreeMap::new();
+    for m in carried {
+        groups
+            .entry((content_key(m.content), m.partition_spec_id))
+            .or_default()
+            .push(m);
+    }
+    let (mut created, mut replaced, mut kept, mut entries) = (0u64, 0u64, 0u64, 0u64);
+    let mut out = Vec::new();
+    for ((_, spec_id), group) in groups {
+        if group.len() < 2 {
+            kept += group.len() as u64;
+            out.extend(group);
+            continue;
+        }
+        let content = group[0].content;
+        let bytes: u64 = group.iter().map(|m| m.manifest_length.max(0) as u64).sum();
+        let loaded = load_manifests(ctx.table, &group).await?;
+        let mut live: Vec<(String, &iceberg::spec::ManifestEntry)> = loaded
+            .iter()
+            .flat_map(|m| m.entries().iter().filter(|e| e.is_alive()))
+            .map(|e| (format!("{:?}", e.data_file().partition()), e.as_ref()))
+            .collect();
+        let total_entries: u64 = loaded.iter().map(|m| m.entries().len() as u64).sum();
+        live.sort_by(|a, b| a.0.cmp(&b.0));
+        let per_entry = (bytes / total_entries.max(1)).max(1);
+        let per_manifest = (target / per_entry).max(1) as usize;
+        replaced += group.len() as u64;
+        entries += live.len() as u64;
+        for chunk in live.chunks(per_manifest) {
+            let mut writer = ctx.manifest_writer(content, spec_id)?;
+            for (_, e) in chunk {
+                let seq = e.sequence_number().unwrap_or_default();
+                writer.add_existing_file(
+                    e.data_file().clone(),
+                    e.snapshot_id().unwrap_or_default(),
+                    seq,
+                    e.file_sequence_number.or(Some(seq)),
+                )?;
+            }
+            out.push(writer.write_manifest_file().await?);
+            created += 1;
+        }
+    }
+    let stats = vec![
+        ("manifests-created".to_string(), created.to_string()),
+        ("manifests-replaced".to_string(), replaced.to_string()),
+        ("manifests-kept".to_string(), kept.to_string()),
+        ("entries-processed".to_string(), entries.to_string()),
+    ];
+    Ok((out, stats))
 }
 
 /// Loads every live data and delete file of the current snapshot, with spec ids and sequence

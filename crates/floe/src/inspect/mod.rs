@@ -6,6 +6,7 @@
 //! each), never data files. DataFusion adapts these batches in [`crate::sql`].
 
 mod arrays;
+pub mod writers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

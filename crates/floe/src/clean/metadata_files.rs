@@ -1,0 +1,119 @@
+//! `clean-metadata`: delete `metadata.json` files that fell out of the metadata log (beyond
+//! `write.metadata.previous-versions-max`) and are older than the current version. A file with
+//! a higher version than the current one may belong to a commit in flight and is kept; the
+//! pointer is re-read right before deleting.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use iceberg::TableIdent;
+
+use crate::catalog::{ident_string, Catalog};
+use crate::clean::listing::{list_files, SplitPath};
+use crate::clean::{delete_files, DeleteStats};
+use crate::error::Result;
+
+/// What `clean-metadata` found and did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CleanMetadataResult {
+    pub table: String,
+    pub dry_run: bool,
+    pub metadata_files: u64,
+    /// In the metadata log or current.
+    pub kept: u64,
+    /// Newer than the current version (a commit in flight).
+    pub kept_newer: u64,
+    pub removable: u64,
+    pub removable_bytes: u64,
+    pub deleted: DeleteStats,
+    pub duration_ms: u64,
+}
+
+/// The version number of a `NNNNN-<uuid>.metadata.json` (or `vN.metadata.json`) file name.
+pub fn metadata_version(path: &str) -> Option<u64> {
+    let name = path.rsplit('/').next()?;
+    if !name.contains(".metadata.json") {
+        return None;
+    }
+    let digits: String = name
+        .trim_start_matches('v')
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+fn key(path: &str) -> String {
+    SplitPath::parse(path, &Default::default()).path
+}
+
+/// Runs `clean-metadata` on `ident`.
+pub async fn clean_metadata(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    dry_run: bool,
+) -> Result<CleanMetadataResult> {
+    let started = Instant::now();
+    let table = catalog.load_table(ident).await?;
+    let md = table.metadata();
+    let current = table.metadata_location_result()?.to_string();
+    let current_version = metadata_version(&current).unwrap_or(u64::MAX);
+    let mut keep: HashSet<String> = md.metadata_log().iter().map(|l| key(&l.metadata_file)).collect();
+    keep.insert(key(&current));
+    let dir = format!("{}/metadata", md.location().trim_end_matches('/'));
+    let listed: Vec<_> = list_files(&dir)
+        .await?
+        .into_iter()
+        .filter(|f| metadata_version(&f.path).is_some())
+        .collect();
+    let mut result = CleanMetadataResult {
+        table: ident_string(ident),
+        dry_run,
+        metadata_files: listed.len() as u64,
+        kept: 0,
+        kept_newer: 0,
+        removable: 0,
+        removable_bytes: 0,
+        deleted: DeleteStats::default(),
+        duration_ms: 0,
+    };
+    let mut doomed = Vec::new();
+    for f in listed {
+        if keep.contains(&key(&f.path)) {
+            result.kept += 1;
+        } else if metadata_version(&f.path).is_some_and(|v| v >= current_version) {
+            result.kept_newer += 1;
+        } else {
+            result.removable += 1;
+            result.removable_bytes += f.size;
+            doomed.push(f.path);
+        }
+    }
+    if !dry_run && !doomed.is_empty() {
+        // The pointer may have moved while listing; never delete what the new metadata keeps.
+        let fresh = catalog.load_table(ident).await?;
+        let mut fresh_keep: HashSet<String> = fresh
+            .metadata()
+            .metadata_log()
+            .iter()
+            .map(|l| key(&l.metadata_file))
+            .collect();
+        fresh_keep.insert(key(fresh.metadata_location_result()?));
+        doomed.retain(|p| !fresh_keep.contains(&key(p)));
+        result.deleted = delete_files(table.file_io(), doomed, None).await;
+    }
+    result.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metadata_version;
+
+    #[test]
+    fn versions_from_names() {
+        assert_eq!(metadata_version("file:///w/t/metadata/00012-ab-cd.metadata.json"), Some(12));
+        assert_eq!(metadata_version("/w/t/metadata/v3.metadata.json"), Some(3));
+        assert_eq!(metadata_version("/w/t/metadata/snap-1-1-x.avro"), None);
+    }
+}

@@ -1,0 +1,296 @@
+//! `remove-orphan-files`: delete files under the table location that no snapshot, ref,
+//! statistics file or metadata log entry references (Iceberg's `DeleteOrphanFiles` with its
+//! options and defaults: `older_than` 3 days, `prefix_mismatch_mode`, `equal_schemes`).
+//!
+//! Safety, in order: the threshold must be at least an hour unless forced (an in-flight write
+//! is younger than that); nothing outside the table location is ever considered; reachability
+//! reads every manifest list and manifest and aborts before deleting if one cannot be read;
+//! fresh metadata is re-read right before deleting and anything that became referenced is
+//! skipped; a path matching a referenced one except for scheme or authority is reported, not
+//! deleted, unless `prefix-mismatch-mode` says otherwise.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use iceberg::TableIdent;
+
+use crate::catalog::{ident_string, Catalog};
+use crate::clean::listing::{list_files, parse_equal_schemes, SplitPath};
+use crate::clean::reach::{reachable_from_table, Reachable};
+use crate::clean::{check_gc_enabled, delete_files, is_under, DeleteProgress, DeleteStats};
+use crate::error::{Error, Result};
+
+/// Iceberg's default age threshold: 3 days.
+pub const DEFAULT_OLDER_THAN: Duration = Duration::from_secs(3 * 24 * 3600);
+/// Thresholds under this are refused unless forced.
+pub const MIN_SAFE_OLDER_THAN: Duration = Duration::from_secs(3600);
+
+/// What to do with a file whose path matches a referenced file's except for the scheme or
+/// authority (for example `s3a://b/x` listed, `s3://c/x` referenced).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixMismatchMode {
+    /// Abort without deleting anything (Iceberg's default).
+    Error,
+    /// Keep such files.
+    Ignore,
+    /// Treat them as orphans.
+    Delete,
+}
+
+impl std::str::FromStr for PrefixMismatchMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "error" => Ok(Self::Error),
+            "ignore" => Ok(Self::Ignore),
+            "delete" => Ok(Self::Delete),
+            _ => Err(Error::invalid_option(
+                "prefix-mismatch-mode",
+                s,
+                "expected error, ignore or delete",
+            )),
+        }
+    }
+}
+
+/// What `remove-orphan-files` found and did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OrphanResult {
+    pub table: String,
+    pub dry_run: bool,
+    pub location: String,
+    pub older_than_ms: u64,
+    pub listed_files: u64,
+    pub listed_bytes: u64,
+    /// Files younger than the threshold (never deleted).
+    pub too_recent: u64,
+    pub referenced: u64,
+    pub orphan_files: u64,
+    pub orphan_bytes: u64,
+    /// Candidates a commit made during the run started referencing (kept).
+    pub became_referenced: u64,
+    /// Paths differing from referenced ones only by scheme/authority (kept unless mode=delete).
+    pub prefix_mismatches: u64,
+    /// Up to 20 orphan paths, for the report.
+    pub sample: Vec<String>,
+    pub deleted: DeleteStats,
+    pub duration_ms: u64,
+}
+
+/// Builds and runs an orphan removal.
+pub struct OrphanBuilder<'a> {
+    catalog: &'a Catalog,
+    ident: TableIdent,
+    older_than: Duration,
+    dry_run: bool,
+    location: Option<String>,
+    mode: PrefixMismatchMode,
+    equal_schemes: Option<String>,
+    force: bool,
+    progress: Option<DeleteProgress>,
+}
+
+impl<'a> OrphanBuilder<'a> {
+    /// Orphan removal on `ident` with Iceberg's defaults.
+    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+        Self {
+            catalog,
+            ident,
+            older_than: DEFAULT_OLDER_THAN,
+            dry_run: false,
+            location: None,
+            mode: PrefixMismatchMode::Error,
+            equal_schemes: None,
+            force: false,
+            progress: None,
+        }
+    }
+
+    /// Only files last modified longer ago than `age` are candidates (default 3 days).
+    pub fn older_than(mut self, age: Duration) -> Self {
+        self.older_than = age;
+        self
+    }
+
+    /// Report without deleting.
+    pub fn dry_run(mut self, yes: bool) -> Self {
+        self.dry_run = yes;
+        self
+    }
+
+    /// List this directory (inside the table location) instead of the whole table location.
+    pub fn location(mut self, location: Option<String>) -> Self {
+        self.location = location;
+        self
+    }
+
+    /// How to treat scheme/authority mismatches.
+    pub fn prefix_mismatch_mode(mut self, mode: PrefixMismatchMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Equivalent schemes, `s3a,s3n=s3` by default.
+    pub fn equal_schemes(mut self, spec: Option<String>) -> Self {
+        self.equal_schemes = spec;
+        self
+    }
+
+    /// Allow thresholds under one hour (files being written right now may be deleted).
+    pub fn force(mut self, yes: bool) -> Self {
+        self.force = yes;
+        self
+    }
+
+    /// Receives delete progress.
+    pub fn with_progress(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+        self.progress = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Runs the removal.
+    pub async fn execute(self) -> Result<OrphanResult> {
+        let started = Instant::now();
+        let op = "remove orphan files";
+        if self.older_than < MIN_SAFE_OLDER_THAN && !self.force {
+            return Err(Error::Refused {
+                operation: op.into(),
+                reason: format!(
+                    "older-than {}s is under one hour: files of commits in flight could be deleted (pass --force to insist)",
+                    self.older_than.as_secs()
+                ),
+            });
+        }
+        let equal = parse_equal_schemes(self.equal_schemes.as_deref())?;
+        let table = self.catalog.load_table(&self.ident).await?;
+        if !self.dry_run {
+            check_gc_enabled(&table, op)?;
+        }
+        let table_location = table.metadata().location().trim_end_matches('/').to_string();
+        let location = match &self.location {
+            None => table_location.clone(),
+            Some(l) => {
+                let l = l.trim_end_matches('/').to_string();
+                let inside = is_under(&l, &table_location)
+                    || SplitPath::parse(&l, &equal).path
+                        == SplitPath::parse(&table_location, &equal).path;
+                if !inside {
+                    return Err(Error::Refused {
+                        operation: op.into(),
+                        reason: format!("{l} is outside the table location {table_location}"),
+                    });
+                }
+                l
+            }
+        };
+        let cutoff = SystemTime::now()
+            .checked_sub(self.older_than)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let listed = list_files(&location).await?;
+        let reach = reachable_from_table(&table).await?;
+        let index = Index::new(&reach, &equal);
+
+        let mut result = OrphanResult {
+            table: ident_string(&self.ident),
+            dry_run: self.dry_run,
+            location: location.clone(),
+            older_than_ms: self.older_than.as_millis() as u64,
+            listed_files: listed.len() as u64,
+            listed_bytes: listed.iter().map(|f| f.size).sum(),
+            too_recent: 0,
+            referenced: 0,
+            orphan_files: 0,
+            orphan_bytes: 0,
+            became_referenced: 0,
+            prefix_mismatches: 0,
+            sample: vec![],
+            deleted: DeleteStats::default(),
+            duration_ms: 0,
+        };
+        let mut mismatched = Vec::new();
+        let mut candidates = Vec::new();
+        for f in listed {
+            if f.modified >= cutoff {
+                result.too_recent += 1;
+                continue;
+            }
+            match index.lookup(&f.path, &equal) {
+                Lookup::Referenced => result.referenced += 1,
+                Lookup::Mismatch => {
+                    result.prefix_mismatches += 1;
+                    match self.mode {
+                        PrefixMismatchMode::Error => mismatched.push(f.path),
+                        PrefixMismatchMode::Ignore => {}
+                        PrefixMismatchMode::Delete => candidates.push(f),
+                    }
+                }
+                Lookup::Unreferenced => candidates.push(f),
+            }
+        }
+        if !mismatched.is_empty() {
+            mismatched.truncate(5);
+            return Err(Error::Refused {
+                operation: op.into(),
+                reason: format!(
+                    "{} file(s) match referenced files except for scheme or authority, e.g. {}; \
+                     pass --equal-schemes, or --prefix-mismatch-mode ignore|delete",
+                    result.prefix_mismatches,
+                    mismatched.join(", ")
+                ),
+            });
+        }
+
+        // Fresh metadata right before deleting: a commit during the listing may reference a
+        // candidate (for example a file a slow writer just committed).
+        let fresh = self.catalog.load_table(&self.ident).await?;
+        if fresh.metadata_location() != table.metadata_location() {
+            let reach = reachable_from_table(&fresh).await?;
+            let index = Index::new(&reach, &equal);
+            let before = candidates.len();
+            candidates.retain(|f| index.lookup(&f.path, &equal) != Lookup::Referenced);
+            result.became_referenced = (before - candidates.len()) as u64;
+        }
+        result.orphan_files = candidates.len() as u64;
+        result.orphan_bytes = candidates.iter().map(|f| f.size).sum();
+        result.sample = candidates.iter().take(20).map(|f| f.path.clone()).collect();
+        if !self.dry_run {
+            let paths = candidates.into_iter().map(|f| f.path).collect();
+            result.deleted = delete_files(table.file_io(), paths, self.progress.clone()).await;
+        }
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(result)
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Lookup {
+    Referenced,
+    Mismatch,
+    Unreferenced,
+}
+
+/// Referenced paths keyed by their path part, so `file:/x`, `file:///x` and `/x` meet.
+struct Index {
+    by_path: HashMap<String, Vec<SplitPath>>,
+}
+
+impl Index {
+    fn new(reach: &Reachable, equal: &HashMap<String, String>) -> Self {
+        let mut by_path: HashMap<String, Vec<SplitPath>> = HashMap::new();
+        for p in reach.files.keys() {
+            let s = SplitPath::parse(p, equal);
+            by_path.entry(s.path.clone()).or_default().push(s);
+        }
+        Self { by_path }
+    }
+
+    fn lookup(&self, path: &str, equal: &HashMap<String, String>) -> Lookup {
+        let s = SplitPath::parse(path, equal);
+        match self.by_path.get(&s.path) {
+            None => Lookup::Unreferenced,
+            Some(refs) if refs.iter().any(|r| !r.mismatches(&s)) => Lookup::Referenced,
+            Some(_) => Lookup::Mismatch,
+        }
+    }
+}

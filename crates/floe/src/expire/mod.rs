@@ -1,0 +1,599 @@
+//! `expire-snapshots`: drop old snapshots from table metadata, then delete the files only they
+//! reached.
+//!
+//! Retention follows the Iceberg spec v2 ("Snapshot Retention Policy") with Java's
+//! `ExpireSnapshots` semantics:
+//! - a branch or tag other than `main` older than its `max-ref-age-ms` (default
+//!   `history.expire.max-ref-age-ms`, unset = forever) is removed;
+//! - each remaining branch keeps its ancestors while fewer than `min-snapshots-to-keep` are kept
+//!   or they are newer than `max-snapshot-age-ms` (ref settings first, then `--retain-last` /
+//!   `--older-than`, then `history.expire.*`); a tag keeps its snapshot;
+//! - snapshots on no ref are kept while newer than the age limit;
+//! - floe's own rule: the newest snapshot of every streaming writer (its watermark, see
+//!   [`crate::inspect::writers`]) is always kept, so a restarting writer finds its recovery point.
+//!
+//! File cleanup is reachability-based and a separate step after the metadata commit: files
+//! reached by expired snapshots minus files reached by everything the freshly reloaded table
+//! still holds; never anything outside the table location. A crash between the two steps
+//! leaves only unreferenced files, which `remove-orphan-files` proves and removes.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use iceberg::spec::{SnapshotReference, SnapshotRetention, MAIN_BRANCH};
+use iceberg::table::Table;
+use iceberg::{TableIdent, TableRequirement, TableUpdate};
+
+use crate::catalog::{ident_string, refs, Catalog};
+use crate::clean::reach::{reachable, reachable_from_table, FileKind};
+use crate::clean::{check_gc_enabled, delete_files, is_under, DeleteProgress, DeleteStats};
+use crate::commit::producer::PreparedCommit;
+use crate::commit::retry::with_retry;
+use crate::error::{Error, Result};
+use crate::inspect::writers::{watermarks, Watermark};
+use crate::properties::{self, u64_prop};
+
+/// A snapshot as retention sees it.
+#[derive(Debug, Clone)]
+pub struct SnapshotInfo {
+    pub id: i64,
+    pub parent: Option<i64>,
+    pub timestamp_ms: i64,
+}
+
+/// Retention settings after options and table properties are resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Snapshots older than this (epoch ms) may expire.
+    pub older_than_ms: i64,
+    /// Snapshots kept per branch whatever their age.
+    pub min_snapshots_to_keep: u64,
+    /// Age after which branches and tags other than main are removed.
+    pub max_ref_age_ms: Option<i64>,
+    /// Whether age-based expiry applies (false when only explicit ids are expired).
+    pub by_age: bool,
+}
+
+/// A snapshot kept only because a writer's watermark is in it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Protected {
+    pub snapshot_id: i64,
+    pub writer: String,
+}
+
+/// What expiry decides, before any change.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ExpirePlan {
+    pub expired_snapshots: Vec<i64>,
+    pub expired_refs: Vec<String>,
+    pub retained_snapshots: usize,
+    pub protected: Vec<Protected>,
+}
+
+/// Decides which snapshots and refs expire. Pure: unit-tested on synthetic histories.
+pub fn plan(
+    snapshots: &[SnapshotInfo],
+    refs: &HashMap<String, SnapshotReference>,
+    writers: &[Watermark],
+    explicit: &[i64],
+    retention: &Retention,
+    now_ms: i64,
+) -> Result<ExpirePlan> {
+    let by_id: HashMap<i64, &SnapshotInfo> = snapshots.iter().map(|s| (s.id, s)).collect();
+    let mut names: Vec<&String> = refs.keys().collect();
+    names.sort();
+    let mut expired_refs = Vec::new();
+    let mut live_refs = Vec::new();
+    for name in names {
+        let r = &refs[name];
+        let Some(head) = by_id.get(&r.snapshot_id) else {
+            continue;
+        };
+        let max_age = match &r.retention {
+            SnapshotRetention::Branch { max_ref_age_ms, .. }
+            | SnapshotRetention::Tag { max_ref_age_ms } => max_ref_age_ms.or(retention.max_ref_age_ms),
+        };
+        let too_old = max_age.is_some_and(|a| now_ms.saturating_sub(head.timestamp_ms) > a);
+        if name != MAIN_BRANCH && too_old && retention.by_age {
+            expired_refs.push(name.clone());
+        } else {
+            live_refs.push((name, r));
+        }
+    }
+
+    let ancestors = |head: i64| {
+        let mut out = Vec::new();
+        let mut cur = by_id.get(&head).copied();
+        while let Some(s) = cur {
+            out.push(s);
+            cur = s.parent.and_then(|p| by_id.get(&p).copied());
+        }
+        out
+    };
+    let mut retain: HashSet<i64> = HashSet::new();
+    let mut referenced: HashSet<i64> = HashSet::new();
+    let mut heads: HashMap<i64, String> = HashMap::new();
+    for (name, r) in &live_refs {
+        heads.insert(r.snapshot_id, (*name).clone());
+        let line = ancestors(r.snapshot_id);
+        referenced.extend(line.iter().map(|s| s.id));
+        match &r.retention {
+            SnapshotRetention::Tag { .. } => {
+                retain.insert(r.snapshot_id);
+            }
+            SnapshotRetention::Branch {
+                min_snapshots_to_keep,
+                max_snapshot_age_ms,
+                ..
+            } => {
+                let min_keep = min_snapshots_to_keep
+                    .and_then(|n| u64::try_from(n).ok())
+                    .unwrap_or(retention.min_snapshots_to_keep)
+                    .max(1);
+                let older_than = max_snapshot_age_ms
+                    .map(|a| now_ms.saturating_sub(a))
+                    .unwrap_or(retention.older_than_ms);
+                let mut kept = 0u64;
+                for s in line {
+                    let keep = kept < min_keep || !retention.by_age || s.timestamp_ms >= older_than;
+                    if !keep {
+                        break;
+                    }
+                    retain.insert(s.id);
+                    kept += 1;
+                }
+            }
+        }
+    }
+    for s in snapshots {
+        if !referenced.contains(&s.id) && (!retention.by_age || s.timestamp_ms >= retention.older_than_ms) {
+            retain.insert(s.id);
+        }
+    }
+    for id in explicit {
+        if !by_id.contains_key(id) {
+            return Err(Error::invalid_option(
+                "snapshot-id",
+                id,
+                "no such snapshot in the table",
+            ));
+        }
+        if let Some(name) = heads.get(id) {
+            return Err(Error::invalid_option(
+                "snapshot-id",
+                id,
+                format!("it is the head of ref '{name}'; remove the ref first"),
+            ));
+        }
+        if let Some(w) = writers.iter().find(|w| w.snapshot_id == *id) {
+            return Err(Error::invalid_option(
+                "snapshot-id",
+                id,
+                format!(
+                    "it holds the recovery point of writer {}; expiring it would break that writer's restart",
+                    w.writer()
+                ),
+            ));
+        }
+        retain.remove(id);
+    }
+    if !retention.by_age {
+        // Only the explicit ids expire.
+        let explicit: HashSet<i64> = explicit.iter().copied().collect();
+        retain = snapshots.iter().map(|s| s.id).filter(|id| !explicit.contains(id)).collect();
+    }
+    let mut protected = Vec::new();
+    for w in writers {
+        if by_id.contains_key(&w.snapshot_id) && retain.insert(w.snapshot_id) {
+            protected.push(Protected {
+                snapshot_id: w.snapshot_id,
+                writer: w.writer(),
+            });
+        }
+    }
+    let mut expired: Vec<i64> = snapshots
+        .iter()
+        .map(|s| s.id)
+        .filter(|id| !retain.contains(id))
+        .collect();
+    expired.sort_unstable();
+    Ok(ExpirePlan {
+        retained_snapshots: snapshots.len() - expired.len(),
+        expired_snapshots: expired,
+        expired_refs,
+        protected,
+    })
+}
+
+/// Files deleted (or, in a dry run, to delete) of one kind.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct KindCount {
+    pub kind: &'static str,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// What `expire-snapshots` did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ExpireResult {
+    pub table: String,
+    pub dry_run: bool,
+    pub older_than_ms: Option<i64>,
+    pub retain_last: u64,
+    #[serde(flatten)]
+    pub plan: ExpirePlan,
+    /// Unreachable files by kind (deleted, or to delete in a dry run).
+    pub files: Vec<KindCount>,
+    pub deleted: DeleteStats,
+    /// Unreachable files kept because they lie outside the table location.
+    pub kept_outside_location: u64,
+    pub duration_ms: u64,
+}
+
+/// Builds and runs an expiry.
+pub struct ExpireBuilder<'a> {
+    catalog: &'a Catalog,
+    ident: TableIdent,
+    older_than: Option<Duration>,
+    retain_last: Option<u64>,
+    snapshot_ids: Vec<i64>,
+    dry_run: bool,
+    clean_files: bool,
+    progress: Option<DeleteProgress>,
+}
+
+impl<'a> ExpireBuilder<'a> {
+    /// Expiry of `ident` with the table's `history.expire.*` settings.
+    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+        Self {
+            catalog,
+            ident,
+            older_than: None,
+            retain_last: None,
+            snapshot_ids: vec![],
+            dry_run: false,
+            clean_files: true,
+            progress: None,
+        }
+    }
+
+    /// Expire snapshots older than `age` (default `history.expire.max-snapshot-age-ms`, 5 d).
+    pub fn older_than(mut self, age: Duration) -> Self {
+        self.older_than = Some(age);
+        self
+    }
+
+    /// Keep at least `n` snapshots per branch (default `history.expire.min-snapshots-to-keep`).
+    pub fn retain_last(mut self, n: u64) -> Self {
+        self.retain_last = Some(n);
+        self
+    }
+
+    /// Expire exactly these snapshots (plus age-based expiry only if `older_than` is also set).
+    pub fn snapshot_ids(mut self, ids: Vec<i64>) -> Self {
+        self.snapshot_ids = ids;
+        self
+    }
+
+    /// Plan and report without changing anything.
+    pub fn dry_run(mut self, yes: bool) -> Self {
+        self.dry_run = yes;
+        self
+    }
+
+    /// Whether to delete the files expiry unreferences (default true; false leaves them to
+    /// `remove-orphan-files`).
+    pub fn clean_files(mut self, yes: bool) -> Self {
+        self.clean_files = yes;
+        self
+    }
+
+    /// Receives delete progress.
+    pub fn with_progress(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+        self.progress = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    fn retention(&self, table: &Table, now_ms: i64) -> Result<Retention> {
+        let p = table.metadata().properties();
+        let min_keep = match self.retain_last {
+            Some(0) => {
+                return Err(Error::invalid_option(
+                    "retain-last",
+                    0,
+                    "must be at least 1: the current snapshot is never expired",
+                ))
+            }
+            Some(n) => n,
+            None => u64_prop(
+                p,
+                properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+                properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
+            )?,
+        };
+        let age_ms = match self.older_than {
+            Some(d) => d.as_millis() as u64,
+            None => u64_prop(
+                p,
+                properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+                properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
+            )?,
+        };
+        let max_ref_age_ms = match p.get(properties::HISTORY_EXPIRE_MAX_REF_AGE_MS) {
+            Some(_) => Some(u64_prop(p, properties::HISTORY_EXPIRE_MAX_REF_AGE_MS, 0)? as i64),
+            None => None,
+        };
+        Ok(Retention {
+            older_than_ms: now_ms.saturating_sub(age_ms as i64),
+            min_snapshots_to_keep: min_keep,
+            max_ref_age_ms,
+            by_age: self.snapshot_ids.is_empty() || self.older_than.is_some(),
+        })
+    }
+
+    fn plan_for(&self, table: &Table, now_ms: i64) -> Result<(ExpirePlan, Retention)> {
+        let md = table.metadata();
+        let snapshots: Vec<SnapshotInfo> = md
+            .snapshots()
+            .map(|s| SnapshotInfo {
+                id: s.snapshot_id(),
+                parent: s.parent_snapshot_id(),
+                timestamp_ms: s.timestamp_ms(),
+            })
+            .collect();
+        let retention = self.retention(table, now_ms)?;
+        let p = plan(
+            &snapshots,
+            &refs(md)?,
+            &watermarks(md),
+            &self.snapshot_ids,
+            &retention,
+            now_ms,
+        )?;
+        Ok((p, retention))
+    }
+
+    /// Runs the expiry.
+    pub async fn execute(self) -> Result<ExpireResult> {
+        let started = Instant::now();
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let table = self.catalog.load_table(&self.ident).await?;
+        if self.clean_files && !self.dry_run {
+            check_gc_enabled(&table, "delete expired files")?;
+        }
+        let (first_plan, retention) = self.plan_for(&table, now_ms)?;
+        let (plan, base) = if self.dry_run || (first_plan.expired_snapshots.is_empty() && first_plan.expired_refs.is_empty()) {
+            (first_plan, table)
+        } else {
+            let last: std::sync::Mutex<Option<(ExpirePlan, Table)>> = Default::default();
+            let last_ref = &last;
+            let this = &self;
+            with_retry(self.catalog, &self.ident, Some(table), |t| async move {
+                let (p, _) = this.plan_for(&t, now_ms)?;
+                let prepared = expiry_commit(&t, &p);
+                *last_ref.lock().expect("not poisoned") = Some((p, t));
+                Ok(prepared)
+            })
+            .await?;
+            let planned = last.into_inner().expect("not poisoned");
+            planned.expect("a successful commit was planned")
+        };
+
+        // Files only the expired snapshots reached.
+        let mut files: Vec<KindCount> = Vec::new();
+        let mut deleted = DeleteStats::default();
+        let mut kept_outside = 0u64;
+        if (self.clean_files || self.dry_run) && !plan.expired_snapshots.is_empty() {
+            let gone = reachable(&base, &plan.expired_snapshots).await?;
+            let still = if self.dry_run {
+                let kept: Vec<i64> = base
+                    .metadata()
+                    .snapshots()
+                    .map(|s| s.snapshot_id())
+                    .filter(|id| !plan.expired_snapshots.contains(id))
+                    .collect();
+                reachable(&base, &kept).await?
+            } else {
+                // Fresh metadata, right before deleting: includes anything committed since.
+                reachable_from_table(&self.catalog.load_table(&self.ident).await?).await?
+            };
+            let location = base.metadata().location().to_string();
+            let mut by_kind: std::collections::BTreeMap<FileKind, KindCount> = Default::default();
+            let mut doomed = Vec::new();
+            for (path, r) in gone.minus(&still) {
+                if !is_under(&path, &location) {
+                    kept_outside += 1;
+                    continue;
+                }
+                let k = by_kind.entry(r.kind).or_insert_with(|| KindCount {
+                    kind: r.kind.name(),
+                    ..Default::default()
+                });
+                k.files += 1;
+                k.bytes += r.size.unwrap_or(0);
+                doomed.push(path);
+            }
+            files = by_kind.into_values().collect();
+            if !self.dry_run {
+                deleted = delete_files(base.file_io(), doomed, self.progress.clone()).await;
+            }
+        }
+        Ok(ExpireResult {
+            table: ident_string(&self.ident),
+            dry_run: self.dry_run,
+            older_than_ms: retention.by_age.then_some(retention.older_than_ms),
+            retain_last: retention.min_snapshots_to_keep,
+            plan,
+            files,
+            deleted,
+            kept_outside_location: kept_outside,
+            duration_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+}
+
+/// The metadata updates of an expiry: refs, snapshots and their statistics removed. The CAS
+/// on the base metadata makes the plan exact: any concurrent commit forces a re-plan.
+fn expiry_commit(table: &Table, plan: &ExpirePlan) -> PreparedCommit {
+    let md = table.metadata();
+    let mut updates: Vec<TableUpdate> = plan
+        .expired_refs
+        .iter()
+        .map(|r| TableUpdate::RemoveSnapshotRef { ref_name: r.clone() })
+        .collect();
+    if !plan.expired_snapshots.is_empty() {
+        updates.push(TableUpdate::RemoveSnapshots {
+            snapshot_ids: plan.expired_snapshots.clone(),
+        });
+    }
+    let expired: BTreeSet<i64> = plan.expired_snapshots.iter().copied().collect();
+    for st in md.statistics_iter().filter(|s| expired.contains(&s.snapshot_id)) {
+        updates.push(TableUpdate::RemoveStatistics {
+            snapshot_id: st.snapshot_id,
+        });
+    }
+    for st in md
+        .partition_statistics_iter()
+        .filter(|s| expired.contains(&s.snapshot_id))
+    {
+        updates.push(TableUpdate::RemovePartitionStatistics {
+            snapshot_id: st.snapshot_id,
+        });
+    }
+    PreparedCommit {
+        requirements: vec![TableRequirement::UuidMatch { uuid: md.uuid() }],
+        updates,
+        written: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    const DAY: i64 = 86_400_000;
+
+    fn chain(n: i64, now: i64) -> Vec<SnapshotInfo> {
+        // Snapshot i is (n - i) days old; each is the parent of the next.
+        (1..=n)
+            .map(|i| SnapshotInfo {
+                id: i,
+                parent: (i > 1).then_some(i - 1),
+                timestamp_ms: now - (n - i) * DAY,
+            })
+            .collect()
+    }
+
+    fn branch(id: i64) -> SnapshotReference {
+        SnapshotReference {
+            snapshot_id: id,
+            retention: SnapshotRetention::Branch {
+                min_snapshots_to_keep: None,
+                max_snapshot_age_ms: None,
+                max_ref_age_ms: None,
+            },
+        }
+    }
+
+    fn retention(now: i64, days: i64, keep: u64) -> Retention {
+        Retention {
+            older_than_ms: now - days * DAY,
+            min_snapshots_to_keep: keep,
+            max_ref_age_ms: None,
+            by_age: true,
+        }
+    }
+
+    fn watermark(id: i64) -> Watermark {
+        Watermark {
+            kind: "flink",
+            id: "job".into(),
+            snapshot_id: id,
+            timestamp_ms: 0,
+            position: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn age_and_min_keep_on_main() {
+        let now = 100 * DAY;
+        let snaps = chain(10, now);
+        let refs = HashMap::from([(MAIN_BRANCH.to_string(), branch(10))]);
+        // Older than 3 days: snapshots 1..=6 are 4..9 days old.
+        let p = plan(&snaps, &refs, &[], &[], &retention(now, 3, 1), now).unwrap();
+        assert_eq!(p.expired_snapshots, vec![1, 2, 3, 4, 5, 6]);
+        // Everything old, but keep the last 2.
+        let p = plan(&snaps, &refs, &[], &[], &retention(now + 50 * DAY, 0, 2), now + 50 * DAY).unwrap();
+        assert_eq!(p.expired_snapshots, (1..=8).collect::<Vec<_>>());
+        assert_eq!(p.retained_snapshots, 2);
+    }
+
+    #[test]
+    fn tags_branches_and_writers_protect_snapshots() {
+        let now = 100 * DAY;
+        let snaps = chain(10, now);
+        let refs = HashMap::from([
+            (MAIN_BRANCH.to_string(), branch(10)),
+            (
+                "v1".to_string(),
+                SnapshotReference {
+                    snapshot_id: 2,
+                    retention: SnapshotRetention::Tag { max_ref_age_ms: None },
+                },
+            ),
+            ("audit".to_string(), branch(4)),
+        ]);
+        let p = plan(&snaps, &refs, &[watermark(6)], &[], &retention(now, 0, 1), now).unwrap();
+        assert_eq!(p.expired_snapshots, vec![1, 3, 5, 7, 8, 9]);
+        assert_eq!(p.protected.len(), 1);
+        assert_eq!(p.protected[0].snapshot_id, 6);
+        assert_eq!(p.protected[0].writer, "flink:job");
+    }
+
+    #[test]
+    fn old_refs_expire_but_main_never_does() {
+        let now = 100 * DAY;
+        let snaps = chain(10, now);
+        let mut r = retention(now, 0, 1);
+        r.max_ref_age_ms = Some(2 * DAY);
+        let refs = HashMap::from([
+            (MAIN_BRANCH.to_string(), branch(1)),
+            ("old".to_string(), branch(3)),
+            ("new".to_string(), branch(10)),
+        ]);
+        let p = plan(&snaps, &refs, &[], &[], &r, now).unwrap();
+        assert_eq!(p.expired_refs, vec!["old".to_string()]);
+        assert!(!p.expired_snapshots.contains(&1), "main's head stays");
+        assert!(!p.expired_snapshots.contains(&10), "new's head stays");
+        assert!(p.expired_snapshots.contains(&3));
+    }
+
+    #[test]
+    fn explicit_ids_only_expire_those_and_refuse_heads_and_watermarks() {
+        let now = 100 * DAY;
+        let snaps = chain(5, now);
+        let refs = HashMap::from([(MAIN_BRANCH.to_string(), branch(5))]);
+        let mut r = retention(now, 0, 1);
+        r.by_age = false;
+        let p = plan(&snaps, &refs, &[], &[2], &r, now).unwrap();
+        assert_eq!(p.expired_snapshots, vec![2]);
+        let e = plan(&snaps, &refs, &[], &[5], &r, now).unwrap_err().to_string();
+        assert!(e.contains("head of ref 'main'"), "{e}");
+        let e = plan(&snaps, &refs, &[watermark(3)], &[3], &r, now).unwrap_err().to_string();
+        assert!(e.contains("recovery point of writer flink:job"), "{e}");
+        assert!(plan(&snaps, &refs, &[], &[99], &r, now).is_err());
+    }
+
+    #[test]
+    fn unreferenced_snapshots_expire_by_age() {
+        let now = 100 * DAY;
+        let mut snaps = chain(3, now);
+        snaps.push(SnapshotInfo { id: 50, parent: Some(1), timestamp_ms: now - 10 * DAY });
+        snaps.push(SnapshotInfo { id: 51, parent: Some(1), timestamp_ms: now });
+        let refs = HashMap::from([(MAIN_BRANCH.to_string(), branch(3))]);
+        let p = plan(&snaps, &refs, &[], &[], &retention(now, 5, 5), now).unwrap();
+        assert_eq!(p.expired_snapshots, vec![50]);
+    }
+}
