@@ -1,5 +1,6 @@
 //! The `floe` command line: arguments -> library calls -> human or `--json` output.
 
+mod maintain;
 mod output;
 mod quickstart;
 
@@ -103,6 +104,8 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    #[command(flatten)]
+    Health(maintain::HealthCmd),
     /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...).
     Sql {
         /// The statement.
@@ -299,6 +302,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             out.result(&serde_json::to_value(&m)?, || output::compact_text(&m));
             Ok(())
         }
+        Command::Health(cmd) => maintain::run(&connect(g).await?, cmd, out).await,
         Command::Sql { query, csv } => {
             let catalog = connect(g).await?;
             let batches = floe::sql::query(&catalog, &query).await?;

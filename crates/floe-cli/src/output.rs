@@ -85,6 +85,21 @@ impl Out {
         pb
     }
 
+    /// A file-count progress bar on stderr (hidden for scripts), for deletes.
+    pub fn files_bar(&self, msg: &str) -> ProgressBar {
+        if self.json || !std::io::stderr().is_terminal() {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} files {msg} [{elapsed}]")
+                .expect("valid template"),
+        );
+        pb.set_message(msg.to_string());
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    }
+
     /// Prints query results as a table, `--json` (one object per line) or CSV.
     pub fn batches(&self, batches: &[RecordBatch], csv: bool) -> Result<()> {
         let stdout = std::io::stdout();
@@ -229,6 +244,8 @@ pub fn describe_text(t: &Table) -> String {
     }
     s
 }
+
+pub use floe::diagnose::human_bytes;
 
 fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)

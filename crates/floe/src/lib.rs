@@ -18,6 +18,7 @@
 //! - [`append`]: the `append` operation.
 //! - [`inspect`]: metadata tables (`$files`, `$snapshots`, ...) as Arrow.
 //! - [`sql`]: DataFusion over tables and metadata tables.
+//! - [`diagnose`]: health report from metadata: observations, evidence, first action.
 //! - [`expire`]: snapshot expiry and cleanup of the files it unreferences.
 //! - [`clean`]: orphan files, old metadata files, manifest rewrite; reachability.
 
@@ -26,6 +27,7 @@ pub mod catalog;
 pub mod clean;
 pub mod commit;
 pub mod compact;
+pub mod diagnose;
 pub mod error;
 pub mod expire;
 pub mod fault;

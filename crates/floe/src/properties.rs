@@ -70,10 +70,16 @@ pub const METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT: u64 = 100;
 /// milliseconds), naming `option` in the error.
 pub fn parse_duration(option: &str, s: &str) -> Result<std::time::Duration> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num.parse().map_err(|_| {
-        Error::invalid_option(option, s, "expected a duration like 5d, 12h, 30m, 10s or 500ms")
+        Error::invalid_option(
+            option,
+            s,
+            "expected a duration like 5d, 12h, 30m, 10s or 500ms",
+        )
     })?;
     let ms = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "ms" => 1.0,

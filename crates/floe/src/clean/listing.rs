@@ -35,7 +35,11 @@ impl SplitPath {
     /// Splits `location`, mapping schemes through `equal_schemes`.
     pub fn parse(location: &str, equal_schemes: &HashMap<String, String>) -> Self {
         let (scheme, rest) = match location.find("://") {
-            Some(i) if location[..i].chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.') => {
+            Some(i)
+                if location[..i]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.') =>
+            {
                 (Some(location[..i].to_ascii_lowercase()), &location[i + 3..])
             }
             _ => match location.strip_prefix("file:") {
@@ -65,7 +69,8 @@ impl SplitPath {
 
     /// True when both sides name a scheme (or authority) and they differ.
     pub fn mismatches(&self, other: &SplitPath) -> bool {
-        let differ = |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(x), Some(y)) if x != y);
+        let differ =
+            |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(x), Some(y)) if x != y);
         differ(&self.scheme, &other.scheme) || differ(&self.authority, &other.authority)
     }
 }
@@ -89,7 +94,11 @@ pub fn parse_equal_schemes(spec: Option<&str>) -> Result<HashMap<String, String>
     let mut out = HashMap::new();
     for part in spec.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (from, to) = part.split_once('=').ok_or_else(|| {
-            Error::invalid_option("equal-schemes", spec, "expected FROM[,FROM...]=TO, e.g. s3a,s3n=s3")
+            Error::invalid_option(
+                "equal-schemes",
+                spec,
+                "expected FROM[,FROM...]=TO, e.g. s3a,s3n=s3",
+            )
         })?;
         for f in from.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             out.insert(f.to_ascii_lowercase(), to.trim().to_ascii_lowercase());
@@ -117,7 +126,12 @@ pub async fn list_files(location: &str) -> Result<Vec<ListedFile>> {
             "listing is supported on local storage only in this version",
         )
     })?;
-    let prefix = if location.starts_with("file:") { "file://" } else { "" }.to_string();
+    let prefix = if location.starts_with("file:") {
+        "file://"
+    } else {
+        ""
+    }
+    .to_string();
     tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
         if dir.exists() {

@@ -58,7 +58,11 @@ pub async fn clean_metadata(
     let md = table.metadata();
     let current = table.metadata_location_result()?.to_string();
     let current_version = metadata_version(&current).unwrap_or(u64::MAX);
-    let mut keep: HashSet<String> = md.metadata_log().iter().map(|l| key(&l.metadata_file)).collect();
+    let mut keep: HashSet<String> = md
+        .metadata_log()
+        .iter()
+        .map(|l| key(&l.metadata_file))
+        .collect();
     keep.insert(key(&current));
     let dir = format!("{}/metadata", md.location().trim_end_matches('/'));
     let listed: Vec<_> = list_files(&dir)
@@ -112,7 +116,10 @@ mod tests {
 
     #[test]
     fn versions_from_names() {
-        assert_eq!(metadata_version("file:///w/t/metadata/00012-ab-cd.metadata.json"), Some(12));
+        assert_eq!(
+            metadata_version("file:///w/t/metadata/00012-ab-cd.metadata.json"),
+            Some(12)
+        );
         assert_eq!(metadata_version("/w/t/metadata/v3.metadata.json"), Some(3));
         assert_eq!(metadata_version("/w/t/metadata/snap-1-1-x.avro"), None);
     }

@@ -167,7 +167,11 @@ impl<'a> OrphanBuilder<'a> {
         if !self.dry_run {
             check_gc_enabled(&table, op)?;
         }
-        let table_location = table.metadata().location().trim_end_matches('/').to_string();
+        let table_location = table
+            .metadata()
+            .location()
+            .trim_end_matches('/')
+            .to_string();
         let location = match &self.location {
             None => table_location.clone(),
             Some(l) => {

@@ -97,101 +97,170 @@ impl Reachable {
     }
 }
 
+/// A manifest's length and live entries.
+type ManifestReach = (Option<u64>, Vec<(String, Reached)>);
+
+/// The manifests of a set of snapshots, each read once, kept in memory so reachability of many
+/// subsets (all snapshots, the retained ones, the current one) costs one read.
+#[derive(Debug, Default)]
+pub struct ReachIndex {
+    /// Snapshot id -> its manifest list path and the manifest paths it lists.
+    lists: HashMap<i64, (String, Vec<String>)>,
+    /// Manifest path -> (manifest length, live entries).
+    manifests: HashMap<String, ManifestReach>,
+    /// Snapshot id -> statistics files attached to it.
+    statistics: HashMap<i64, Vec<(String, Option<u64>)>>,
+}
+
+impl ReachIndex {
+    /// Reads the manifest lists of `snapshot_ids` (ids not in the metadata are ignored) and every
+    /// distinct manifest they list, [`READ_CONCURRENCY`] at a time.
+    pub async fn load(table: &Table, snapshot_ids: &[i64]) -> Result<Self> {
+        let md = table.metadata();
+        let snapshots: Vec<_> = snapshot_ids
+            .iter()
+            .filter_map(|id| md.snapshot_by_id(*id).cloned())
+            .collect();
+        let wanted: HashSet<i64> = snapshots.iter().map(|s| s.snapshot_id()).collect();
+        let mut index = ReachIndex::default();
+        let stats = md
+            .statistics_iter()
+            .map(|s| (s.snapshot_id, &s.statistics_path, s.file_size_in_bytes))
+            .chain(
+                md.partition_statistics_iter()
+                    .map(|s| (s.snapshot_id, &s.statistics_path, s.file_size_in_bytes)),
+            );
+        for (id, path, size) in stats {
+            if wanted.contains(&id) {
+                index
+                    .statistics
+                    .entry(id)
+                    .or_default()
+                    .push((path.clone(), u64::try_from(size).ok()));
+            }
+        }
+        let lists: Vec<(i64, String, Vec<ManifestFile>)> =
+            futures::stream::iter(snapshots.into_iter().map(|s| {
+                let table = table.clone();
+                async move {
+                    let list = s.manifest_list().to_string();
+                    let files = table
+                        .manifest_list_reader(&s)
+                        .load()
+                        .await
+                        .map(|l| l.consume_entries().into_iter().collect::<Vec<_>>())
+                        .map_err(|e| unreadable(&list, e))?;
+                    Ok::<_, Error>((s.snapshot_id(), list, files))
+                }
+            }))
+            .buffer_unordered(READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut to_read: HashMap<String, ManifestFile> = HashMap::new();
+        for (id, list, files) in lists {
+            let paths = files.iter().map(|m| m.manifest_path.clone()).collect();
+            index.lists.insert(id, (list, paths));
+            for m in files {
+                to_read.entry(m.manifest_path.clone()).or_insert(m);
+            }
+        }
+        let mut loads = futures::stream::iter(to_read.into_values().map(|m| {
+            let io = table.file_io().clone();
+            async move {
+                let path = m.manifest_path.clone();
+                let length = u64::try_from(m.manifest_length).ok();
+                let content = m.content;
+                m.load_manifest(&io)
+                    .await
+                    .map(|manifest| (path.clone(), length, content, manifest))
+                    .map_err(|e| unreadable(&path, e))
+            }
+        }))
+        .buffer_unordered(READ_CONCURRENCY);
+        while let Some(loaded) = loads.next().await {
+            let (path, length, content, manifest) = loaded?;
+            let entries = manifest
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| {
+                    let f = e.data_file();
+                    let kind = match content {
+                        ManifestContentType::Data => FileKind::Data,
+                        ManifestContentType::Deletes => FileKind::of_content(f.content_type()),
+                    };
+                    (
+                        f.file_path().to_string(),
+                        Reached {
+                            kind,
+                            size: Some(f.file_size_in_bytes()),
+                        },
+                    )
+                })
+                .collect();
+            index.manifests.insert(path, (length, entries));
+        }
+        Ok(index)
+    }
+
+    /// Files reachable from `snapshot_ids` (each must have been loaded; others are ignored).
+    pub fn reachable(&self, snapshot_ids: &[i64]) -> Reachable {
+        let mut out = Reachable::default();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for id in snapshot_ids {
+            let Some((list, manifests)) = self.lists.get(id) else {
+                continue;
+            };
+            out.add(list, FileKind::ManifestList, None);
+            for (path, size) in self.statistics.get(id).into_iter().flatten() {
+                out.add(path, FileKind::Statistics, *size);
+            }
+            for m in manifests {
+                if !seen.insert(m.as_str()) {
+                    continue;
+                }
+                if let Some((length, entries)) = self.manifests.get(m) {
+                    out.add(m, FileKind::Manifest, *length);
+                    for (path, r) in entries {
+                        out.add(path, r.kind, r.size);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Every file reachable from the snapshots `snapshot_ids` of `table` (ids not in the metadata
 /// are ignored), reading each distinct manifest once however many snapshots share it.
 pub async fn reachable(table: &Table, snapshot_ids: &[i64]) -> Result<Reachable> {
-    let md = table.metadata();
-    let mut out = Reachable::default();
-    let snapshots: Vec<_> = snapshot_ids
-        .iter()
-        .filter_map(|id| md.snapshot_by_id(*id).cloned())
-        .collect();
-    let wanted: HashSet<i64> = snapshots.iter().map(|s| s.snapshot_id()).collect();
-    for s in &snapshots {
-        out.add(s.manifest_list(), FileKind::ManifestList, None);
-    }
-    for st in md.statistics_iter() {
-        if wanted.contains(&st.snapshot_id) {
-            out.add(
-                &st.statistics_path,
-                FileKind::Statistics,
-                u64::try_from(st.file_size_in_bytes).ok(),
-            );
-        }
-    }
-    for st in md.partition_statistics_iter() {
-        if wanted.contains(&st.snapshot_id) {
-            out.add(
-                &st.statistics_path,
-                FileKind::Statistics,
-                u64::try_from(st.file_size_in_bytes).ok(),
-            );
-        }
-    }
-    let lists: Vec<Vec<ManifestFile>> = futures::stream::iter(snapshots.into_iter().map(|s| {
-        let table = table.clone();
-        async move {
-            let list = s.manifest_list().to_string();
-            table
-                .manifest_list_reader(&s)
-                .load()
-                .await
-                .map(|l| l.consume_entries().into_iter().collect::<Vec<_>>())
-                .map_err(|e| unreadable(&list, e))
-        }
-    }))
-    .buffer_unordered(READ_CONCURRENCY)
-    .try_collect()
-    .await?;
-    let mut manifests: HashMap<String, ManifestFile> = HashMap::new();
-    for m in lists.into_iter().flatten() {
-        manifests.entry(m.manifest_path.clone()).or_insert(m);
-    }
-    for m in manifests.values() {
-        out.add(
-            &m.manifest_path,
-            FileKind::Manifest,
-            u64::try_from(m.manifest_length).ok(),
-        );
-    }
-    let mut entries = futures::stream::iter(manifests.into_values().map(|m| {
-        let io = table.file_io().clone();
-        async move {
-            let path = m.manifest_path.clone();
-            let content = m.content;
-            m.load_manifest(&io)
-                .await
-                .map(|manifest| (content, manifest))
-                .map_err(|e| unreadable(&path, e))
-        }
-    }))
-    .buffer_unordered(READ_CONCURRENCY);
-    while let Some(loaded) = entries.next().await {
-        let (content, manifest) = loaded?;
-        for e in manifest.entries().iter().filter(|e| e.is_alive()) {
-            let f = e.data_file();
-            let kind = match content {
-                ManifestContentType::Data => FileKind::Data,
-                ManifestContentType::Deletes => FileKind::of_content(f.content_type()),
-            };
-            out.add(f.file_path(), kind, Some(f.file_size_in_bytes()));
-        }
-    }
-    Ok(out)
+    Ok(ReachIndex::load(table, snapshot_ids)
+        .await?
+        .reachable(snapshot_ids))
 }
 
-/// Every file any snapshot of `table` reaches, plus the metadata files the table itself needs:
-/// the current metadata.json and every file of its metadata log.
-pub async fn reachable_from_table(table: &Table) -> Result<Reachable> {
-    let md = table.metadata();
-    let ids: Vec<i64> = md.snapshots().map(|s| s.snapshot_id()).collect();
-    let mut out = reachable(table, &ids).await?;
+/// The metadata files the table itself needs: the current metadata.json and its metadata log.
+pub fn metadata_files(table: &Table) -> Reachable {
+    let mut out = Reachable::default();
     if let Some(loc) = table.metadata_location() {
         out.add(loc, FileKind::Metadata, None);
     }
-    for log in md.metadata_log() {
+    for log in table.metadata().metadata_log() {
         out.add(&log.metadata_file, FileKind::Metadata, None);
     }
+    out
+}
+
+/// Every file any snapshot of `table` reaches, plus the metadata files the table itself needs
+/// (see [`metadata_files`]).
+pub async fn reachable_from_table(table: &Table) -> Result<Reachable> {
+    let ids: Vec<i64> = table
+        .metadata()
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .collect();
+    let mut out = reachable(table, &ids).await?;
+    out.extend(metadata_files(table));
     Ok(out)
 }
 

@@ -175,7 +175,9 @@ impl CompactBuilder {
         }
     }
 
-    fn plan_options(&self, table: &Table) -> Result<PlanOptions> {
+    /// The planner options in effect for `table`: explicit options, then `floe.compact.*`
+    /// table properties, then Iceberg's defaults.
+    pub fn plan_options(&self, table: &Table) -> Result<PlanOptions> {
         let known = [
             "target-file-size-bytes",
             "min-file-size-bytes",

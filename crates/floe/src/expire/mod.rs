@@ -91,7 +91,9 @@ pub fn plan(
         };
         let max_age = match &r.retention {
             SnapshotRetention::Branch { max_ref_age_ms, .. }
-            | SnapshotRetention::Tag { max_ref_age_ms } => max_ref_age_ms.or(retention.max_ref_age_ms),
+            | SnapshotRetention::Tag { max_ref_age_ms } => {
+                max_ref_age_ms.or(retention.max_ref_age_ms)
+            }
         };
         let too_old = max_age.is_some_and(|a| now_ms.saturating_sub(head.timestamp_ms) > a);
         if name != MAIN_BRANCH && too_old && retention.by_age {
@@ -133,20 +135,22 @@ pub fn plan(
                 let older_than = max_snapshot_age_ms
                     .map(|a| now_ms.saturating_sub(a))
                     .unwrap_or(retention.older_than_ms);
-                let mut kept = 0u64;
-                for s in line {
-                    let keep = kept < min_keep || !retention.by_age || s.timestamp_ms >= older_than;
+                for (kept, s) in line.into_iter().enumerate() {
+                    let keep = (kept as u64) < min_keep
+                        || !retention.by_age
+                        || s.timestamp_ms >= older_than;
                     if !keep {
                         break;
                     }
                     retain.insert(s.id);
-                    kept += 1;
                 }
             }
         }
     }
     for s in snapshots {
-        if !referenced.contains(&s.id) && (!retention.by_age || s.timestamp_ms >= retention.older_than_ms) {
+        if !referenced.contains(&s.id)
+            && (!retention.by_age || s.timestamp_ms >= retention.older_than_ms)
+        {
             retain.insert(s.id);
         }
     }
@@ -180,7 +184,11 @@ pub fn plan(
     if !retention.by_age {
         // Only the explicit ids expire.
         let explicit: HashSet<i64> = explicit.iter().copied().collect();
-        retain = snapshots.iter().map(|s| s.id).filter(|id| !explicit.contains(id)).collect();
+        retain = snapshots
+            .iter()
+            .map(|s| s.id)
+            .filter(|id| !explicit.contains(id))
+            .collect();
     }
     let mut protected = Vec::new();
     for w in writers {
@@ -362,7 +370,9 @@ impl<'a> ExpireBuilder<'a> {
             check_gc_enabled(&table, "delete expired files")?;
         }
         let (first_plan, retention) = self.plan_for(&table, now_ms)?;
-        let (plan, base) = if self.dry_run || (first_plan.expired_snapshots.is_empty() && first_plan.expired_refs.is_empty()) {
+        let (plan, base) = if self.dry_run
+            || (first_plan.expired_snapshots.is_empty() && first_plan.expired_refs.is_empty())
+        {
             (first_plan, table)
         } else {
             let last: std::sync::Mutex<Option<(ExpirePlan, Table)>> = Default::default();
@@ -439,7 +449,9 @@ fn expiry_commit(table: &Table, plan: &ExpirePlan) -> PreparedCommit {
     let mut updates: Vec<TableUpdate> = plan
         .expired_refs
         .iter()
-        .map(|r| TableUpdate::RemoveSnapshotRef { ref_name: r.clone() })
+        .map(|r| TableUpdate::RemoveSnapshotRef {
+            ref_name: r.clone(),
+        })
         .collect();
     if !plan.expired_snapshots.is_empty() {
         updates.push(TableUpdate::RemoveSnapshots {
@@ -447,7 +459,10 @@ fn expiry_commit(table: &Table, plan: &ExpirePlan) -> PreparedCommit {
         });
     }
     let expired: BTreeSet<i64> = plan.expired_snapshots.iter().copied().collect();
-    for st in md.statistics_iter().filter(|s| expired.contains(&s.snapshot_id)) {
+    for st in md
+        .statistics_iter()
+        .filter(|s| expired.contains(&s.snapshot_id))
+    {
         updates.push(TableUpdate::RemoveStatistics {
             snapshot_id: st.snapshot_id,
         });
@@ -525,7 +540,15 @@ mod tests {
         let p = plan(&snaps, &refs, &[], &[], &retention(now, 3, 1), now).unwrap();
         assert_eq!(p.expired_snapshots, vec![1, 2, 3, 4, 5, 6]);
         // Everything old, but keep the last 2.
-        let p = plan(&snaps, &refs, &[], &[], &retention(now + 50 * DAY, 0, 2), now + 50 * DAY).unwrap();
+        let p = plan(
+            &snaps,
+            &refs,
+            &[],
+            &[],
+            &retention(now + 50 * DAY, 0, 2),
+            now + 50 * DAY,
+        )
+        .unwrap();
         assert_eq!(p.expired_snapshots, (1..=8).collect::<Vec<_>>());
         assert_eq!(p.retained_snapshots, 2);
     }
@@ -540,12 +563,22 @@ mod tests {
                 "v1".to_string(),
                 SnapshotReference {
                     snapshot_id: 2,
-                    retention: SnapshotRetention::Tag { max_ref_age_ms: None },
+                    retention: SnapshotRetention::Tag {
+                        max_ref_age_ms: None,
+                    },
                 },
             ),
             ("audit".to_string(), branch(4)),
         ]);
-        let p = plan(&snaps, &refs, &[watermark(6)], &[], &retention(now, 0, 1), now).unwrap();
+        let p = plan(
+            &snaps,
+            &refs,
+            &[watermark(6)],
+            &[],
+            &retention(now, 0, 1),
+            now,
+        )
+        .unwrap();
         assert_eq!(p.expired_snapshots, vec![1, 3, 5, 7, 8, 9]);
         assert_eq!(p.protected.len(), 1);
         assert_eq!(p.protected[0].snapshot_id, 6);
@@ -579,9 +612,13 @@ mod tests {
         r.by_age = false;
         let p = plan(&snaps, &refs, &[], &[2], &r, now).unwrap();
         assert_eq!(p.expired_snapshots, vec![2]);
-        let e = plan(&snaps, &refs, &[], &[5], &r, now).unwrap_err().to_string();
+        let e = plan(&snaps, &refs, &[], &[5], &r, now)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("head of ref 'main'"), "{e}");
-        let e = plan(&snaps, &refs, &[watermark(3)], &[3], &r, now).unwrap_err().to_string();
+        let e = plan(&snaps, &refs, &[watermark(3)], &[3], &r, now)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("recovery point of writer flink:job"), "{e}");
         assert!(plan(&snaps, &refs, &[], &[99], &r, now).is_err());
     }
@@ -590,8 +627,16 @@ mod tests {
     fn unreferenced_snapshots_expire_by_age() {
         let now = 100 * DAY;
         let mut snaps = chain(3, now);
-        snaps.push(SnapshotInfo { id: 50, parent: Some(1), timestamp_ms: now - 10 * DAY });
-        snaps.push(SnapshotInfo { id: 51, parent: Some(1), timestamp_ms: now });
+        snaps.push(SnapshotInfo {
+            id: 50,
+            parent: Some(1),
+            timestamp_ms: now - 10 * DAY,
+        });
+        snaps.push(SnapshotInfo {
+            id: 51,
+            parent: Some(1),
+            timestamp_ms: now,
+        });
         let refs = HashMap::from([(MAIN_BRANCH.to_string(), branch(3))]);
         let p = plan(&snaps, &refs, &[], &[], &retention(now, 5, 5), now).unwrap();
         assert_eq!(p.expired_snapshots, vec![50]);

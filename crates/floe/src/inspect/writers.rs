@@ -42,24 +42,37 @@ impl Watermark {
     }
 }
 
+/// The summary entries under `prefix`, except `except`.
+fn keys_with_prefix(
+    props: &std::collections::HashMap<String, String>,
+    prefix: &str,
+    except: &str,
+) -> BTreeMap<String, String> {
+    props
+        .iter()
+        .filter(|(k, _)| k.starts_with(prefix) && k.as_str() != except)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// The writers a snapshot summary names, as (kind, id, position keys).
-fn writers_of(props: &std::collections::HashMap<String, String>) -> Vec<(&'static str, String, BTreeMap<String, String>)> {
+fn writers_of(
+    props: &std::collections::HashMap<String, String>,
+) -> Vec<(&'static str, String, BTreeMap<String, String>)> {
     let mut out = Vec::new();
     if let Some(id) = props.get(FLOE_WRITER_ID) {
-        let pos = props
-            .iter()
-            .filter(|(k, _)| k.starts_with("floe.") && k.as_str() != FLOE_WRITER_ID)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        out.push(("floe", id.clone(), pos));
+        out.push((
+            "floe",
+            id.clone(),
+            keys_with_prefix(props, "floe.", FLOE_WRITER_ID),
+        ));
     }
     if let Some(id) = props.get(FLINK_JOB_ID) {
-        let pos = props
-            .iter()
-            .filter(|(k, _)| k.starts_with("flink.") && k.as_str() != FLINK_JOB_ID)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        out.push(("flink", id.clone(), pos));
+        out.push((
+            "flink",
+            id.clone(),
+            keys_with_prefix(props, "flink.", FLINK_JOB_ID),
+        ));
     }
     let mut offsets = false;
     for (k, v) in props {
@@ -72,15 +85,12 @@ fn writers_of(props: &std::collections::HashMap<String, String>) -> Vec<(&'stati
             ));
         }
     }
-    if !offsets {
-        if props.contains_key(KAFKA_CONNECT_COMMIT_ID) {
-            let pos = props
-                .iter()
-                .filter(|(k, _)| k.starts_with("kafka.connect."))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            out.push(("kafka-connect", "sink".to_string(), pos));
-        }
+    if !offsets && props.contains_key(KAFKA_CONNECT_COMMIT_ID) {
+        out.push((
+            "kafka-connect",
+            "sink".to_string(),
+            keys_with_prefix(props, "kafka.connect.", ""),
+        ));
     }
     out
 }
@@ -120,7 +130,10 @@ mod tests {
         let props = HashMap::from([
             (FLINK_JOB_ID.to_string(), "job-1".to_string()),
             (FLINK_CHECKPOINT.to_string(), "42".to_string()),
-            ("kafka.connect.offsets.events.cg".to_string(), "{}".to_string()),
+            (
+                "kafka.connect.offsets.events.cg".to_string(),
+                "{}".to_string(),
+            ),
             (FLOE_WRITER_ID.to_string(), "w1".to_string()),
             ("floe.kafka.events.0".to_string(), "100".to_string()),
             ("other".to_string(), "x".to_string()),
@@ -132,7 +145,17 @@ mod tests {
         assert_eq!(w[0].2.get(FLINK_CHECKPOINT).map(String::as_str), Some("42"));
         assert_eq!(w[1].0, "floe");
         assert_eq!(w[1].2.len(), 1);
-        assert_eq!(w[2], ("kafka-connect", "events.cg".to_string(), BTreeMap::from([("kafka.connect.offsets.events.cg".to_string(), "{}".to_string())])));
+        assert_eq!(
+            w[2],
+            (
+                "kafka-connect",
+                "events.cg".to_string(),
+                BTreeMap::from([(
+                    "kafka.connect.offsets.events.cg".to_string(),
+                    "{}".to_string()
+                )])
+            )
+        );
         assert!(writers_of(&HashMap::new()).is_empty());
     }
 }

@@ -1,0 +1,285 @@
+//! Table health commands: diagnose, expire-snapshots, remove-orphan-files, clean-metadata,
+//! rewrite-manifests.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use floe::catalog::{parse_table_ident, Catalog};
+use floe::diagnose::render;
+use floe::properties::parse_duration;
+
+use crate::output::{human_bytes, Out};
+
+#[derive(Subcommand, Debug)]
+pub enum HealthCmd {
+    /// What kind of small files the table grows, why, and what to run (metadata only).
+    Diagnose {
+        /// Table as NAMESPACE.TABLE.
+        table: String,
+        /// Also write a self-contained HTML report with plots.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
+    /// Removes old snapshots (history.expire.* defaults) and the files only they referenced.
+    ExpireSnapshots {
+        table: String,
+        /// Expire snapshots older than this (5d, 12h, 0s; default history.expire.max-snapshot-age-ms).
+        #[arg(long)]
+        older_than: Option<String>,
+        /// Keep at least N snapshots per branch (default history.expire.min-snapshots-to-keep).
+        #[arg(long)]
+        retain_last: Option<u64>,
+        /// Expire exactly these snapshots (with --older-than: these plus the age-based ones).
+        #[arg(long = "snapshot-id", value_name = "ID")]
+        snapshot_ids: Vec<i64>,
+        /// Keep the unreferenced files (remove-orphan-files deletes them later).
+        #[arg(long)]
+        no_clean_files: bool,
+        /// Report what would be removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Deletes files under the table location that no snapshot, ref or metadata references.
+    RemoveOrphanFiles {
+        table: String,
+        /// Only files older than this (default 3d; under 1h needs --force).
+        #[arg(long)]
+        older_than: Option<String>,
+        /// Report what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// List this directory (inside the table location) instead of the whole location.
+        #[arg(long)]
+        location: Option<String>,
+        /// Files matching a referenced path except for scheme/authority: error, ignore or delete.
+        #[arg(long, default_value = "error")]
+        prefix_mismatch_mode: String,
+        /// Equivalent schemes: 's3a,s3n=s3' (the default), several separated by ';'.
+        #[arg(long)]
+        equal_schemes: Option<String>,
+        /// Allow --older-than under one hour.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Deletes metadata.json files that fell out of the metadata log.
+    CleanMetadata {
+        table: String,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Merges small manifests into ~commit.manifest.target-size-bytes, clustered by partition.
+    RewriteManifests {
+        table: String,
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
+    match cmd {
+        HealthCmd::Diagnose { table, html } => {
+            let spinner = out.spinner(format!("diagnosing {table}"));
+            let report = floe::diagnose::diagnose(catalog, &parse_table_ident(&table)?).await;
+            spinner.finish_and_clear();
+            let report = report?;
+            if let Some(path) = &html {
+                std::fs::write(path, render::html(&report))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            out.result(&serde_json::to_value(&report)?, || {
+                let mut s = render::text(&report);
+                if let Some(p) = &html {
+                    s.push_str(&format!("\nHTML report written to {}\n", p.display()));
+                }
+                s
+            });
+        }
+        HealthCmd::ExpireSnapshots {
+            table,
+            older_than,
+            retain_last,
+            snapshot_ids,
+            no_clean_files,
+            dry_run,
+        } => {
+            let mut b = floe::expire::ExpireBuilder::new(catalog, parse_table_ident(&table)?)
+                .snapshot_ids(snapshot_ids)
+                .dry_run(dry_run)
+                .clean_files(!no_clean_files);
+            if let Some(age) = older_than {
+                b = b.older_than(parse_duration("--older-than", &age)?);
+            }
+            if let Some(n) = retain_last {
+                b = b.retain_last(n);
+            }
+            let bar = out.files_bar("deleted");
+            let pb = bar.clone();
+            let r = b
+                .with_progress(move |done, total| {
+                    pb.set_length(total);
+                    pb.set_position(done);
+                })
+                .execute()
+                .await;
+            bar.finish_and_clear();
+            let r = r?;
+            out.result(&serde_json::to_value(&r)?, || {
+                let verb = if r.dry_run { "would expire" } else { "expired" };
+                let mut s = format!(
+                    "{verb} {} snapshot(s) of {} ({} kept){}",
+                    r.plan.expired_snapshots.len(),
+                    r.table,
+                    r.plan.retained_snapshots,
+                    if r.plan.expired_refs.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; removed refs: {}", r.plan.expired_refs.join(", "))
+                    }
+                );
+                for p in &r.plan.protected {
+                    s.push_str(&format!(
+                        "\n  kept snapshot {}: it holds the recovery point of writer {}",
+                        p.snapshot_id, p.writer
+                    ));
+                }
+                let verb = if r.dry_run { "would delete" } else { "deleted" };
+                for k in &r.files {
+                    s.push_str(&format!("\n  {verb} {} {} file(s)", k.files, k.kind));
+                    if k.bytes > 0 {
+                        s.push_str(&format!(", {}", human_bytes(k.bytes)));
+                    }
+                }
+                if r.kept_outside_location > 0 {
+                    s.push_str(&format!(
+                        "\n  kept {} unreferenced file(s) outside the table location",
+                        r.kept_outside_location
+                    ));
+                }
+                if r.deleted.failed > 0 {
+                    s.push_str(&format!(
+                        "\n  {} delete(s) failed (remove-orphan-files will retry): {}",
+                        r.deleted.failed,
+                        r.deleted.failures.join("; ")
+                    ));
+                }
+                s.push_str(&format!("\n  ({} ms)", r.duration_ms));
+                s
+            });
+        }
+        HealthCmd::RemoveOrphanFiles {
+            table,
+            older_than,
+            dry_run,
+            location,
+            prefix_mismatch_mode,
+            equal_schemes,
+            force,
+        } => {
+            let mut b =
+                floe::clean::orphans::OrphanBuilder::new(catalog, parse_table_ident(&table)?)
+                    .dry_run(dry_run)
+                    .location(location)
+                    .prefix_mismatch_mode(prefix_mismatch_mode.parse()?)
+                    .equal_schemes(equal_schemes)
+                    .force(force);
+            if let Some(age) = older_than {
+                b = b.older_than(parse_duration("--older-than", &age)?);
+            }
+            let bar = out.files_bar("deleted");
+            let pb = bar.clone();
+            let r = b
+                .with_progress(move |done, total| {
+                    pb.set_length(total);
+                    pb.set_position(done);
+                })
+                .execute()
+                .await;
+            bar.finish_and_clear();
+            let r = r?;
+            out.result(&serde_json::to_value(&r)?, || {
+                let verb = if r.dry_run { "would delete" } else { "deleted" };
+                let mut s = format!(
+                    "{}: listed {} files ({}); {} referenced, {} younger than {}s; {verb} {} orphan(s), {}",
+                    r.table,
+                    r.listed_files,
+                    human_bytes(r.listed_bytes),
+                    r.referenced,
+                    r.too_recent,
+                    r.older_than_ms / 1000,
+                    r.orphan_files,
+                    human_bytes(r.orphan_bytes)
+                );
+                for p in r.sample.iter().take(if r.dry_run { 20 } else { 5 }) {
+                    s.push_str(&format!("\n  {p}"));
+                }
+                if r.became_referenced > 0 {
+                    s.push_str(&format!(
+                        "\n  kept {} file(s) a concurrent commit started referencing",
+                        r.became_referenced
+                    ));
+                }
+                if r.prefix_mismatches > 0 {
+                    s.push_str(&format!(
+                        "\n  {} file(s) differ from referenced paths only by scheme/authority",
+                        r.prefix_mismatches
+                    ));
+                }
+                if r.deleted.failed > 0 {
+                    s.push_str(&format!("\n  {} delete(s) failed", r.deleted.failed));
+                }
+                s
+            });
+        }
+        HealthCmd::CleanMetadata { table, dry_run } => {
+            let r = floe::clean::metadata_files::clean_metadata(
+                catalog,
+                &parse_table_ident(&table)?,
+                dry_run,
+            )
+            .await?;
+            out.result(&serde_json::to_value(&r)?, || {
+                format!(
+                    "{}: {} metadata.json files, {} kept (log + current), {} newer kept; {} {} ({})",
+                    r.table,
+                    r.metadata_files,
+                    r.kept,
+                    r.kept_newer,
+                    if r.dry_run { "would delete" } else { "deleted" },
+                    if r.dry_run { r.removable } else { r.deleted.deleted },
+                    human_bytes(r.removable_bytes)
+                )
+            });
+        }
+        HealthCmd::RewriteManifests { table, dry_run } => {
+            let r = floe::clean::manifests::rewrite_manifests(
+                catalog,
+                &parse_table_ident(&table)?,
+                dry_run,
+            )
+            .await?;
+            out.result(&serde_json::to_value(&r)?, || match r.snapshot_id {
+                Some(id) => format!(
+                    "{}: {} manifests ({}) -> {} ({}), snapshot {id} ({} ms)",
+                    r.table,
+                    r.manifests_before,
+                    human_bytes(r.bytes_before),
+                    r.manifests_after,
+                    human_bytes(r.bytes_after),
+                    r.duration_ms
+                ),
+                None if r.dry_run => format!(
+                    "{}: {} manifests ({}); dry run, nothing committed",
+                    r.table,
+                    r.manifests_before,
+                    human_bytes(r.bytes_before)
+                ),
+                None => format!(
+                    "{}: {} manifest(s), nothing to merge",
+                    r.table, r.manifests_before
+                ),
+            });
+        }
+    }
+    Ok(())
+}
