@@ -52,7 +52,15 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--partition", choices=["day", "none"], default="day")
+    p.add_argument(
+        "--snapshot-property",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="summary property of every append (e.g. flink.job-id=J), as a streaming writer sets",
+    )
     args = p.parse_args()
+    props = dict(kv.split("=", 1) for kv in args.snapshot_property)
 
     catalog = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse)
     ns = args.table.rsplit(".", 1)[0]
@@ -70,11 +78,12 @@ def main() -> None:
     bounds = [args.rows * k // nb for k in range(nb + 1)]
     for lo, hi in zip(bounds, bounds[1:]):
         if hi > lo:
-            table.append(batch(range(lo, hi), args.rows, arrow_schema))
+            table.append(batch(range(lo, hi), args.rows, arrow_schema), snapshot_properties=props)
     print(json.dumps({
         "rows": args.rows,
         "sum_id": args.rows * (args.rows - 1) // 2,
         "metadata_location": table.metadata_location,
+        "snapshot_id": table.current_snapshot().snapshot_id,
     }))
 
 

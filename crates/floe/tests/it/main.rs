@@ -5,4 +5,5 @@ mod commit;
 mod common;
 mod compact;
 mod interop;
+mod maintenance;
 mod sql;
