@@ -1,6 +1,8 @@
 //! `floe quickstart`: the embedded demo. Creates `demo.events` (partitioned by day), appends
 //! micro-batches the way a streaming writer commits every checkpoint, and shows what `$files`
-//! and `$snapshots` reveal: many small files, one snapshot per commit.
+//! and `$snapshots` reveal: many small files, one snapshot per commit. Then it diagnoses the
+//! table, compacts it, diagnoses again, expires the history, removes a crashed job's leftover
+//! file, and prints a before/after table.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -132,19 +134,52 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
          the small-file problem floe is built to fix.",
     );
 
-    // Compact, and show what changed for readers.
+    // A writer that crashed between writing a file and committing it leaves an orphan; make
+    // it look 4 days old so the default 3-day threshold of remove-orphan-files applies.
+    let crashed = leave_crashed_write(&catalog, &ident).await?;
+
+    // Diagnose, compact, diagnose again, expire history, remove orphans.
     let probe = format!("SELECT kind, count(*) AS n, sum(amount) AS amount FROM {TABLE} GROUP BY kind ORDER BY kind");
     let before = shape(&catalog, &ident, &probe).await?;
+    let report_before = floe::diagnose::diagnose(&catalog, &ident).await?;
+    out.say(format!(
+        "\nfloe diagnose {TABLE}\n{}",
+        floe::diagnose::render::text(&report_before)
+    ));
     let m = floe::compact::CompactBuilder::new(&catalog, ident.clone())
         .execute()
         .await?;
-    let after = shape(&catalog, &ident, &probe).await?;
     out.say(format!(
-        "\nfloe compact {TABLE}\n{}",
+        "floe compact {TABLE}\n{}",
         crate::output::compact_text(&m)
     ));
+    let report_after = floe::diagnose::diagnose(&catalog, &ident).await?;
     out.say(format!(
-        "{:<28} {:>8} {:>8}\n{:<28} {:>8} {:>8}\n{:<28} {:>8} {:>8}\n{:<28} {:>7.1}ms {:>7.1}ms",
+        "\nfloe diagnose {TABLE}  (after compaction; observations only)\n{}",
+        observations_text(&report_after)
+    ));
+    let expired = floe::expire::ExpireBuilder::new(&catalog, ident.clone())
+        .older_than(std::time::Duration::ZERO)
+        .retain_last(1)
+        .execute()
+        .await?;
+    out.say(format!(
+        "\nfloe expire-snapshots {TABLE} --older-than 0s --retain-last 1\nexpired {} snapshots; deleted {} files no snapshot needs any more",
+        expired.plan.expired_snapshots.len(),
+        expired.deleted.deleted
+    ));
+    let orphans = floe::clean::orphans::OrphanBuilder::new(&catalog, ident.clone())
+        .execute()
+        .await?;
+    out.say(format!(
+        "\nfloe remove-orphan-files {TABLE}\nlisted {} files, deleted {} orphan(s) older than 3 days{}",
+        orphans.listed_files,
+        orphans.deleted.deleted,
+        if std::path::Path::new(&crashed).exists() { "" } else { " (the crashed writer's file)" }
+    ));
+    let after = shape(&catalog, &ident, &probe).await?;
+    out.say(format!(
+        "\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>8.1}ms {:>8.1}ms",
         "",
         "before",
         "after",
@@ -154,6 +189,12 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         "manifests",
         before.manifests,
         after.manifests,
+        "snapshots",
+        before.snapshots,
+        after.snapshots,
+        "bytes on storage",
+        crate::output::human_bytes(before.storage_bytes),
+        crate::output::human_bytes(after.storage_bytes),
         "query time (group by kind)",
         before.query_ms,
         after.query_ms
@@ -170,8 +211,9 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         &json!({
             "table": TABLE, "warehouse": config.warehouse, "commits": commits, "queries": results,
             "compaction": m,
-            "before": {"files": before.files, "manifests": before.manifests, "query_ms": before.query_ms},
-            "after": {"files": after.files, "manifests": after.manifests, "query_ms": after.query_ms},
+            "diagnose_before": report_before, "diagnose_after": report_after,
+            "expire": expired, "remove_orphan_files": orphans,
+            "before": before.json(), "after": after.json(),
         }),
         String::new,
     );
@@ -181,8 +223,69 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
 struct Shape {
     files: usize,
     manifests: usize,
+    snapshots: usize,
+    storage_bytes: u64,
     query_ms: f64,
     answer: String,
+}
+
+impl Shape {
+    fn json(&self) -> serde_json::Value {
+        json!({"files": self.files, "manifests": self.manifests, "snapshots": self.snapshots,
+               "storage_bytes": self.storage_bytes, "query_ms": self.query_ms})
+    }
+}
+
+/// The observations that hold, with their first action.
+fn observations_text(r: &floe::diagnose::Report) -> String {
+    let holding: Vec<String> = r
+        .observations
+        .iter()
+        .filter(|o| o.holds)
+        .map(|o| {
+            format!(
+                "  [x] {}\n      {}\n      first action: {}",
+                o.observation,
+                o.evidence,
+                o.action.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    if holding.is_empty() {
+        "  nothing to fix: no observation holds".to_string()
+    } else {
+        holding.join("\n")
+    }
+}
+
+/// Writes a data file without committing it (a writer killed before its commit) and backdates
+/// it 4 days. Returns its path.
+async fn leave_crashed_write(
+    catalog: &Catalog,
+    ident: &floe::iceberg::TableIdent,
+) -> Result<String> {
+    use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
+    let table = catalog.load_table(ident).await?;
+    let schema = std::sync::Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(
+        table.metadata().current_schema(),
+    )?);
+    let batch = arrow::record_batch::RecordBatch::try_new(
+        schema,
+        vec![
+            std::sync::Arc::new(Int64Array::from(vec![-1i64])),
+            std::sync::Arc::new(TimestampMicrosecondArray::from(vec![
+                1_793_491_200_000_000i64,
+            ])),
+            std::sync::Arc::new(StringArray::from(vec!["lost"])),
+            std::sync::Arc::new(Float64Array::from(vec![0.0])),
+        ],
+    )?;
+    let files = floe::append::write_files(&table, vec![batch], &Default::default()).await?;
+    let path = files[0].file_path().to_string();
+    let local = floe::clean::listing::local_dir(&path).expect("the embedded warehouse is local");
+    let f = std::fs::File::options().write(true).open(&local)?;
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(4 * 86_400))?;
+    Ok(path)
 }
 
 /// Files, manifests and the time of one query (best of 3) on the table's current snapshot.
@@ -201,9 +304,16 @@ async fn shape(catalog: &Catalog, ident: &floe::iceberg::TableIdent, probe: &str
         best = best.min(t.elapsed().as_secs_f64() * 1000.0);
         answer = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
     }
+    let storage_bytes = floe::clean::listing::list_files(table.metadata().location())
+        .await?
+        .iter()
+        .map(|f| f.size)
+        .sum();
     Ok(Shape {
         files,
         manifests,
+        snapshots: table.metadata().snapshots().count(),
+        storage_bytes,
         query_ms: best,
         answer,
     })

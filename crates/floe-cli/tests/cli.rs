@@ -44,6 +44,35 @@ fn quickstart_runs_on_the_embedded_default() {
     assert_eq!(v["commits"].as_array().unwrap().len(), 8);
     assert!(dir.path().join("warehouse/catalog.db").exists());
     assert_eq!(v["queries"]["rows"][0]["rows"], 4000);
+    // Diagnose before/after compaction, expiry and orphan removal, with a before/after table.
+    let holds = |r: &Value| -> Vec<String> {
+        r["observations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["holds"] == true)
+            .map(|o| o["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = holds(&v["diagnose_before"]);
+    assert!(
+        before.contains(&"small-files-in-active-partitions".to_string()),
+        "{before:?}"
+    );
+    assert!(
+        before.contains(&"unreferenced-files".to_string()),
+        "{before:?}"
+    );
+    let after = holds(&v["diagnose_after"]);
+    assert!(
+        !after.contains(&"small-files-in-active-partitions".to_string()),
+        "{after:?}"
+    );
+    assert_eq!(v["before"]["files"], 24);
+    assert_eq!(v["after"]["files"], 3);
+    assert_eq!(v["after"]["snapshots"], 1);
+    assert_eq!(v["remove_orphan_files"]["deleted"]["deleted"], 1);
+    assert!(v["after"]["storage_bytes"].as_u64() < v["before"]["storage_bytes"].as_u64());
     // Running it again starts over instead of failing.
     let v = ok_json(dir.path(), &["quickstart"]);
     assert_eq!(v["queries"]["rows"][0]["rows"], 4000);
@@ -407,5 +436,84 @@ fn kill_9_mid_compaction_leaves_every_row_readable_and_only_orphans() {
     ok_json(d, &["compact", "db.t"]);
     let after = ok_json(d, &["compact", "db.t", "--dry-run"]);
     assert_eq!(after["live_files_before"], 3);
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+}
+
+#[test]
+fn health_commands_report_with_json_and_refuse_unsafe_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 6, 50);
+    let report = ok_json(d, &["diagnose", "db.t", "--html", "report.html"]);
+    assert_eq!(report["history"]["snapshots"], 6);
+    assert!(report["totals"]["data_files"].as_u64().unwrap() >= 6);
+    let html = std::fs::read_to_string(d.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("File-size histogram"));
+    let human = floe(d, &["diagnose", "db.t"]);
+    assert!(String::from_utf8_lossy(&human.stdout).contains("observations"));
+
+    let dry = ok_json(
+        d,
+        &[
+            "expire-snapshots",
+            "db.t",
+            "--older-than",
+            "0s",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry["expired_snapshots"].as_array().unwrap().len(), 5);
+    assert_eq!(snapshot_count(d), 6, "a dry run changes nothing");
+    let bad = floe(
+        d,
+        &["expire-snapshots", "db.t", "--older-than", "5 fortnights"],
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--older-than"));
+    let done = ok_json(
+        d,
+        &[
+            "expire-snapshots",
+            "db.t",
+            "--older-than",
+            "0s",
+            "--retain-last",
+            "2",
+        ],
+    );
+    assert_eq!(done["expired_snapshots"].as_array().unwrap().len(), 4);
+    assert_eq!(snapshot_count(d), 2);
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+
+    let refused = floe(d, &["remove-orphan-files", "db.t", "--older-than", "10m"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("under one hour") && err.lines().count() == 1,
+        "{err}"
+    );
+    let orphans = ok_json(d, &["remove-orphan-files", "db.t", "--dry-run"]);
+    assert_eq!(
+        orphans["orphan_files"], 0,
+        "everything is younger than 3 days"
+    );
+    assert!(orphans["too_recent"].as_u64().unwrap() > 0);
+    let forced = ok_json(
+        d,
+        &[
+            "remove-orphan-files",
+            "db.t",
+            "--older-than",
+            "0s",
+            "--force",
+        ],
+    );
+    assert_eq!(forced["deleted"]["failed"], 0);
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+
+    let rm = ok_json(d, &["rewrite-manifests", "db.t"]);
+    assert!(rm["manifests_after"].as_u64() <= rm["manifests_before"].as_u64());
+    let cm = ok_json(d, &["clean-metadata", "db.t", "--dry-run"]);
+    assert!(cm["metadata_files"].as_u64().unwrap() > 0);
     assert_eq!(count_and_sum(d, "db.t"), expected);
 }

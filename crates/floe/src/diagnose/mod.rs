@@ -363,6 +363,23 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
         median_bytes: median(&all_sizes),
     };
 
+    // One listing of the table location; its sizes also fill in files metadata does not size
+    // (manifest lists).
+    let eq = HashMap::new();
+    let listing = list_files(md.location()).await;
+    let listed_size: HashMap<String, u64> = match &listing {
+        Ok(files) => files
+            .iter()
+            .map(|f| (SplitPath::parse(&f.path, &eq).path, f.size))
+            .collect(),
+        Err(_) => HashMap::new(),
+    };
+    let size_of = |path: &str, r: &crate::clean::reach::Reached| {
+        r.size
+            .or_else(|| listed_size.get(&SplitPath::parse(path, &eq).path).copied())
+            .unwrap_or(0)
+    };
+
     // Reachability over all snapshots: what only old snapshots hold, what expiry would free.
     let all_ids: Vec<i64> = snaps.iter().map(|s| s.snapshot_id()).collect();
     let index = ReachIndex::load(&table, &all_ids).await?;
@@ -376,9 +393,9 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
     ref_names.sort();
     history.refs = ref_names;
     let reach_all = index.reachable(&all_ids);
-    for (_, r) in reach_all.minus(&index.reachable(&heads)) {
+    for (path, r) in reach_all.minus(&index.reachable(&heads)) {
         history.only_old_files += 1;
-        history.only_old_bytes += r.size.unwrap_or(0);
+        history.only_old_bytes += size_of(&path, &r);
     }
     let writers = watermarks(md);
     if let Ok(plan) = expire_plan(&table, &writers) {
@@ -388,12 +405,12 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
             .filter(|id| !plan.expired_snapshots.contains(id))
             .collect();
         history.expirable_snapshots = plan.expired_snapshots.len() as u64;
-        for (_, r) in index
+        for (path, r) in index
             .reachable(&plan.expired_snapshots)
             .minus(&index.reachable(&kept))
         {
             history.expirable_files += 1;
-            history.expirable_bytes += r.size.unwrap_or(0);
+            history.expirable_bytes += size_of(&path, &r);
         }
     }
     let manifests = current_manifests(&table).await?;
@@ -407,13 +424,12 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
     let mut storage = Storage::default();
     let mut referenced = reach_all;
     referenced.extend(metadata_files(&table));
-    let eq = HashMap::new();
     let known: HashSet<String> = referenced
         .files
         .keys()
         .map(|p| SplitPath::parse(p, &eq).path)
         .collect();
-    match list_files(md.location()).await {
+    match listing {
         Err(e) => storage.skipped = Some(e.to_string()),
         Ok(listed) => {
             let now = SystemTime::now();

@@ -420,7 +420,14 @@ impl<'a> ExpireBuilder<'a> {
                     ..Default::default()
                 });
                 k.files += 1;
-                k.bytes += r.size.unwrap_or(0);
+                k.bytes += match r.size {
+                    Some(n) => n,
+                    // Manifest lists carry no size in metadata: ask storage.
+                    None => match base.file_io().new_input(&path) {
+                        Ok(input) => input.metadata().await.map(|m| m.size).unwrap_or(0),
+                        Err(_) => 0,
+                    },
+                };
                 doomed.push(path);
             }
             files = by_kind.into_values().collect();
