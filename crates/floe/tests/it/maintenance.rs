@@ -551,10 +551,10 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     assert_eq!(r.totals.records, 400);
     assert_eq!(r.history.snapshots, 9);
     assert_eq!(r.history.avg_files_per_commit, 3.0);
-    assert_eq!(
+    assert!(
         r.history.only_old_files > 24,
-        true,
-        "8 appends x 3 files + their metadata"
+        "8 appends x 3 files + their metadata: {}",
+        r.history.only_old_files
     );
     assert_eq!(r.storage.unreferenced_files, 1);
     assert_eq!(r.writers.len(), 1);
