@@ -3,6 +3,9 @@
 //! `append-latency`: append commit latency with N prior snapshots, floe vs PyIceberg's
 //! `table.append` on the same table (PyIceberg runs after floe, on the table floe built).
 //! History is built outside the timed section; each measured append writes 10 rows and commits.
+//!
+//! `small-files`: tables of many small files for `peers/compact_bench.py`.
+//! `history`: a table of many files and snapshots for `peers/maintenance_bench.py`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -15,6 +18,8 @@ use arrow::record_batch::RecordBatch;
 use clap::{Parser, Subcommand};
 use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
 use serde_json::json;
+
+mod history;
 
 #[derive(Parser)]
 struct Cli {
@@ -55,6 +60,22 @@ enum Cmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Builds a table with many files and snapshots (hard-linked copies of one file per
+    /// partition) plus uncommitted orphans, for the diagnose / orphan-listing benchmark.
+    History {
+        /// Warehouse directory (SQLite catalog inside).
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// Live data files in total.
+        #[arg(long, default_value_t = 100_000)]
+        files: usize,
+        /// Snapshots (each appends files / snapshots files, one per partition).
+        #[arg(long, default_value_t = 1_000)]
+        snapshots: usize,
+        /// Uncommitted files left under data/.
+        #[arg(long, default_value_t = 1_000)]
+        orphans: usize,
+    },
 }
 
 fn batch(schema: &arrow::datatypes::SchemaRef, from: i64, n: i64) -> RecordBatch {
@@ -79,48 +100,25 @@ fn batch(schema: &arrow::datatypes::SchemaRef, from: i64, n: i64) -> RecordBatch
     .expect("valid batch")
 }
 
-/// Builds `n` one-row append snapshots quickly: each snapshot is produced by floe's own
-/// producer on an in-memory copy of the table, and every 500 snapshots are committed at once
-/// (one metadata.json write instead of 500). The table ends up exactly as `n` separate appends
-/// would leave it: same snapshots, manifests (merged per floe's policy) and files.
+/// Builds `n` one-row append snapshots quickly (see [`history::append_snapshots`]).
 async fn build_history(
     catalog: &Catalog,
     ident: &floe::iceberg::TableIdent,
     schema: &arrow::datatypes::SchemaRef,
     n: usize,
 ) -> Result<()> {
-    use floe::iceberg::spec::TableMetadataBuilder;
-    use floe::iceberg::table::Table;
-    let mut base = catalog.load_table(ident).await?;
-    let mut mem = base.clone();
-    let mut pending = Vec::new();
-    for i in 0..n {
-        let files =
-            floe::append::write_files(&mem, vec![batch(schema, i as i64, 1)], &Default::default())
-                .await?;
-        let prepared =
-            floe::commit::producer::prepare(&mem, &floe::commit::SnapshotUpdate::append(files))
-                .await?;
-        let mut builder = TableMetadataBuilder::new_from_metadata(mem.metadata().clone(), None);
-        for u in prepared.updates.clone() {
-            builder = u.apply(builder)?;
+    history::append_snapshots(catalog, ident, n, |table, i| {
+        let schema = schema.clone();
+        async move {
+            Ok(floe::append::write_files(
+                &table,
+                vec![batch(&schema, i as i64, 1)],
+                &Default::default(),
+            )
+            .await?)
         }
-        mem = Table::builder()
-            .identifier(ident.clone())
-            .metadata(builder.build()?.metadata)
-            .metadata_location(base.metadata_location().unwrap_or_default())
-            .file_io(base.file_io().clone())
-            .runtime(floe::iceberg::Runtime::current())
-            .build()?;
-        pending.extend(prepared.updates);
-        if pending.len() >= 1000 || i + 1 == n {
-            base = catalog
-                .commit(&base, &[], std::mem::take(&mut pending))
-                .await?;
-            mem = base.clone();
-        }
-    }
-    Ok(())
+    })
+    .await
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -371,5 +369,11 @@ async fn main() -> Result<()> {
             python,
             dir,
         } => append_latency(snapshots, appends, python, dir).await,
+        Cmd::History {
+            warehouse,
+            files,
+            snapshots,
+            orphans,
+        } => history::build(warehouse, files, snapshots, orphans).await,
     }
 }
