@@ -39,8 +39,11 @@ def peer(warehouse, table_name):
     cat = open_catalog(uri, "floe", warehouse)
     t = cat.load_table(table_name)
     files = t.inspect.files()
-    per_part = files.group_by("partition").aggregate([("file_size_in_bytes", "count"), ("file_size_in_bytes", "sum"),
-                                                     ("file_size_in_bytes", "mean")])
+    import pyarrow as pa
+    keys = files.column("partition").combine_chunks().flatten()
+    flat = pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "size": files["file_size_in_bytes"]})
+    per_part = flat.group_by([f"k{i}" for i in range(len(keys))]).aggregate(
+        [("size", "count"), ("size", "sum"), ("size", "mean")])
     snaps = t.inspect.snapshots()
     all_files = t.inspect.all_files()
     all_manifests = t.inspect.all_manifests()

@@ -58,7 +58,7 @@ where
 }
 
 /// A copy of `template` at `path` (hard link) with the same partition and counts.
-fn linked_copy(template: &DataFile, path: String) -> Result<DataFile> {
+fn linked_copy(template: &DataFile, spec_id: i32, path: String) -> Result<DataFile> {
     std::fs::hard_link(
         local_dir(template.file_path()).expect("local warehouse"),
         local_dir(&path).expect("local warehouse"),
@@ -68,7 +68,7 @@ fn linked_copy(template: &DataFile, path: String) -> Result<DataFile> {
         .file_path(path)
         .file_format(template.file_format())
         .partition(template.partition().clone())
-        .partition_spec_id(template.partition_spec_id)
+        .partition_spec_id(spec_id)
         .record_count(template.record_count())
         .file_size_in_bytes(template.file_size_in_bytes())
         .build()?)
@@ -77,7 +77,12 @@ fn linked_copy(template: &DataFile, path: String) -> Result<DataFile> {
 /// `history`: table `bench.history` (id, p, payload; partitioned by identity(p)) with `files`
 /// live data files over `snapshots` appends, one file per partition per snapshot, plus
 /// `orphans` uncommitted files. Prints the table location and build time as JSON.
-pub async fn build(warehouse: PathBuf, files: usize, snapshots: usize, orphans: usize) -> Result<()> {
+pub async fn build(
+    warehouse: PathBuf,
+    files: usize,
+    snapshots: usize,
+    orphans: usize,
+) -> Result<()> {
     let started = Instant::now();
     let config = CatalogConfig::embedded(Some(&warehouse))?;
     let catalog = Catalog::connect(&config).await?;
@@ -109,13 +114,16 @@ pub async fn build(warehouse: PathBuf, files: usize, snapshots: usize, orphans: 
                 (0..rows).map(|r| (r % parts) as i32).collect::<Vec<_>>(),
             )),
             std::sync::Arc::new(StringArray::from(
-                (0..rows).map(|r| format!("payload-{r}")).collect::<Vec<_>>(),
+                (0..rows)
+                    .map(|r| format!("payload-{r}"))
+                    .collect::<Vec<_>>(),
             )),
         ],
     )?;
     // One real Parquet file per partition; every snapshot links fresh copies of them.
     let templates = floe::append::write_files(&table, vec![batch], &Default::default()).await?;
     let location = table.metadata().location().to_string();
+    let spec_id = table.metadata().default_partition_spec_id();
     append_snapshots(&catalog, &ident, snapshots, |_, i| {
         let templates = templates.clone();
         let location = location.clone();
@@ -123,14 +131,20 @@ pub async fn build(warehouse: PathBuf, files: usize, snapshots: usize, orphans: 
             templates
                 .iter()
                 .enumerate()
-                .map(|(k, t)| linked_copy(t, format!("{location}/data/h-{i:05}-{k:04}.parquet")))
+                .map(|(k, t)| {
+                    linked_copy(
+                        t,
+                        spec_id,
+                        format!("{location}/data/h-{i:05}-{k:04}.parquet"),
+                    )
+                })
                 .collect()
         }
     })
     .await?;
     for o in 0..orphans {
         let t = &templates[o % templates.len()];
-        linked_copy(t, format!("{location}/data/orphan-{o:06}.parquet"))?;
+        linked_copy(t, spec_id, format!("{location}/data/orphan-{o:06}.parquet"))?;
     }
     println!(
         "{}",

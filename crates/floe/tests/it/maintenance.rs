@@ -587,3 +587,51 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     assert!(floe::diagnose::render::text(&r)
         .contains("[x] Few live files, many old files retained by history"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_racing_appends_loses_nothing() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("h.race", Some("day(ts)")).await;
+    fx.catalog
+        .set_properties(
+            &ident,
+            HashMap::from([("commit.retry.num-retries".into(), "50".into())]),
+            vec![],
+        )
+        .await
+        .unwrap();
+    fx.append(&ident, 0, 10).await;
+    let writer = fx.second_connection().await;
+    let w_ident = ident.clone();
+    let appends = tokio::spawn(async move {
+        for k in 1..=20i64 {
+            let t = writer.load_table(&w_ident).await.unwrap();
+            let files = floe::append::write_files(
+                &t,
+                vec![make_batch(&t, k * 10, k * 10 + 10)],
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+            commit(&writer, &w_ident, SnapshotUpdate::append(files))
+                .await
+                .unwrap();
+        }
+    });
+    let mut expired = 0;
+    for _ in 0..10 {
+        let r = ExpireBuilder::new(&fx.catalog, ident.clone())
+            .older_than(Duration::ZERO)
+            .retain_last(1)
+            .execute()
+            .await
+            .unwrap();
+        expired += r.plan.expired_snapshots.len();
+        assert_referenced_files_exist(&fx, &ident, "during the race").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    appends.await.unwrap();
+    assert!(expired > 0, "the race never expired anything");
+    assert_referenced_files_exist(&fx, &ident, "after the race").await;
+    assert_eq!(fx.count_and_sum(&ident).await, (210, (0..210).sum::<i64>()));
+}
