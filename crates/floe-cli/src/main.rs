@@ -1,5 +1,6 @@
 //! The `floe` command line: arguments -> library calls -> human or `--json` output.
 
+mod ingest;
 mod maintain;
 mod output;
 mod quickstart;
@@ -104,6 +105,9 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Writes a stream (Kafka, NDJSON files, stdin) into a table: few large files,
+    /// exactly-once commits, bad records to a dead-letter sink.
+    Ingest(ingest::IngestArgs),
     #[command(flatten)]
     Health(maintain::HealthCmd),
     /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...).
@@ -302,6 +306,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             out.result(&serde_json::to_value(&m)?, || output::compact_text(&m));
             Ok(())
         }
+        Command::Ingest(args) => ingest::run(&connect(g).await?, args, out).await,
         Command::Health(cmd) => maintain::run(&connect(g).await?, cmd, out).await,
         Command::Sql { query, csv } => {
             let catalog = connect(g).await?;

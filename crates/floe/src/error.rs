@@ -80,6 +80,10 @@ pub enum Error {
     #[error("validation failed for '{table}': {reason}")]
     ValidationFailed { table: String, reason: String },
 
+    /// A stream rejected more records than allowed (`--max-bad-records`).
+    #[error("stopping: {count} bad records exceed --max-bad-records {max}; last: {last}")]
+    TooManyBadRecords { count: u64, max: u64, last: String },
+
     /// A maintenance operation refused to run because it could not prove it safe.
     #[error("refusing to {operation}: {reason}")]
     Refused { operation: String, reason: String },

@@ -227,60 +227,14 @@ impl InputReader {
     fn explain_json(&self, chunk: &[(u64, String)]) -> Error {
         let file = self.path.display().to_string();
         for (line_no, line) in chunk {
-            let location = format!("line {line_no}");
-            let value: serde_json::Value = match serde_json::from_str(line) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Error::BadRecord {
-                        file,
-                        location,
-                        column: "-".into(),
-                        value: line.chars().take(80).collect(),
-                        reason: format!("invalid JSON: {e}"),
-                    }
-                }
-            };
-            let Some(obj) = value.as_object() else {
+            if let Some(bad) = explain_line(&self.target, line) {
                 return Error::BadRecord {
                     file,
-                    location,
-                    column: "-".into(),
-                    value: line.chars().take(80).collect(),
-                    reason: "expected a JSON object per line".into(),
+                    location: format!("line {line_no}"),
+                    column: bad.column,
+                    value: bad.value,
+                    reason: bad.reason,
                 };
-            };
-            for field in self.target.fields() {
-                let v = obj.get(field.name()).unwrap_or(&serde_json::Value::Null);
-                if v.is_null() {
-                    if !field.is_nullable() {
-                        return Error::BadRecord {
-                            file,
-                            location,
-                            column: field.name().clone(),
-                            value: "null".into(),
-                            reason: "required column is missing or null".into(),
-                        };
-                    }
-                    continue;
-                }
-                let one = Arc::new(Schema::new(vec![field
-                    .as_ref()
-                    .clone()
-                    .with_nullable(true)]));
-                let doc = serde_json::json!({ field.name(): v }).to_string();
-                if let Err(e) = decode_json(&one, doc.as_bytes(), 1) {
-                    return Error::BadRecord {
-                        file,
-                        location,
-                        column: field.name().clone(),
-                        value: v.to_string().chars().take(80).collect(),
-                        reason: format!(
-                            "not a valid {}: {}",
-                            field.data_type(),
-                            short(&e.to_string())
-                        ),
-                    };
-                }
             }
         }
         Error::BadRecord {
@@ -293,11 +247,74 @@ impl InputReader {
     }
 }
 
+/// Why one JSON record does not fit the table schema.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BadValue {
+    /// The column, or "-" when the record itself is not a JSON object.
+    pub column: String,
+    /// The offending value (first 80 characters).
+    pub value: String,
+    pub reason: String,
+}
+
+/// Checks one NDJSON record against `target`: `None` when it decodes, otherwise the first bad
+/// column and value.
+pub fn explain_line(target: &SchemaRef, line: &str) -> Option<BadValue> {
+    let value: serde_json::Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(BadValue {
+                column: "-".into(),
+                value: line.chars().take(80).collect(),
+                reason: format!("invalid JSON: {e}"),
+            })
+        }
+    };
+    let Some(obj) = value.as_object() else {
+        return Some(BadValue {
+            column: "-".into(),
+            value: line.chars().take(80).collect(),
+            reason: "expected a JSON object per line".into(),
+        });
+    };
+    for field in target.fields() {
+        let v = obj.get(field.name()).unwrap_or(&serde_json::Value::Null);
+        if v.is_null() {
+            if !field.is_nullable() {
+                return Some(BadValue {
+                    column: field.name().clone(),
+                    value: "null".into(),
+                    reason: "required column is missing or null".into(),
+                });
+            }
+            continue;
+        }
+        let one = Arc::new(Schema::new(vec![field
+            .as_ref()
+            .clone()
+            .with_nullable(true)]));
+        let doc = serde_json::json!({ field.name(): v }).to_string();
+        if let Err(e) = decode_json(&one, doc.as_bytes(), 1) {
+            return Some(BadValue {
+                column: field.name().clone(),
+                value: v.to_string().chars().take(80).collect(),
+                reason: format!(
+                    "not a valid {}: {}",
+                    field.data_type(),
+                    short(&e.to_string())
+                ),
+            });
+        }
+    }
+    None
+}
+
 fn short(s: &str) -> String {
     s.rsplit(": ").next().unwrap_or(s).to_string()
 }
 
-fn decode_json(schema: &SchemaRef, body: &[u8], rows: usize) -> Result<RecordBatch> {
+/// Decodes `rows` NDJSON records in `body` into one batch of `schema`.
+pub fn decode_json(schema: &SchemaRef, body: &[u8], rows: usize) -> Result<RecordBatch> {
     let mut decoder = JsonReaderBuilder::new(schema.clone())
         .with_batch_size(rows.max(1))
         .build_decoder()?;

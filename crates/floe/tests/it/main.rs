@@ -4,6 +4,7 @@ mod catalog;
 mod commit;
 mod common;
 mod compact;
+mod ingest;
 mod interop;
 mod maintenance;
 mod sql;

@@ -1,0 +1,186 @@
+//! `floe ingest`: arguments -> the library's ingest engine, a progress line per commit,
+//! metrics on --metrics-addr, SIGINT/SIGTERM commit and stop.
+
+use anyhow::Result;
+use clap::Args;
+use floe::catalog::{parse_table_ident, Catalog};
+use floe::ingest::dead_letter::DeadLetterSink;
+use floe::ingest::stream::{CommitReport, IngestBuilder, IngestOptions};
+use floe::properties::{parse_duration, parse_size};
+
+use crate::output::{human_bytes, Out};
+
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    /// Table as NAMESPACE.TABLE.
+    table: String,
+    /// kafka://HOST:PORT/TOPIC[?partitions=0,1&start=earliest|latest], '-' (stdin), or an
+    /// NDJSON file path or glob.
+    #[arg(long)]
+    source: String,
+    /// Keep reading appended lines and new files (file sources).
+    #[arg(long)]
+    follow: bool,
+    /// Writer identity in snapshot summaries; positions resume per writer id (default:
+    /// derived from the source).
+    #[arg(long)]
+    writer_id: Option<String>,
+    /// Commit at least this often (default 60s).
+    #[arg(long, default_value = "60s")]
+    commit_interval: String,
+    /// Commit once this much input arrived (e.g. 512MiB).
+    #[arg(long)]
+    commit_bytes: Option<String>,
+    /// Commit once this many records arrived.
+    #[arg(long)]
+    commit_records: Option<u64>,
+    /// Memory for buffered rows before spilling to disk (default floe.ingest.write-buffer-size
+    /// or 256MiB).
+    #[arg(long)]
+    write_buffer_size: Option<String>,
+    /// none | hash (default write.distribution-mode, else none).
+    #[arg(long)]
+    distribution_mode: Option<String>,
+    /// Writer tasks (files are written in parallel at commit).
+    #[arg(long, default_value_t = 1)]
+    write_parallelism: usize,
+    /// Target data file size (default write.target-file-size-bytes).
+    #[arg(long)]
+    target_file_size: Option<String>,
+    /// Dead-letter sink: FILE.ndjson or kafka://HOST:PORT/TOPIC.
+    #[arg(long)]
+    dead_letter: Option<String>,
+    /// Stop with an error once more records than this were rejected.
+    #[arg(long)]
+    max_bad_records: Option<u64>,
+    /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    metrics_addr: Option<String>,
+    /// Commit and stop once no record arrived for this long (e.g. 5s).
+    #[arg(long)]
+    stop_when_idle: Option<String>,
+}
+
+fn default_writer_id(source: &str) -> String {
+    let base = source.split('?').next().unwrap_or(source);
+    match base.strip_prefix("kafka://") {
+        // The topic, not the brokers: moving brokers keeps the positions.
+        Some(rest) => format!(
+            "kafka:{}",
+            rest.split_once('/').map(|x| x.1).unwrap_or(rest)
+        ),
+        None => format!("ingest:{}", base.strip_prefix("file://").unwrap_or(base)),
+    }
+}
+
+fn progress_line(r: &CommitReport) -> String {
+    let lag: i64 = r.lag.iter().map(|l| l.lag).sum();
+    format!(
+        "commit {}: {} records{} -> {} file(s), {} in {} partition(s); flush {} ms, commit {} ms{}{}",
+        r.commit,
+        r.records,
+        if r.bad_records > 0 { format!(" ({} bad)", r.bad_records) } else { String::new() },
+        r.data_files,
+        human_bytes(r.bytes),
+        r.partitions,
+        r.flush_ms,
+        r.commit_ms,
+        if r.spilled_bytes > 0 { format!("; spilled {}", human_bytes(r.spilled_bytes)) } else { String::new() },
+        if r.lag.is_empty() { String::new() } else { format!("; lag {lag}") },
+    )
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+pub async fn run(catalog: &Catalog, a: IngestArgs, out: &Out) -> Result<()> {
+    let ident = parse_table_ident(&a.table)?;
+    let source = floe::ingest::source::open(&a.source, a.follow)?;
+    let mut o = IngestOptions::new(
+        a.writer_id
+            .clone()
+            .unwrap_or_else(|| default_writer_id(&source.uri())),
+    );
+    o.commit_interval = parse_duration("--commit-interval", &a.commit_interval)?;
+    o.commit_bytes = a
+        .commit_bytes
+        .as_deref()
+        .map(|s| parse_size("--commit-bytes", s))
+        .transpose()?;
+    o.commit_records = a.commit_records;
+    o.write_buffer_size = a
+        .write_buffer_size
+        .as_deref()
+        .map(|s| parse_size("--write-buffer-size", s))
+        .transpose()?;
+    o.distribution = a.distribution_mode.as_deref().map(str::parse).transpose()?;
+    o.write_parallelism = a.write_parallelism;
+    o.max_bad_records = a.max_bad_records;
+    o.stop_when_idle = a
+        .stop_when_idle
+        .as_deref()
+        .map(|s| parse_duration("--stop-when-idle", s))
+        .transpose()?;
+    o.write.target_file_size_bytes = a
+        .target_file_size
+        .as_deref()
+        .map(|s| parse_size("--target-file-size", s))
+        .transpose()?;
+    let metrics = floe::ingest::metrics::Metrics::new();
+    let _server = match &a.metrics_addr {
+        Some(addr) => Some(floe::ingest::metrics::serve(addr, metrics.clone()).await?),
+        None => None,
+    };
+    let mut b = IngestBuilder::new(catalog, ident, source, o)
+        .with_metrics(metrics)
+        .with_shutdown(shutdown_signal());
+    if let Some(dl) = &a.dead_letter {
+        b = b.with_dead_letter(DeadLetterSink::open(dl).await?);
+    }
+    let json = out.is_json();
+    let summary = b
+        .on_commit(move |r| {
+            if json {
+                if let Ok(s) = serde_json::to_string(r) {
+                    println!("{s}");
+                }
+            } else {
+                eprintln!("{}", progress_line(r));
+            }
+        })
+        .run()
+        .await?;
+    out.result(&serde_json::to_value(&summary)?, || {
+        format!(
+            "ingested into {} as writer '{}': {} records ({} bad) in {} commit(s), {} data file(s); stopped by {} after {} ms",
+            summary.table,
+            summary.writer_id,
+            summary.records,
+            summary.bad_records,
+            summary.commits,
+            summary.data_files,
+            summary.stopped_by,
+            summary.duration_ms
+        )
+    });
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! Per-partition write buffers under one memory budget.
+//!
+//! Streaming sinks make small files because every commit closes every open file. floe instead
+//! keeps each partition's rows until the commit, then writes them rolled at the target size:
+//! a commit adds at most one undersized file per partition (per writer). To keep memory flat
+//! over a long commit interval, when the buffers exceed the budget the largest one is spilled
+//! to local disk as Arrow IPC (not flushed as a small Parquet file), and read back at commit.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
+
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use arrow::record_batch::RecordBatch;
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{DataFile, Schema};
+
+use iceberg::table::Table;
+
+use crate::error::{Error, Result};
+use crate::write::{TableWriter, WriteOptions};
+
+struct PartBuf {
+    mem: Vec<RecordBatch>,
+    mem_bytes: usize,
+    rows: u64,
+    spill: Option<(PathBuf, StreamWriter<BufWriter<File>>)>,
+}
+
+/// One partition's rows at commit time: in memory and/or in a spill file.
+pub struct PartData {
+    pub partition: String,
+    pub mem: Vec<RecordBatch>,
+    pub spill: Option<PathBuf>,
+    pub rows: u64,
+}
+
+/// Splits batches by the table's default partition spec, labelling each piece with its
+/// partition path (`ts_day=2026-01-01`; empty when unpartitioned).
+pub struct PartitionRouter {
+    splitter: Option<RecordBatchPartitionSplitter>,
+    spec: iceberg::spec::PartitionSpecRef,
+    schema: iceberg::spec::SchemaRef,
+}
+
+impl PartitionRouter {
+    /// A router for `table`'s current schema and default spec.
+    pub fn new(table: &Table) -> Result<Self> {
+        let md = table.metadata();
+        let spec = md.default_partition_spec().clone();
+        let schema: iceberg::spec::SchemaRef = md.current_schema().clone();
+        let splitter = if spec.is_unpartitioned() {
+            None
+        } else {
+            Some(RecordBatchPartitionSplitter::try_new_with_computed_values(
+                schema.clone(),
+                spec.clone(),
+            )?)
+        };
+        Ok(Self {
+            splitter,
+            spec,
+            schema,
+        })
+    }
+
+    /// The batch's rows grouped by partition.
+    pub fn split(&self, batch: RecordBatch) -> Result<Vec<(String, RecordBatch)>> {
+        if batch.num_rows() == 0 {
+            return Ok(vec![]);
+        }
+        Ok(match &self.splitter {
+            None => vec![(String::new(), batch)],
+            Some(s) => s
+                .split(&batch)?
+                .into_iter()
+                .map(|(k, b)| {
+                    let schema: &Schema = &self.schema;
+                    let label = self
+                        .spec
+                        .partition_to_path(k.data(), std::sync::Arc::new(schema.clone()));
+                    (label, b)
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Buffers of one writer.
+pub struct PartitionBuffers {
+    parts: HashMap<String, PartBuf>,
+    mem_bytes: usize,
+    budget: usize,
+    spill_dir: PathBuf,
+    spill_seq: u64,
+    /// Bytes written to spill files since the start.
+    pub spilled_bytes: u64,
+}
+
+fn spill_err(e: impl ToString) -> Error {
+    Error::Io(std::io::Error::other(format!("spill: {}", e.to_string())))
+}
+
+impl PartitionBuffers {
+    /// Buffers spilling under `spill_dir` beyond `budget` bytes.
+    pub fn new(budget: usize, spill_dir: PathBuf) -> Result<Self> {
+        std::fs::create_dir_all(&spill_dir)?;
+        Ok(Self {
+            parts: HashMap::new(),
+            mem_bytes: 0,
+            budget: budget.max(1),
+            spill_dir,
+            spill_seq: 0,
+            spilled_bytes: 0,
+        })
+    }
+
+    /// Bytes held in memory.
+    pub fn mem_bytes(&self) -> usize {
+        self.mem_bytes
+    }
+
+    /// True when nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Rows buffered.
+    pub fn rows(&self) -> u64 {
+        self.parts.values().map(|p| p.rows).sum()
+    }
+
+    /// Adds rows of one partition (labelled by [`PartitionRouter::split`]).
+    pub fn push(&mut self, label: String, b: RecordBatch) -> Result<()> {
+        if b.num_rows() == 0 {
+            return Ok(());
+        }
+        let size = b.get_array_memory_size();
+        let part = self.parts.entry(label).or_insert_with(|| PartBuf {
+            mem: Vec::new(),
+            mem_bytes: 0,
+            rows: 0,
+            spill: None,
+        });
+        part.rows += b.num_rows() as u64;
+        part.mem_bytes += size;
+        part.mem.push(b);
+        self.mem_bytes += size;
+        while self.mem_bytes > self.budget {
+            self.spill_largest()?;
+        }
+        Ok(())
+    }
+
+    fn spill_largest(&mut self) -> Result<()> {
+        let Some((label, _)) = self
+            .parts
+            .iter()
+            .filter(|(_, p)| p.mem_bytes > 0)
+            .max_by_key(|(_, p)| p.mem_bytes)
+            .map(|(l, p)| (l.clone(), p.mem_bytes))
+        else {
+            return Ok(());
+        };
+        self.spill_seq += 1;
+        let path = self
+            .spill_dir
+            .join(format!("spill-{}.arrows", self.spill_seq));
+        let part = self.parts.get_mut(&label).expect("exists");
+        if part.spill.is_none() {
+            let schema = part.mem[0].schema();
+            let file = BufWriter::new(File::create(&path)?);
+            let writer = StreamWriter::try_new(file, &schema).map_err(spill_err)?;
+            part.spill = Some((path, writer));
+        }
+        let (_, writer) = part.spill.as_mut().expect("set above");
+        for b in part.mem.drain(..) {
+            writer.write(&b).map_err(spill_err)?;
+        }
+        self.mem_bytes -= part.mem_bytes;
+        self.spilled_bytes += part.mem_bytes as u64;
+        part.mem_bytes = 0;
+        Ok(())
+    }
+
+    /// Takes everything buffered (for a commit), leaving the buffers empty.
+    pub fn take(&mut self) -> Result<Vec<PartData>> {
+        self.mem_bytes = 0;
+        let mut out = Vec::with_capacity(self.parts.len());
+        for (partition, p) in self.parts.drain() {
+            let spill = match p.spill {
+                None => None,
+                Some((path, mut w)) => {
+                    w.finish().map_err(spill_err)?;
+                    Some(path)
+                }
+            };
+            out.push(PartData {
+                partition,
+                mem: p.mem,
+                spill,
+                rows: p.rows,
+            });
+        }
+        out.sort_by(|a, b| a.partition.cmp(&b.partition));
+        Ok(out)
+    }
+}
+
+/// Writes buffered partitions into data files rolled at the target size, one partition at a
+/// time (so only one Parquet writer is open). Spill files are deleted once read.
+pub async fn write_parts(
+    table: &Table,
+    parts: Vec<PartData>,
+    options: &WriteOptions,
+) -> Result<Vec<DataFile>> {
+    let mut files = Vec::new();
+    for part in parts {
+        let mut writer = TableWriter::new(table, options).await?;
+        let result = write_part(&mut writer, &part).await;
+        if let Some(p) = &part.spill {
+            let _ = std::fs::remove_file(p);
+        }
+        match result {
+            Ok(()) => files.extend(writer.close().await?),
+            Err(e) => {
+                writer.abort().await;
+                let io = table.file_io().clone();
+                let paths = files
+                    .iter()
+                    .map(|f: &DataFile| f.file_path().to_string())
+                    .collect();
+                crate::commit::retry::delete_quietly(&io, paths).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(files)
+}
+
+async fn write_part(writer: &mut TableWriter, part: &PartData) -> Result<()> {
+    if let Some(path) = &part.spill {
+        let reader =
+            StreamReader::try_new(BufReader::new(File::open(path)?), None).map_err(spill_err)?;
+        for b in reader {
+            writer.write(b.map_err(spill_err)?).await?;
+        }
+    }
+    for b in &part.mem {
+        writer.write(b.clone()).await?;
+    }
+    Ok(())
+}

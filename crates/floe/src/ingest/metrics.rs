@@ -1,0 +1,225 @@
+//! Ingest metrics, in Prometheus text format on `--metrics-addr`, with the names of Iceberg's
+//! Flink sink (`flushedDataFiles`, `dataFilesSizeHistogram`, `lastFlushDurationMs`,
+//! `committedDataFilesCount`, `committedDataFilesRecordCount`, `lastCommitDurationMs`,
+//! `elapsedSecondsSinceLastSuccessfulCommit`) plus records in, bad records, spilled bytes and
+//! Kafka lag per partition.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::error::{Error, Result};
+use crate::ingest::source::StreamLag;
+
+/// Upper bounds of the data file size histogram (bytes).
+const SIZE_BUCKETS: [u64; 8] = [
+    1 << 20,
+    8 << 20,
+    32 << 20,
+    64 << 20,
+    128 << 20,
+    256 << 20,
+    512 << 20,
+    1 << 30,
+];
+
+/// Counters and gauges of one ingest.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub records_in: AtomicU64,
+    pub bad_records: AtomicU64,
+    pub flushed_data_files: AtomicU64,
+    pub committed_data_files_count: AtomicU64,
+    pub committed_data_files_record_count: AtomicU64,
+    pub commits: AtomicU64,
+    pub last_flush_duration_ms: AtomicU64,
+    pub last_commit_duration_ms: AtomicU64,
+    /// Epoch ms of the last successful commit (0: none yet; the start time is used).
+    pub last_commit_epoch_ms: AtomicI64,
+    pub started_epoch_ms: AtomicI64,
+    pub spilled_bytes: AtomicU64,
+    size_buckets: Mutex<[u64; SIZE_BUCKETS.len() + 1]>,
+    size_sum: AtomicU64,
+    lag: Mutex<Vec<StreamLag>>,
+}
+
+impl Metrics {
+    /// New metrics, started now.
+    pub fn new() -> Arc<Self> {
+        let m = Self::default();
+        m.started_epoch_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+        Arc::new(m)
+    }
+
+    /// Records the sizes of flushed data files.
+    pub fn observe_files(&self, sizes: impl IntoIterator<Item = u64>) {
+        let mut b = self.size_buckets.lock().expect("not poisoned");
+        for s in sizes {
+            let i = SIZE_BUCKETS
+                .iter()
+                .position(|u| s <= *u)
+                .unwrap_or(SIZE_BUCKETS.len());
+            b[i] += 1;
+            self.size_sum.fetch_add(s, Ordering::Relaxed);
+            self.flushed_data_files.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Replaces the lag gauges.
+    pub fn set_lag(&self, lag: Vec<StreamLag>) {
+        *self.lag.lock().expect("not poisoned") = lag;
+    }
+
+    /// Seconds since the last successful commit (or since the start).
+    pub fn elapsed_since_commit(&self) -> f64 {
+        let last = match self.last_commit_epoch_ms.load(Ordering::Relaxed) {
+            0 => self.started_epoch_ms.load(Ordering::Relaxed),
+            t => t,
+        };
+        (chrono::Utc::now().timestamp_millis() - last).max(0) as f64 / 1000.0
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let mut counter = |name: &str, help: &str, v: u64| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        counter(
+            "recordsIn",
+            "Records read from the source.",
+            get(&self.records_in),
+        );
+        counter(
+            "badRecords",
+            "Records sent to the dead-letter sink.",
+            get(&self.bad_records),
+        );
+        counter(
+            "flushedDataFiles",
+            "Data files written.",
+            get(&self.flushed_data_files),
+        );
+        counter(
+            "committedDataFilesCount",
+            "Data files committed.",
+            get(&self.committed_data_files_count),
+        );
+        counter(
+            "committedDataFilesRecordCount",
+            "Records in committed data files.",
+            get(&self.committed_data_files_record_count),
+        );
+        counter("commits", "Successful commits.", get(&self.commits));
+        counter(
+            "spilledBytes",
+            "Bytes spilled to local disk by the write buffers.",
+            get(&self.spilled_bytes),
+        );
+        let mut gauge = |name: &str, help: &str, v: String| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        gauge(
+            "lastFlushDurationMs",
+            "Duration of the last flush.",
+            get(&self.last_flush_duration_ms).to_string(),
+        );
+        gauge(
+            "lastCommitDurationMs",
+            "Duration of the last commit.",
+            get(&self.last_commit_duration_ms).to_string(),
+        );
+        gauge(
+            "elapsedSecondsSinceLastSuccessfulCommit",
+            "Seconds since the last successful commit.",
+            format!("{:.3}", self.elapsed_since_commit()),
+        );
+        let b = *self.size_buckets.lock().expect("not poisoned");
+        let _ = writeln!(s, "# HELP dataFilesSizeHistogram Sizes of flushed data files.\n# TYPE dataFilesSizeHistogram histogram");
+        let mut cum = 0;
+        for (i, upper) in SIZE_BUCKETS.iter().enumerate() {
+            cum += b[i];
+            let _ = writeln!(s, "dataFilesSizeHistogram_bucket{{le=\"{upper}\"}} {cum}");
+        }
+        cum += b[SIZE_BUCKETS.len()];
+        let _ = writeln!(s, "dataFilesSizeHistogram_bucket{{le=\"+Inf\"}} {cum}");
+        let _ = writeln!(
+            s,
+            "dataFilesSizeHistogram_sum {}",
+            self.size_sum.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(s, "dataFilesSizeHistogram_count {cum}");
+        let lag = self.lag.lock().expect("not poisoned");
+        if !lag.is_empty() {
+            let _ = writeln!(
+                s,
+                "# HELP sourceLag Records not yet read, per stream.\n# TYPE sourceLag gauge"
+            );
+            for l in lag.iter() {
+                let _ = writeln!(
+                    s,
+                    "sourceLag{{stream=\"{}\"}} {}",
+                    l.stream.replace('"', "'"),
+                    l.lag
+                );
+            }
+        }
+        s
+    }
+}
+
+/// Serves `metrics` at `addr` (any path answers with the exposition).
+pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::invalid_option("--metrics-addr", addr, e.to_string()))?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                continue;
+            };
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf))
+                        .await;
+                let body = metrics.render();
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_flink_sink_names_and_a_cumulative_histogram() {
+        let m = Metrics::new();
+        m.observe_files([100, 2 << 20, 600 << 20]);
+        m.records_in.fetch_add(7, Ordering::Relaxed);
+        m.set_lag(vec![StreamLag {
+            stream: "kafka:t:0".into(),
+            lag: 3,
+        }]);
+        let text = m.render();
+        assert!(text.contains("recordsIn 7"));
+        assert!(text.contains("flushedDataFiles 3"));
+        assert!(text.contains("dataFilesSizeHistogram_bucket{le=\"1048576\"} 1"));
+        assert!(text.contains("dataFilesSizeHistogram_bucket{le=\"8388608\"} 2"));
+        assert!(text.contains("dataFilesSizeHistogram_bucket{le=\"+Inf\"} 3"));
+        assert!(text.contains("sourceLag{stream=\"kafka:t:0\"} 3"));
+        assert!(text.contains("elapsedSecondsSinceLastSuccessfulCommit"));
+    }
+}

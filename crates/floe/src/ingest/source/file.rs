@@ -1,0 +1,300 @@
+//! NDJSON from files (a path or a glob on the file name, in name order; `--follow` keeps
+//! reading appended lines and picks up new files) or from standard input.
+//!
+//! A file's position is the byte offset after its last consumed line, so a restart seeks right
+//! past what was committed. In follow mode a line is consumed only once its newline is written.
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{recv_batch, Positions, Source, SourceRecord};
+use crate::error::{Error, Result};
+
+/// Lines buffered between the reader thread and the engine.
+const CHANNEL: usize = 16 * 1024;
+/// How often a followed source looks for more data.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+enum Input {
+    Stdin,
+    Files {
+        dir: PathBuf,
+        pattern: String,
+        follow: bool,
+    },
+}
+
+/// NDJSON files or stdin.
+pub struct FileSource {
+    input: Input,
+    uri: String,
+    rx: Option<mpsc::Receiver<Result<SourceRecord>>>,
+}
+
+/// Matches `name` against a pattern with `*` (any run) and `?` (one character).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
+}
+
+impl FileSource {
+    /// Standard input.
+    pub fn stdin() -> Self {
+        Self {
+            input: Input::Stdin,
+            uri: "stdin".into(),
+            rx: None,
+        }
+    }
+
+    /// A file, or a glob on the file name (`/data/events-*.ndjson`).
+    pub fn files(path: &str, follow: bool) -> Result<Self> {
+        let p = crate::catalog::absolute(Path::new(path))?;
+        let dir = p
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let pattern = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| Error::invalid_option("--source", path, "not a file path"))?;
+        if dir.to_string_lossy().contains(['*', '?']) {
+            return Err(Error::invalid_option(
+                "--source",
+                path,
+                "wildcards are allowed in the file name only",
+            ));
+        }
+        if !follow && !pattern.contains(['*', '?']) && !p.exists() {
+            return Err(Error::InputFile {
+                path: p,
+                reason: "no such file".into(),
+            });
+        }
+        Ok(Self {
+            uri: format!("file://{}", p.display()),
+            input: Input::Files {
+                dir,
+                pattern,
+                follow,
+            },
+            rx: None,
+        })
+    }
+}
+
+fn matching(dir: &Path, pattern: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| glob_match(pattern, &n.to_string_lossy()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Reads complete lines of `path` from `offset`; returns the new offset. A last line without a
+/// newline is consumed only when `final_read` (the file is complete).
+fn read_file(
+    path: &Path,
+    offset: i64,
+    final_read: bool,
+    tx: &mpsc::Sender<Result<SourceRecord>>,
+) -> std::result::Result<i64, ()> {
+    let stream: Arc<str> = format!("file:{}", path.display()).into();
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = tx.blocking_send(Err(Error::InputFile {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }));
+            return Err(());
+        }
+    };
+    if f.seek(SeekFrom::Start(offset.max(0) as u64)).is_err() {
+        return Err(());
+    }
+    let mut reader = BufReader::with_capacity(1 << 20, f);
+    let mut pos = offset.max(0);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = match reader.read_until(b'\n', &mut line) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(Error::InputFile {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                }));
+                return Err(());
+            }
+        };
+        if n == 0 {
+            return Ok(pos);
+        }
+        let complete = line.last() == Some(&b'\n');
+        if !complete && !final_read {
+            return Ok(pos);
+        }
+        let start = pos;
+        pos += n as i64;
+        let body = trim_newline(&line);
+        if body.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let rec = SourceRecord {
+            stream: stream.clone(),
+            next_position: pos,
+            position: start,
+            payload: body.to_vec(),
+        };
+        if tx.blocking_send(Ok(rec)).is_err() {
+            return Err(());
+        }
+    }
+}
+
+fn trim_newline(line: &[u8]) -> &[u8] {
+    let mut end = line.len();
+    while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+#[async_trait::async_trait]
+impl Source for FileSource {
+    fn uri(&self) -> String {
+        self.uri.clone()
+    }
+
+    async fn start(&mut self, resume: &Positions) -> Result<()> {
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        self.rx = Some(rx);
+        match &self.input {
+            Input::Stdin => {
+                std::thread::spawn(move || {
+                    let stdin = std::io::stdin();
+                    let mut reader = BufReader::with_capacity(1 << 20, stdin.lock());
+                    let stream: Arc<str> = "stdin".into();
+                    let mut line_no = 0i64;
+                    let mut line = Vec::new();
+                    loop {
+                        line.clear();
+                        match reader.by_ref().read_until(b'\n', &mut line) {
+                            Ok(0) => return,
+                            Ok(_) => {}
+                            Err(e) => {
+                                let _ = tx.blocking_send(Err(Error::Io(e)));
+                                return;
+                            }
+                        }
+                        line_no += 1;
+                        let body = trim_newline(&line);
+                        if body.iter().all(u8::is_ascii_whitespace) {
+                            continue;
+                        }
+                        let rec = SourceRecord {
+                            stream: stream.clone(),
+                            next_position: line_no,
+                            position: line_no,
+                            payload: body.to_vec(),
+                        };
+                        if tx.blocking_send(Ok(rec)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            Input::Files {
+                dir,
+                pattern,
+                follow,
+            } => {
+                let (dir, pattern, follow) = (dir.clone(), pattern.clone(), *follow);
+                let mut offsets: std::collections::HashMap<PathBuf, i64> = resume
+                    .iter()
+                    .filter_map(|(k, v)| k.strip_prefix("file:").map(|p| (PathBuf::from(p), *v)))
+                    .collect();
+                std::thread::spawn(move || loop {
+                    for path in matching(&dir, &pattern) {
+                        let at = offsets.get(&path).copied().unwrap_or(0);
+                        match read_file(&path, at, !follow, &tx) {
+                            Ok(next) => {
+                                offsets.insert(path, next);
+                            }
+                            Err(()) => return,
+                        }
+                    }
+                    if !follow || tx.is_closed() {
+                        return;
+                    }
+                    std::thread::sleep(FOLLOW_POLL);
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn next(&mut self, max: usize, wait: Duration) -> Result<Option<Vec<SourceRecord>>> {
+        match &mut self.rx {
+            None => Err(Error::invalid_option("source", &self.uri, "not started")),
+            Some(rx) => recv_batch(rx, max, wait).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_file_names() {
+        assert!(glob_match("events-*.ndjson", "events-2026-01.ndjson"));
+        assert!(glob_match("e?.ndjson", "e1.ndjson"));
+        assert!(!glob_match("events-*.ndjson", "events.json"));
+        assert!(glob_match("x", "x"));
+    }
+
+    #[tokio::test]
+    async fn files_resume_after_the_committed_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.ndjson");
+        std::fs::write(&a, "{\"id\":1}\n\n{\"id\":2}\n{\"id\":3}").unwrap();
+        let mut s =
+            FileSource::files(&dir.path().join("*.ndjson").display().to_string(), false).unwrap();
+        s.start(&Positions::new()).await.unwrap();
+        let got = s.next(100, Duration::from_secs(5)).await.unwrap().unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[2].payload, b"{\"id\":3}");
+        let after_first = got[0].next_position;
+        let mut s = FileSource::files(&a.display().to_string(), false).unwrap();
+        let resume = Positions::from([(got[0].stream.to_string(), after_first)]);
+        s.start(&resume).await.unwrap();
+        let got = s.next(100, Duration::from_secs(5)).await.unwrap().unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].payload, b"{\"id\":2}");
+        assert!(s.next(100, Duration::from_secs(5)).await.unwrap().is_none());
+    }
+}

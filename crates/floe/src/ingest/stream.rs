@@ -1,0 +1,594 @@
+//! `floe ingest`: a stream into a table, with few large files and exactly-once commits.
+//!
+//! ```text
+//!  source ──> micro-batch ──> decode ──┬─> bad: dead-letter sink (payload, position, reason)
+//!  (kafka,      (positions)            └─> router (partition) ──> writer buffers (memory budget,
+//!   files,                                                         spill to Arrow IPC)
+//!   stdin)                        trigger (interval | bytes | records | end | signal)
+//!                                   ──> write files per partition, rolled at the target size
+//!                                   ──> one append commit with floe.writer-id + positions
+//! ```
+//!
+//! Exactly-once: the positions after the last consumed record are stored in the snapshot
+//! summary of the same atomic commit as the data (`floe.writer-id`, `floe.position.<stream>`).
+//! On start the newest snapshot of this writer id on `main`'s history (walking past other
+//! writers' and compaction snapshots) gives the positions to resume from. Every commit attempt
+//! first checks that the newest snapshot of the writer id still holds the positions this
+//! process last committed: a second process writing under the same id is refused instead of
+//! duplicating data.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+use iceberg::TableIdent;
+
+use crate::catalog::{ident_string, Catalog};
+use crate::commit::retry::{delete_quietly, with_retry};
+use crate::commit::SnapshotUpdate;
+use crate::error::{Error, Result};
+use crate::ingest::buffer::{write_parts, PartitionBuffers, PartitionRouter};
+use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
+use crate::ingest::decode::decode_records;
+use crate::ingest::metrics::Metrics;
+use crate::ingest::source::{Positions, Source, StreamLag};
+use crate::inspect::writers::FLOE_WRITER_ID;
+use crate::properties::u64_prop;
+use crate::write::WriteOptions;
+
+/// Summary key prefix of source positions.
+pub const POSITION_PREFIX: &str = "floe.position.";
+/// Summary key of the source URI.
+pub const SOURCE_KEY: &str = "floe.source";
+/// Table property: write buffer budget (bytes).
+pub const WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
+/// Default write buffer budget: 256 MiB.
+pub const WRITE_BUFFER_SIZE_DEFAULT: u64 = 256 * 1024 * 1024;
+/// Iceberg's `write.distribution-mode` property.
+pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
+
+/// How rows are spread over writer tasks (`write.distribution-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Distribution {
+    /// Each micro-batch goes to the next writer: a partition may get a file per writer.
+    None,
+    /// Each partition goes to exactly one writer (by hash): one file per partition per commit.
+    Hash,
+}
+
+impl std::str::FromStr for Distribution {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Self::None),
+            // Range distribution needs a sort; partitions still go to one writer each.
+            "hash" | "range" => Ok(Self::Hash),
+            _ => Err(Error::invalid_option(
+                WRITE_DISTRIBUTION_MODE,
+                s,
+                "expected none, hash or range",
+            )),
+        }
+    }
+}
+
+/// Options of an ingest.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// Identity of this writer in snapshot summaries (positions are per writer id).
+    pub writer_id: String,
+    pub commit_interval: Duration,
+    pub commit_bytes: Option<u64>,
+    pub commit_records: Option<u64>,
+    /// Overrides `floe.ingest.write-buffer-size` (default 256 MiB).
+    pub write_buffer_size: Option<u64>,
+    /// Overrides `write.distribution-mode` (default none).
+    pub distribution: Option<Distribution>,
+    pub write_parallelism: usize,
+    /// Stop with an error once more than this many records were rejected.
+    pub max_bad_records: Option<u64>,
+    /// Commit and stop once no record arrived for this long.
+    pub stop_when_idle: Option<Duration>,
+    /// Records per micro-batch.
+    pub batch_records: usize,
+    pub write: WriteOptions,
+}
+
+impl IngestOptions {
+    /// Defaults: 60 s interval, one writer, 10,000-record micro-batches.
+    pub fn new(writer_id: impl Into<String>) -> Self {
+        Self {
+            writer_id: writer_id.into(),
+            commit_interval: Duration::from_secs(60),
+            commit_bytes: None,
+            commit_records: None,
+            write_buffer_size: None,
+            distribution: None,
+            write_parallelism: 1,
+            max_bad_records: None,
+            stop_when_idle: None,
+            batch_records: 10_000,
+            write: WriteOptions::default(),
+        }
+    }
+}
+
+/// What one commit did (for the per-commit progress line).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CommitReport {
+    pub commit: u64,
+    pub snapshot_id: i64,
+    pub records: u64,
+    pub bad_records: u64,
+    pub data_files: u64,
+    pub bytes: u64,
+    pub partitions: u64,
+    pub flush_ms: u64,
+    pub commit_ms: u64,
+    pub spilled_bytes: u64,
+    pub lag: Vec<StreamLag>,
+}
+
+/// What an ingest did when it stopped.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IngestSummary {
+    pub table: String,
+    pub writer_id: String,
+    pub source: String,
+    pub resumed_from: Positions,
+    pub positions: Positions,
+    pub commits: u64,
+    pub records: u64,
+    pub bad_records: u64,
+    pub data_files: u64,
+    pub duration_ms: u64,
+    /// Why it stopped: end of input, idle, signal.
+    pub stopped_by: String,
+    /// Peak resident memory of the process (Linux), for checking the buffer budget.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// The process's peak resident set size (`VmHWM`), on Linux.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The positions in the newest snapshot of `writer_id` on `main`'s history, if any.
+pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Positions)> {
+    let md = table.metadata();
+    let mut cur = md.current_snapshot().cloned();
+    while let Some(s) = cur {
+        let props = &s.summary().additional_properties;
+        if props.get(FLOE_WRITER_ID).map(String::as_str) == Some(writer_id) {
+            let positions = props
+                .iter()
+                .filter_map(|(k, v)| {
+                    let stream = k.strip_prefix(POSITION_PREFIX)?;
+                    Some((stream.to_string(), v.parse::<i64>().ok()?))
+                })
+                .collect();
+            return Some((s.snapshot_id(), positions));
+        }
+        cur = s
+            .parent_snapshot_id()
+            .and_then(|p| md.snapshot_by_id(p).cloned());
+    }
+    None
+}
+
+type OnCommit = Box<dyn Fn(&CommitReport) + Send + Sync>;
+
+/// Builds and runs an ingest.
+pub struct IngestBuilder {
+    catalog: Catalog,
+    ident: TableIdent,
+    source: Box<dyn Source>,
+    dead_letter: Option<DeadLetterSink>,
+    options: IngestOptions,
+    metrics: Arc<Metrics>,
+    on_commit: Option<OnCommit>,
+    shutdown: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+}
+
+impl IngestBuilder {
+    /// An ingest of `source` into `ident`.
+    pub fn new(
+        catalog: &Catalog,
+        ident: TableIdent,
+        source: Box<dyn Source>,
+        options: IngestOptions,
+    ) -> Self {
+        Self {
+            catalog: catalog.clone(),
+            ident,
+            source,
+            dead_letter: None,
+            options,
+            metrics: Metrics::new(),
+            on_commit: None,
+            shutdown: None,
+        }
+    }
+
+    /// Where rejected records go (without one they are logged and counted).
+    pub fn with_dead_letter(mut self, sink: DeadLetterSink) -> Self {
+        self.dead_letter = Some(sink);
+        self
+    }
+
+    /// Shares `metrics` (served by [`crate::ingest::metrics::serve`]).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Called after each commit.
+    pub fn on_commit(mut self, f: impl Fn(&CommitReport) + Send + Sync + 'static) -> Self {
+        self.on_commit = Some(Box::new(f));
+        self
+    }
+
+    /// When `signal` completes, buffered data is committed and the ingest stops.
+    pub fn with_shutdown(
+        mut self,
+        signal: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        self.shutdown = Some(Box::pin(signal));
+        self
+    }
+
+    /// Runs until the source ends, the idle timeout, or the shutdown signal.
+    pub async fn run(mut self) -> Result<IngestSummary> {
+        let started = Instant::now();
+        let name = ident_string(&self.ident);
+        let table = self.catalog.load_table(&self.ident).await?;
+        let props = table.metadata().properties().clone();
+        let budget = match self.options.write_buffer_size {
+            Some(b) => b,
+            None => u64_prop(&props, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT)?,
+        };
+        let distribution = match self.options.distribution {
+            Some(d) => d,
+            None => match props.get(WRITE_DISTRIBUTION_MODE) {
+                Some(v) => v.parse()?,
+                None => Distribution::None,
+            },
+        };
+        let n = self.options.write_parallelism.max(1);
+        if self.options.writer_id.trim().is_empty() {
+            return Err(Error::invalid_option(
+                "--writer-id",
+                "",
+                "must not be empty",
+            ));
+        }
+        let spill_root = tempfile::Builder::new().prefix("floe-spill-").tempdir()?;
+        let mut writers = (0..n)
+            .map(|i| {
+                PartitionBuffers::new(
+                    (budget as usize / n).max(1),
+                    spill_root.path().join(format!("w{i}")),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let router = PartitionRouter::new(&table)?;
+        let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+            table.metadata().current_schema(),
+        )?);
+
+        let resumed = writer_positions(&table, &self.options.writer_id)
+            .map(|(_, p)| p)
+            .unwrap_or_default();
+        self.source.start(&resumed).await?;
+        let uri = self.source.uri();
+        let mut committed = resumed.clone();
+        let mut pending = resumed.clone();
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        if let Some(signal) = self.shutdown.take() {
+            tokio::spawn(async move {
+                signal.await;
+                let _ = stop_tx.send(true);
+            });
+        } else {
+            std::mem::forget(stop_tx);
+        }
+
+        let mut summary = IngestSummary {
+            table: name.clone(),
+            writer_id: self.options.writer_id.clone(),
+            source: uri.clone(),
+            resumed_from: resumed,
+            positions: Positions::new(),
+            commits: 0,
+            records: 0,
+            bad_records: 0,
+            data_files: 0,
+            duration_ms: 0,
+            stopped_by: String::new(),
+            peak_rss_bytes: None,
+        };
+        let batch_records = self
+            .options
+            .batch_records
+            .min(self.options.commit_records.unwrap_or(u64::MAX).max(1) as usize)
+            .max(1);
+        let mut since = Window::default();
+        let mut last_commit = Instant::now();
+        let mut last_record = Instant::now();
+        let mut rr = 0usize;
+        loop {
+            let due_in = self
+                .options
+                .commit_interval
+                .saturating_sub(last_commit.elapsed());
+            let wait = due_in.clamp(Duration::from_millis(10), Duration::from_millis(200));
+            // Never read past --commit-records: a commit holds exactly that many records.
+            let max = match self.options.commit_records {
+                Some(r) => batch_records.min(r.saturating_sub(since.records).max(1) as usize),
+                None => batch_records,
+            };
+            let stop = tokio::select! {
+                biased;
+                _ = stop_rx.changed() => Some("signal"),
+                got = self.source.next(max, wait) => match got? {
+                    None => Some("end of input"),
+                    Some(records) if records.is_empty() => None,
+                    Some(records) => {
+                        last_record = Instant::now();
+                        let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
+                        let decoded = decode_records(&arrow_schema, &payloads);
+                        let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
+                        self.metrics.records_in.fetch_add(records.len() as u64, Ordering::Relaxed);
+                        summary.records += records.len() as u64;
+                        if !decoded.bad.is_empty() {
+                            let entries: Vec<DeadLetter> = decoded
+                                .bad
+                                .iter()
+                                .map(|(i, b)| {
+                                    let r = &records[*i];
+                                    DeadLetter::new(&uri, &r.stream, r.position, &r.payload, b.clone())
+                                })
+                                .collect();
+                            let count = entries.len() as u64;
+                            summary.bad_records += count;
+                            since.bad += count;
+                            self.metrics.bad_records.fetch_add(count, Ordering::Relaxed);
+                            match &mut self.dead_letter {
+                                Some(sink) => sink.write(&entries).await?,
+                                None => {
+                                    for e in &entries {
+                                        tracing::warn!(stream = %e.stream, position = e.position, column = %e.column, reason = %e.reason, "bad record");
+                                    }
+                                }
+                            }
+                            if let Some(max) = self.options.max_bad_records {
+                                if summary.bad_records > max {
+                                    let last = entries.last().expect("not empty");
+                                    return Err(Error::TooManyBadRecords {
+                                        count: summary.bad_records,
+                                        max,
+                                        last: format!(
+                                            "{} at {}: column '{}' value {}: {}",
+                                            last.stream, last.position, last.column, last.value, last.reason
+                                        ),
+                                    });
+                                }
+                            }
+                        }
+                        for r in &records {
+                            pending.insert(r.stream.to_string(), r.next_position);
+                        }
+                        if let Some(batch) = decoded.batch {
+                            since.records += batch.num_rows() as u64;
+                            since.bytes += bytes;
+                            let pieces = router.split(batch)?;
+                            let target_rr = rr;
+                            rr = (rr + 1) % n;
+                            for (label, piece) in pieces {
+                                let w = match distribution {
+                                    Distribution::Hash => hash_of(&label) % n,
+                                    Distribution::None => target_rr,
+                                };
+                                writers[w].push(label, piece)?;
+                            }
+                            let spilled: u64 = writers.iter().map(|w| w.spilled_bytes).sum();
+                            self.metrics.spilled_bytes.store(spilled, Ordering::Relaxed);
+                        }
+                        None
+                    }
+                },
+            };
+            self.metrics.set_lag(self.source.lag());
+            let idle = self
+                .options
+                .stop_when_idle
+                .is_some_and(|d| last_record.elapsed() >= d);
+            let due = last_commit.elapsed() >= self.options.commit_interval
+                || self.options.commit_bytes.is_some_and(|b| since.bytes >= b)
+                || self
+                    .options
+                    .commit_records
+                    .is_some_and(|r| since.records >= r);
+            if due || stop.is_some() || idle {
+                if writers.iter().any(|w| !w.is_empty()) {
+                    let report = self
+                        .commit(
+                            &mut writers,
+                            &pending,
+                            &mut committed,
+                            &uri,
+                            &since,
+                            summary.commits + 1,
+                        )
+                        .await?;
+                    summary.commits += 1;
+                    summary.data_files += report.data_files;
+                    if let Some(f) = &self.on_commit {
+                        f(&report);
+                    }
+                }
+                since = Window::default();
+                last_commit = Instant::now();
+            }
+            if let Some(why) = stop {
+                summary.stopped_by = why.to_string();
+                break;
+            }
+            if idle {
+                summary.stopped_by = "idle".to_string();
+                break;
+            }
+        }
+        if let Some(sink) = &mut self.dead_letter {
+            sink.sync().await?;
+        }
+        summary.positions = committed;
+        summary.peak_rss_bytes = peak_rss_bytes();
+        summary.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(summary)
+    }
+
+    /// Flushes every writer's buffers into data files and commits them with the positions.
+    async fn commit(
+        &mut self,
+        writers: &mut [PartitionBuffers],
+        pending: &Positions,
+        committed: &mut Positions,
+        uri: &str,
+        since: &Window,
+        seq: u64,
+    ) -> Result<CommitReport> {
+        if let Some(sink) = &mut self.dead_letter {
+            sink.sync().await?;
+        }
+        let flush_started = Instant::now();
+        let table = self.catalog.load_table(&self.ident).await?;
+        let mut partitions = 0u64;
+        let mut tasks = Vec::new();
+        for w in writers.iter_mut() {
+            let parts = w.take()?;
+            partitions += parts.len() as u64;
+            let table = table.clone();
+            let options = self.options.write.clone();
+            tasks.push(tokio::spawn(async move {
+                write_parts(&table, parts, &options).await
+            }));
+        }
+        let mut files: Vec<DataFile> = Vec::new();
+        let mut failure = None;
+        for t in tasks {
+            match t.await {
+                Ok(Ok(f)) => files.extend(f),
+                Ok(Err(e)) => failure = Some(e),
+                Err(e) => failure = Some(Error::Io(std::io::Error::other(e))),
+            }
+        }
+        let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+        if let Some(e) = failure {
+            delete_quietly(table.file_io(), paths).await;
+            return Err(e);
+        }
+        let flush_ms = flush_started.elapsed().as_millis() as u64;
+        self.metrics
+            .last_flush_duration_ms
+            .store(flush_ms, Ordering::Relaxed);
+        self.metrics
+            .observe_files(files.iter().map(|f| f.file_size_in_bytes()));
+        let records: u64 = files.iter().map(|f| f.record_count()).sum();
+        let bytes: u64 = files.iter().map(|f| f.file_size_in_bytes()).sum();
+        let data_files = files.len() as u64;
+
+        let mut props: BTreeMap<String, String> = BTreeMap::new();
+        props.insert(FLOE_WRITER_ID.to_string(), self.options.writer_id.clone());
+        props.insert(SOURCE_KEY.to_string(), uri.to_string());
+        for (stream, pos) in pending {
+            props.insert(format!("{POSITION_PREFIX}{stream}"), pos.to_string());
+        }
+        let update =
+            SnapshotUpdate::append(files).with_summary_properties(props.into_iter().collect());
+        let commit_started = Instant::now();
+        let writer_id = self.options.writer_id.clone();
+        let expected = committed.clone();
+        crate::fault::pause("INGEST_BEFORE_COMMIT").await;
+        let result = with_retry(&self.catalog, &self.ident, Some(table), |t| {
+            let update = &update;
+            let fenced = fence(&t, &writer_id, &expected);
+            async move {
+                fenced?;
+                crate::commit::producer::prepare(&t, update).await
+            }
+        })
+        .await;
+        let table = match result {
+            Ok(t) => t,
+            Err(e) => {
+                delete_quietly(self.catalog.file_io(), paths).await;
+                return Err(e);
+            }
+        };
+        let commit_ms = commit_started.elapsed().as_millis() as u64;
+        *committed = pending.clone();
+        let m = &self.metrics;
+        m.last_commit_duration_ms
+            .store(commit_ms, Ordering::Relaxed);
+        m.last_commit_epoch_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+        m.committed_data_files_count
+            .fetch_add(data_files, Ordering::Relaxed);
+        m.committed_data_files_record_count
+            .fetch_add(records, Ordering::Relaxed);
+        m.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(CommitReport {
+            commit: seq,
+            snapshot_id: table.metadata().current_snapshot_id().unwrap_or_default(),
+            records,
+            bad_records: since.bad,
+            data_files,
+            bytes,
+            partitions,
+            flush_ms,
+            commit_ms,
+            spilled_bytes: m.spilled_bytes.load(Ordering::Relaxed),
+            lag: self.source.lag(),
+        })
+    }
+}
+
+/// Refuses a commit when the newest snapshot of `writer_id` no longer holds `expected`: another
+/// process committed under the same id since this one last did.
+fn fence(table: &Table, writer_id: &str, expected: &Positions) -> Result<()> {
+    let found = writer_positions(table, writer_id)
+        .map(|(_, p)| p)
+        .unwrap_or_default();
+    if &found == expected {
+        Ok(())
+    } else {
+        Err(Error::Refused {
+            operation: format!("commit as writer '{writer_id}'"),
+            reason: format!(
+                "another process committed under the same writer id (table positions {found:?}, this process expected {expected:?}); restart to resume from the table"
+            ),
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    records: u64,
+    bytes: u64,
+    bad: u64,
+}
+
+fn hash_of(s: &str) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish() as usize
+}

@@ -1,0 +1,425 @@
+//! Streaming ingest (DESIGN section 5, invariant 4): bad records go to the dead-letter sink and
+//! the stream goes on; a restart resumes exactly after the last commit; a commit adds at most
+//! one file per partition touched (per writer); buffers spill instead of flushing small files;
+//! Kafka positions live in the table.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use floe::ingest::dead_letter::DeadLetterSink;
+use floe::ingest::metrics::Metrics;
+use floe::ingest::source;
+use floe::ingest::stream::{CommitReport, Distribution, IngestBuilder, IngestOptions};
+use rskafka::client::partition::{Compression, UnknownTopicHandling};
+use rskafka::client::ClientBuilder;
+use rskafka::record::Record;
+
+use crate::common::Fixture;
+
+fn line(id: i64) -> String {
+    format!(
+        "{{\"id\": {id}, \"ts\": \"2026-01-0{}T10:00:00\", \"name\": \"n{}\", \"amount\": {}}}",
+        1 + id % 3,
+        id % 7,
+        id as f64 * 0.5
+    )
+}
+
+async fn count_distinct(fx: &Fixture, table: &str) -> (i64, i64, i64) {
+    let b = floe::sql::query(
+        &fx.catalog,
+        &format!(
+            "SELECT count(*) AS n, count(DISTINCT id) AS d, coalesce(sum(id), 0) AS s FROM {table}"
+        ),
+    )
+    .await
+    .unwrap();
+    let col = |i: usize| {
+        b[0].column(i)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap()
+            .value(0)
+    };
+    (col(0), col(1), col(2))
+}
+
+fn opts(writer: &str) -> IngestOptions {
+    let mut o = IngestOptions::new(writer);
+    o.commit_interval = Duration::from_secs(3600);
+    o
+}
+
+async fn run_file(
+    fx: &Fixture,
+    table: &str,
+    path: &std::path::Path,
+    o: IngestOptions,
+    dl: Option<&std::path::Path>,
+) -> (floe::ingest::stream::IngestSummary, Vec<CommitReport>) {
+    let ident = floe::catalog::parse_table_ident(table).unwrap();
+    let src = source::open(&path.display().to_string(), false).unwrap();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let mut b = IngestBuilder::new(&fx.catalog, ident, src, o)
+        .on_commit(move |r| sink.lock().unwrap().push(r.clone()));
+    if let Some(p) = dl {
+        b = b.with_dead_letter(
+            DeadLetterSink::open(&p.display().to_string())
+                .await
+                .unwrap(),
+        );
+    }
+    let s = b.run().await.unwrap();
+    let r = reports.lock().unwrap().clone();
+    (s, r)
+}
+
+#[tokio::test]
+async fn bad_records_go_to_the_dead_letter_file_and_a_restart_resumes_exactly() {
+    let fx = Fixture::new().await;
+    fx.table("s.events", Some("day(ts)")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.ndjson");
+    let dl = dir.path().join("dead.ndjson");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for i in 0..3000 {
+        writeln!(f, "{}", line(i)).unwrap();
+    }
+    writeln!(f, "{{\"id\": \"seven\", \"ts\": \"2026-01-01T00:00:00\"}}").unwrap();
+    writeln!(f, "{{\"id\": 9, \"ts\": \"yesterday\"}}").unwrap();
+    writeln!(f, "{{\"ts\": \"2026-01-01T00:00:00\"}}").unwrap();
+    writeln!(f, "this is not json").unwrap();
+    drop(f);
+    let (s, reports) = run_file(&fx, "s.events", &input, opts("w1"), Some(&dl)).await;
+    assert_eq!(s.bad_records, 4);
+    assert_eq!(s.commits, 1);
+    assert_eq!(reports[0].records, 3000);
+    assert_eq!(reports[0].data_files, 3, "one file per day partition");
+    assert_eq!(
+        count_distinct(&fx, "s.events").await,
+        (3000, 3000, (0..3000).sum())
+    );
+    let dead: Vec<serde_json::Value> = std::fs::read_to_string(&dl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(dead.len(), 4);
+    assert_eq!(dead[0]["column"], "id");
+    assert!(dead[0]["payload"].as_str().unwrap().contains("seven"));
+    assert_eq!(dead[1]["column"], "ts");
+    assert!(dead[2]["reason"].as_str().unwrap().contains("required"));
+    assert!(dead[3]["reason"].as_str().unwrap().contains("invalid JSON"));
+    assert!(
+        dead[3]["position"].as_i64().unwrap() > 0,
+        "the byte offset of the record"
+    );
+
+    // Same input again: nothing new. Then appended lines: exactly those.
+    let (s, _) = run_file(&fx, "s.events", &input, opts("w1"), None).await;
+    assert_eq!((s.records, s.commits), (0, 0));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&input)
+        .unwrap();
+    for i in 3000..3500 {
+        writeln!(f, "{}", line(i)).unwrap();
+    }
+    drop(f);
+    let (s, _) = run_file(&fx, "s.events", &input, opts("w1"), None).await;
+    assert_eq!(s.records, 500);
+    assert_eq!(
+        count_distinct(&fx, "s.events").await,
+        (3500, 3500, (0..3500).sum())
+    );
+    let t = fx
+        .load(&floe::catalog::parse_table_ident("s.events").unwrap())
+        .await;
+    let props = &t
+        .metadata()
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_eq!(props["floe.writer-id"], "w1");
+    let size = std::fs::metadata(&input).unwrap().len();
+    assert_eq!(
+        props[&format!("floe.position.file:{}", input.display())],
+        size.to_string()
+    );
+    // A different writer id starts from the beginning: positions are per writer.
+    let (s, _) = run_file(&fx, "s.events", &input, opts("w2"), None).await;
+    assert_eq!(s.records, 3504);
+}
+
+#[tokio::test]
+async fn a_commit_adds_at_most_one_file_per_partition_per_writer() {
+    let fx = Fixture::new().await;
+    fx.table("s.fan", Some("day(ts)")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for i in 0..6000 {
+        writeln!(f, "{}", line(i)).unwrap();
+    }
+    drop(f);
+    for (writer, dist, par, max_per_partition) in [
+        ("none-1", Distribution::None, 1, 1),
+        ("hash-2", Distribution::Hash, 2, 1),
+        ("none-2", Distribution::None, 2, 2),
+    ] {
+        let mut o = opts(writer);
+        o.commit_records = Some(1000);
+        o.batch_records = 250;
+        o.distribution = Some(dist);
+        o.write_parallelism = par;
+        let (s, reports) = run_file(&fx, "s.fan", &input, o, None).await;
+        assert_eq!(s.records, 6000, "{writer}");
+        assert_eq!(reports.len(), 6, "{writer}: a commit per 1000 records");
+        for r in &reports {
+            assert_eq!(r.records, 1000);
+            assert!(
+                r.data_files <= 3 * max_per_partition,
+                "{writer}: {} files for 3 partitions",
+                r.data_files
+            );
+        }
+        if dist == Distribution::None && par == 2 {
+            assert!(
+                reports.iter().any(|r| r.data_files > 3),
+                "round robin spreads partitions over writers"
+            );
+        }
+    }
+    assert_eq!(count_distinct(&fx, "s.fan").await.0, 18_000);
+}
+
+#[tokio::test]
+async fn buffers_spill_to_disk_instead_of_writing_small_files() {
+    let fx = Fixture::new().await;
+    fx.table("s.spill", Some("day(ts)")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&input).unwrap());
+    for i in 0..60_000 {
+        writeln!(f, "{}", line(i)).unwrap();
+    }
+    drop(f);
+    let metrics = Metrics::new();
+    let mut o = opts("spill");
+    o.write_buffer_size = Some(256 * 1024);
+    o.batch_records = 1000;
+    let ident = floe::catalog::parse_table_ident("s.spill").unwrap();
+    let src = source::open(&input.display().to_string(), false).unwrap();
+    let s = IngestBuilder::new(&fx.catalog, ident, src, o)
+        .with_metrics(metrics.clone())
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(s.commits, 1);
+    assert_eq!(
+        s.data_files, 3,
+        "one file per partition despite a buffer far smaller than the data"
+    );
+    let text = metrics.render();
+    let spilled: u64 = text
+        .lines()
+        .find(|l| l.starts_with("spilledBytes "))
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(spilled > 1_000_000, "spilled {spilled} bytes");
+    assert!(text.contains("committedDataFilesRecordCount 60000"));
+    assert_eq!(
+        count_distinct(&fx, "s.spill").await,
+        (60_000, 60_000, (0..60_000).sum())
+    );
+}
+
+fn kafka() -> String {
+    std::env::var("FLOE_TEST_KAFKA").expect("Kafka tests need FLOE_TEST_KAFKA (run .ci/setup)")
+}
+
+/// Creates `topic` with `partitions` and produces `payloads[i]` to partition `i % partitions`.
+pub async fn produce(topic: &str, partitions: i32, payloads: Vec<Vec<u8>>, create: bool) {
+    let client = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
+    if create {
+        client
+            .controller_client()
+            .unwrap()
+            .create_topic(topic, partitions, 1, 5_000)
+            .await
+            .unwrap();
+    }
+    let mut by_partition: HashMap<i32, Vec<Record>> = HashMap::new();
+    for (i, p) in payloads.into_iter().enumerate() {
+        by_partition
+            .entry(i as i32 % partitions)
+            .or_default()
+            .push(Record {
+                key: None,
+                value: Some(p),
+                headers: Default::default(),
+                timestamp: chrono::Utc::now(),
+            });
+    }
+    for (p, records) in by_partition {
+        let pc = client
+            .partition_client(topic, p, UnknownTopicHandling::Retry)
+            .await
+            .unwrap();
+        for chunk in records.chunks(500) {
+            pc.produce(chunk.to_vec(), Compression::NoCompression)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn kafka_positions_live_in_the_table_and_bad_records_reach_a_dead_letter_topic() {
+    let fx = Fixture::new().await;
+    fx.table("s.kafka", Some("day(ts)")).await;
+    let topic = format!("events-{}", uuid::Uuid::new_v4().simple());
+    let mut payloads: Vec<Vec<u8>> = (0..900).map(|i| line(i).into_bytes()).collect();
+    payloads.push(b"{\"id\": \"bad\"}".to_vec());
+    payloads.push(b"garbage".to_vec());
+    produce(&topic, 3, payloads, true).await;
+    let dead_topic = format!("dead-{}", uuid::Uuid::new_v4().simple());
+    let uri = format!("kafka://{}/{topic}", kafka());
+    let run = |o: IngestOptions| {
+        let fx = &fx;
+        let uri = uri.clone();
+        let dead = format!("kafka://{}/{dead_topic}", kafka());
+        async move {
+            let ident = floe::catalog::parse_table_ident("s.kafka").unwrap();
+            IngestBuilder::new(&fx.catalog, ident, source::open(&uri, false).unwrap(), o)
+                .with_dead_letter(DeadLetterSink::open(&dead).await.unwrap())
+                .run()
+                .await
+                .unwrap()
+        }
+    };
+    let mut o = opts("k1");
+    o.stop_when_idle = Some(Duration::from_secs(2));
+    let s = run(o.clone()).await;
+    assert_eq!(s.records, 902);
+    assert_eq!(s.bad_records, 2);
+    assert_eq!(s.positions.len(), 3, "{:?}", s.positions);
+    assert_eq!(
+        s.positions.values().sum::<i64>(),
+        902,
+        "next offsets of 3 partitions"
+    );
+    assert_eq!(
+        count_distinct(&fx, "s.kafka").await,
+        (900, 900, (0..900).sum())
+    );
+    // More records: a restart reads only those.
+    produce(
+        &topic,
+        3,
+        (900..1200).map(|i| line(i).into_bytes()).collect(),
+        false,
+    )
+    .await;
+    let s = run(o).await;
+    assert_eq!(s.records, 300);
+    assert_eq!(
+        count_distinct(&fx, "s.kafka").await,
+        (1200, 1200, (0..1200).sum())
+    );
+    // The dead letters are on their topic with the reason.
+    let client = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
+    let pc = client
+        .partition_client(dead_topic.clone(), 0, UnknownTopicHandling::Retry)
+        .await
+        .unwrap();
+    let (records, _) = pc.fetch_records(0, 1..1_000_000, 1_000).await.unwrap();
+    assert_eq!(records.len(), 2);
+    let first: serde_json::Value =
+        serde_json::from_slice(records[0].record.value.as_ref().unwrap()).unwrap();
+    assert!(first["stream"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("kafka:{topic}:")));
+    assert!(!first["reason"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn too_many_bad_records_stop_with_a_clear_error_and_commit_nothing() {
+    let fx = Fixture::new().await;
+    fx.table("s.strict", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    let mut text = String::new();
+    for i in 0..100 {
+        text.push_str(&line(i));
+        text.push('\n');
+        if i % 10 == 0 {
+            text.push_str("{\"id\": null}\n");
+        }
+    }
+    std::fs::write(&input, text).unwrap();
+    let mut o = opts("strict");
+    o.max_bad_records = Some(3);
+    let ident = floe::catalog::parse_table_ident("s.strict").unwrap();
+    let e = IngestBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+        source::open(&input.display().to_string(), false).unwrap(),
+        o,
+    )
+    .run()
+    .await
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("exceed --max-bad-records 3") && msg.contains("column 'id'"),
+        "{msg}"
+    );
+    assert!(fx
+        .load(&ident)
+        .await
+        .metadata()
+        .current_snapshot()
+        .is_none());
+}
+
+#[tokio::test]
+async fn a_second_process_under_the_same_writer_id_is_refused() {
+    let fx = Fixture::new().await;
+    fx.table("s.fence", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    std::fs::write(&input, (0..10).map(|i| line(i) + "\n").collect::<String>()).unwrap();
+    // Process A starts (reads no positions), then B commits under the same id before A does.
+    let ident = floe::catalog::parse_table_ident("s.fence").unwrap();
+    let mut o = opts("same");
+    o.stop_when_idle = Some(Duration::from_millis(300));
+    let a = IngestBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+        source::open(&input.display().to_string(), true).unwrap(),
+        o.clone(),
+    );
+    let a = tokio::spawn(async move {
+        std::env::set_var("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS", "1500");
+        a.run().await
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    std::env::remove_var("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS");
+    let (s, _) = run_file(&fx, "s.fence", &input, opts("same"), None).await;
+    assert_eq!(s.records, 10);
+    let e = a.await.unwrap().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("another process committed under the same writer id"),
+        "{e}"
+    );
+    assert_eq!(count_distinct(&fx, "s.fence").await.0, 10, "no duplicate");
+}
