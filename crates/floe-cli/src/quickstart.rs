@@ -1,5 +1,6 @@
-//! `floe quickstart`: the embedded demo. Creates `demo.events` (partitioned by day), appends
-//! micro-batches the way a streaming writer commits every checkpoint, and shows what `$files`
+//! `floe quickstart`: the embedded demo. Creates `demo.events` (partitioned by day), feeds a
+//! generated event stream through the ingest engine with a commit every 500 events (as a
+//! streaming writer commits every checkpoint), and shows what `$files`
 //! and `$snapshots` reveal: many small files, one snapshot per commit. Then it diagnoses the
 //! table, compacts it, diagnoses again, expires the history, removes a crashed job's leftover
 //! file, and prints a before/after table.
@@ -50,43 +51,56 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         .await?;
     out.say(format!("created {TABLE} (id bigint not null, ts timestamp, kind string, amount double) partitioned by day(ts)"));
 
+    // A generated event stream, fed through the ingest engine with a commit every 500 events
+    // (a short checkpoint interval): the small-files problem, for real.
     let dir = tempfile::tempdir()?;
     let kinds = ["click", "view", "buy", "scroll"];
-    let mut commits = Vec::new();
-    for b in 0..BATCHES {
-        let path = dir.path().join(format!("batch-{b}.ndjson"));
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
-        for r in 0..ROWS_PER_BATCH {
-            let id = b * ROWS_PER_BATCH + r;
-            // Three days of events; every micro-batch touches every day, as late data does.
-            let day = 1 + r % 3;
-            let secs = (id * 37) % 86_400;
-            writeln!(
-                f,
-                "{}",
-                json!({
-                    "id": id,
-                    "ts": format!("2026-11-{day:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
-                    "kind": kinds[id % kinds.len()],
-                    "amount": (id % 100) as f64 * 0.25,
-                })
-            )?;
-        }
-        f.flush()?;
-        drop(f);
-        let m = floe::append::AppendBuilder::new(&catalog, ident.clone())
-            .with_inputs(vec![path])
-            .execute()
-            .await?;
-        out.say(format!(
-            "micro-batch {}: {} rows -> {} data files, snapshot {}",
-            b + 1,
-            m.rows,
-            m.data_files,
-            m.snapshot_id.unwrap_or_default()
-        ));
-        commits.push(serde_json::to_value(&m)?);
+    let path = dir.path().join("events.ndjson");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    for id in 0..BATCHES * ROWS_PER_BATCH {
+        // Three days of events; every commit touches every day, as late data does.
+        let day = 1 + id % 3;
+        let secs = (id * 37) % 86_400;
+        writeln!(
+            f,
+            "{}",
+            json!({
+                "id": id,
+                "ts": format!("2026-11-{day:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
+                "kind": kinds[id % kinds.len()],
+                "amount": (id % 100) as f64 * 0.25,
+            })
+        )?;
     }
+    f.flush()?;
+    drop(f);
+    let mut options = floe::ingest::stream::IngestOptions::new("quickstart-stream");
+    options.commit_records = Some(ROWS_PER_BATCH as u64);
+    let source = floe::ingest::source::open(&path.display().to_string(), false)?;
+    let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let json_mode = out.is_json();
+    floe::ingest::stream::IngestBuilder::new(&catalog, ident.clone(), source, options)
+        .on_commit(move |r| {
+            if !json_mode {
+                println!(
+                    "commit {}: {} events -> {} data files, snapshot {}",
+                    r.commit, r.records, r.data_files, r.snapshot_id
+                );
+            }
+            sink.lock().expect("not poisoned").push(r.clone());
+        })
+        .run()
+        .await?;
+    out.say(format!(
+        "floe ingest {TABLE} --source events.ndjson --commit-records {ROWS_PER_BATCH}: one commit per {ROWS_PER_BATCH} events, like a streaming writer's checkpoints"
+    ));
+    let commits: Vec<serde_json::Value> = reports
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .collect();
 
     let queries = [
         ("rows", format!("SELECT count(*) AS rows, sum(amount) AS amount FROM {TABLE}")),
@@ -153,10 +167,45 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         "floe compact {TABLE}\n{}",
         crate::output::compact_text(&m)
     ));
+    let compacted = shape(&catalog, &ident, &probe).await?;
+    if before.answer != compacted.answer {
+        anyhow::bail!(
+            "compaction changed the query answer: {:?} vs {:?}",
+            before.answer,
+            compacted.answer
+        );
+    }
+    out.say("same query answer before and after compaction");
     let report_after = floe::diagnose::diagnose(&catalog, &ident).await?;
     out.say(format!(
         "\nfloe diagnose {TABLE}  (after compaction; observations only)\n{}",
         observations_text(&report_after)
+    ));
+    // The stream goes on: 500 more events, read from where the last commit stopped. The
+    // writer's newest snapshot (its recovery point) is now after the compaction.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path)?;
+    for id in BATCHES * ROWS_PER_BATCH..(BATCHES + 1) * ROWS_PER_BATCH {
+        writeln!(
+            f,
+            "{}",
+            json!({"id": id, "ts": format!("2026-11-{:02}T12:00:00", 1 + id % 3), "kind": kinds[id % kinds.len()], "amount": 1.0})
+        )?;
+    }
+    drop(f);
+    let mut options = floe::ingest::stream::IngestOptions::new("quickstart-stream");
+    options.commit_records = Some(ROWS_PER_BATCH as u64);
+    let more = floe::ingest::stream::IngestBuilder::new(
+        &catalog,
+        ident.clone(),
+        floe::ingest::source::open(&path.display().to_string(), false)?,
+        options,
+    )
+    .run()
+    .await?;
+    out.say(format!(
+        "\nthe stream goes on: {} more events committed, resumed at byte {} of the input",
+        more.records,
+        more.resumed_from.values().next().copied().unwrap_or(0)
     ));
     let expired = floe::expire::ExpireBuilder::new(&catalog, ident.clone())
         .older_than(std::time::Duration::ZERO)
@@ -199,14 +248,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         before.query_ms,
         after.query_ms
     ));
-    if before.answer != after.answer {
-        anyhow::bail!(
-            "compaction changed the query answer: {:?} vs {:?}",
-            before.answer,
-            after.answer
-        );
-    }
-    out.say("same answer before and after; next: floe sql \"SELECT * FROM demo.events$snapshots\"");
+    out.say("next: floe diagnose demo.events --html report.html; floe sql \"SELECT * FROM demo.events$snapshots\"");
     out.result(
         &json!({
             "table": TABLE, "warehouse": config.warehouse, "commits": commits, "queries": results,

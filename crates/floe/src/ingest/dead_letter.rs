@@ -63,7 +63,8 @@ impl DeadLetterSink {
     /// one partition).
     pub async fn open(spec: &str) -> Result<Self> {
         if spec.starts_with("kafka://") {
-            let (brokers, topic, _) = crate::ingest::source::kafka::parse_uri(spec)?;
+            let crate::ingest::source::kafka::KafkaUri { brokers, topic, .. } =
+                crate::ingest::source::kafka::parse_uri(spec)?;
             let client = crate::ingest::source::kafka::connect(&brokers).await?;
             let exists = client
                 .list_topics()

@@ -59,8 +59,16 @@ pub async fn connect(brokers: &[String]) -> Result<Client> {
         })
 }
 
+/// A parsed `kafka://h:p,h2:p/topic?query`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaUri {
+    pub brokers: Vec<String>,
+    pub topic: String,
+    pub query: Vec<(String, String)>,
+}
+
 /// Splits `kafka://h:p,h2:p/topic?query` into brokers, topic and query pairs.
-pub fn parse_uri(uri: &str) -> Result<(Vec<String>, String, Vec<(String, String)>)> {
+pub fn parse_uri(uri: &str) -> Result<KafkaUri> {
     let bad = |why: &str| Error::invalid_option("--source", uri, why);
     let rest = uri
         .strip_prefix("kafka://")
@@ -82,13 +90,21 @@ pub fn parse_uri(uri: &str) -> Result<(Vec<String>, String, Vec<(String, String)
                 .ok_or_else(|| bad("query parameters are KEY=VALUE"))
         })
         .collect::<Result<_>>()?;
-    Ok((brokers, topic.to_string(), pairs))
+    Ok(KafkaUri {
+        brokers,
+        topic: topic.to_string(),
+        query: pairs,
+    })
 }
 
 impl KafkaSource {
     /// Parses the source URI.
     pub fn parse(uri: &str) -> Result<Self> {
-        let (brokers, topic, query) = parse_uri(uri)?;
+        let KafkaUri {
+            brokers,
+            topic,
+            query,
+        } = parse_uri(uri)?;
         let mut partitions = None;
         let mut start = Start::Earliest;
         for (k, v) in query {
@@ -276,10 +292,10 @@ mod tests {
 
     #[test]
     fn uris_parse_with_clear_errors() {
-        let (b, t, q) = parse_uri("kafka://h1:9092,h2:9092/events?partitions=0,2").unwrap();
-        assert_eq!(b, vec!["h1:9092", "h2:9092"]);
-        assert_eq!(t, "events");
-        assert_eq!(q, vec![("partitions".to_string(), "0,2".to_string())]);
+        let u = parse_uri("kafka://h1:9092,h2:9092/events?partitions=0,2").unwrap();
+        assert_eq!(u.brokers, vec!["h1:9092", "h2:9092"]);
+        assert_eq!(u.topic, "events");
+        assert_eq!(u.query, vec![("partitions".to_string(), "0,2".to_string())]);
         assert!(parse_uri("kafka://h1:9092").is_err());
         assert!(KafkaSource::parse("kafka://h:1/t?start=middle").is_err());
         assert!(KafkaSource::parse("kafka://h:1/t?partitions=a").is_err());

@@ -1,0 +1,356 @@
+//! `floe ingest` end to end: exactly-once under repeated kill -9 during a Kafka ingest (checked
+//! by floe and PyIceberg), commit on SIGTERM with metrics served over HTTP, and flat memory on a
+//! 2 GiB stream with a 64 MiB buffer.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use rskafka::client::partition::{Compression, UnknownTopicHandling};
+use rskafka::client::ClientBuilder;
+use rskafka::record::Record;
+use serde_json::Value;
+
+fn floe(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
+    c.current_dir(dir)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG");
+    c
+}
+
+fn ok_json(dir: &Path, args: &[&str]) -> Value {
+    let out = floe(dir).arg("--json").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "floe {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("null")).unwrap()
+}
+
+fn sql_row(dir: &Path, q: &str) -> Value {
+    let out = floe(dir).args(["--json", "sql", q]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap()
+}
+
+fn create_table(dir: &Path, table: &str) {
+    let ns = table.split('.').next().unwrap();
+    ok_json(dir, &["namespace", "create", ns]);
+    ok_json(
+        dir,
+        &[
+            "table",
+            "create",
+            table,
+            "--schema",
+            "id bigint not null, ts timestamp, name string",
+            "--partition",
+            "day(ts)",
+        ],
+    );
+}
+
+fn event(id: u64) -> String {
+    format!(
+        "{{\"id\": {id}, \"ts\": \"2026-03-0{}T{:02}:00:00\", \"name\": \"user-{}\"}}",
+        1 + id % 3,
+        id % 24,
+        id % 1000
+    )
+}
+
+fn kafka() -> String {
+    std::env::var("FLOE_TEST_KAFKA").expect("Kafka tests need FLOE_TEST_KAFKA (run .ci/setup)")
+}
+
+#[test]
+fn kafka_ingest_is_exactly_once_under_repeated_kill_9() {
+    const N: u64 = 30_000;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create_table(d, "k.events");
+    let topic = format!("eo-{}", uuid::Uuid::new_v4().simple());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(async {
+        let c = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
+        c.controller_client()
+            .unwrap()
+            .create_topic(&topic, 3, 1, 5_000)
+            .await
+            .unwrap();
+        c
+    });
+    // The producer streams N unique ids into 3 partitions over a few seconds, while the
+    // ingest below is killed and restarted.
+    let producer_topic = topic.clone();
+    let producer = rt.spawn(async move {
+        let mut parts = Vec::new();
+        for p in 0..3 {
+            parts.push(
+                client
+                    .partition_client(producer_topic.clone(), p, UnknownTopicHandling::Retry)
+                    .await
+                    .unwrap(),
+            );
+        }
+        for chunk in 0..(N / 300) {
+            for (p, pc) in parts.iter().enumerate() {
+                let records: Vec<Record> = (0..100)
+                    .map(|k| Record {
+                        key: None,
+                        value: Some(event(chunk * 300 + p as u64 * 100 + k).into_bytes()),
+                        headers: Default::default(),
+                        timestamp: chrono::Utc::now(),
+                    })
+                    .collect();
+                pc.produce(records, Compression::NoCompression)
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(60)).await;
+        }
+    });
+    let source = format!("kafka://{}/{topic}", kafka());
+    let mut rng = rand::rng();
+    let mut kills = 0;
+    for round in 0..8 {
+        let mut cmd = floe(d);
+        cmd.args([
+            "ingest",
+            "k.events",
+            "--source",
+            &source,
+            "--commit-interval",
+            "250ms",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        if round % 2 == 1 {
+            // Widen the window between writing the files and committing them.
+            cmd.env("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS", "300");
+        }
+        let mut child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+    }
+    rt.block_on(producer).unwrap();
+    let summary = ok_json(
+        d,
+        &[
+            "ingest",
+            "k.events",
+            "--source",
+            &source,
+            "--commit-interval",
+            "1s",
+            "--stop-when-idle",
+            "3s",
+        ],
+    );
+    assert_eq!(summary["stopped_by"], "idle");
+    let row = sql_row(
+        d,
+        "SELECT count(*) AS n, count(DISTINCT id) AS d, sum(id) AS s FROM k.events",
+    );
+    assert_eq!(
+        row["n"].as_u64(),
+        Some(N),
+        "after {kills} kills: every key once, none lost"
+    );
+    assert_eq!(row["d"].as_u64(), Some(N), "no key twice");
+    assert_eq!(row["s"].as_u64(), Some(N * (N - 1) / 2));
+    let snaps = sql_row(d, "SELECT count(*) AS n FROM k.events$snapshots");
+    assert!(
+        snaps["n"].as_u64().unwrap() >= 3,
+        "the killed runs committed too: {snaps}"
+    );
+    // PyIceberg reads the same rows.
+    let py = std::env::var("FLOE_PYTHON").expect("FLOE_PYTHON (run .ci/setup)");
+    let wh = d.join("warehouse").display().to_string();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(py)
+        .arg(root.join("tests/interop/read_table.py"))
+        .args([
+            "--catalog-uri",
+            &format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/')),
+        ])
+        .args([
+            "--warehouse",
+            &wh,
+            "--table",
+            "k.events",
+            "--sum-column",
+            "id",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pyiceberg"]["rows"].as_u64(), Some(N));
+    assert_eq!(v["pyiceberg"]["sum"].as_u64(), Some(N * (N - 1) / 2));
+    assert_eq!(v["duckdb"]["rows"].as_u64(), Some(N));
+}
+
+fn scrape(addr: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn sigterm_commits_what_is_buffered_and_metrics_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create_table(d, "m.events");
+    let input = d.join("in.ndjson");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for i in 0..500 {
+        writeln!(f, "{}", event(i)).unwrap();
+    }
+    writeln!(f, "{{\"id\": \"bad\"}}").unwrap();
+    drop(f);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = floe(d)
+        .args([
+            "--json",
+            "ingest",
+            "m.events",
+            "--source",
+            input.to_str().unwrap(),
+            "--follow",
+        ])
+        .args(["--commit-interval", "1h", "--metrics-addr", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        if let Some(t) = scrape(&addr) {
+            if metric(&t, "recordsIn") == Some(501.0) {
+                break t;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never showed the records"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(metric(&text, "badRecords"), Some(1.0));
+    assert_eq!(
+        metric(&text, "commits"),
+        Some(0.0),
+        "a 1 h interval: nothing committed yet"
+    );
+    assert!(metric(&text, "elapsedSecondsSinceLastSuccessfulCommit").is_some());
+    assert!(text.contains("dataFilesSizeHistogram_bucket{le=\"+Inf\"} 0"));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["stopped_by"], "signal");
+    assert_eq!(summary["commits"], 1);
+    assert_eq!(lines[0]["records"], 500, "the per-commit JSON line");
+    let row = sql_row(d, "SELECT count(*) AS n FROM m.events");
+    assert_eq!(row["n"], 500);
+}
+
+#[test]
+fn a_2_gib_stream_with_a_64_mib_buffer_stays_under_512_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create_table(d, "big.events");
+    let mut child = floe(d)
+        .args([
+            "--json",
+            "ingest",
+            "big.events",
+            "--source",
+            "-",
+            "--write-buffer-size",
+            "64MiB",
+        ])
+        .args(["--commit-interval", "1h"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = std::io::BufWriter::with_capacity(1 << 20, child.stdin.take().unwrap());
+    let pad = "x".repeat(160);
+    let mut written = 0u64;
+    let mut n = 0u64;
+    while written < 2 << 30 {
+        let line = format!(
+            "{{\"id\": {n}, \"ts\": \"2026-03-0{}T{:02}:00:00\", \"name\": \"{pad}{}\"}}\n",
+            1 + n % 3,
+            n % 24,
+            n % 100_000
+        );
+        stdin.write_all(line.as_bytes()).unwrap();
+        written += line.len() as u64;
+        n += 1;
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["records"].as_u64(), Some(n));
+    assert_eq!(summary["commits"], 1, "one commit at the end of the stream");
+    let peak = summary["peak_rss_bytes"].as_u64().unwrap();
+    assert!(
+        peak < 512 << 20,
+        "peak RSS {} MiB over 2 GiB of input",
+        peak >> 20
+    );
+    let row = sql_row(d, "SELECT count(*) AS n FROM big.events");
+    assert_eq!(row["n"].as_u64(), Some(n));
+}
