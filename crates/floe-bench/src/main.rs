@@ -76,6 +76,20 @@ enum Cmd {
         #[arg(long, default_value_t = 1_000)]
         orphans: usize,
     },
+    /// Produces every line of an NDJSON file to a Kafka topic (created with N partitions),
+    /// round robin, for the ingest benchmark.
+    KafkaProduce {
+        /// Broker HOST:PORT.
+        #[arg(long)]
+        brokers: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, default_value_t = 3)]
+        partitions: i32,
+        /// NDJSON input.
+        #[arg(long)]
+        file: PathBuf,
+    },
 }
 
 fn batch(schema: &arrow::datatypes::SchemaRef, from: i64, n: i64) -> RecordBatch {
@@ -354,6 +368,63 @@ async fn small_files(
     Ok(())
 }
 
+async fn kafka_produce(
+    brokers: String,
+    topic: String,
+    partitions: i32,
+    file: PathBuf,
+) -> Result<()> {
+    use rskafka::client::partition::{Compression, UnknownTopicHandling};
+    use rskafka::record::Record;
+    use std::io::BufRead;
+    let client = rskafka::client::ClientBuilder::new(vec![brokers])
+        .build()
+        .await?;
+    client
+        .controller_client()?
+        .create_topic(topic.clone(), partitions, 1, 5_000)
+        .await?;
+    let mut clients = Vec::new();
+    for p in 0..partitions {
+        clients.push(
+            client
+                .partition_client(topic.clone(), p, UnknownTopicHandling::Retry)
+                .await?,
+        );
+    }
+    let started = Instant::now();
+    let reader = std::io::BufReader::new(std::fs::File::open(&file)?);
+    let mut batches: Vec<Vec<Record>> = vec![Vec::new(); partitions as usize];
+    let (mut n, mut bytes) = (0u64, 0u64);
+    for line in reader.lines() {
+        let line = line?;
+        bytes += line.len() as u64;
+        let p = (n % partitions as u64) as usize;
+        batches[p].push(Record {
+            key: None,
+            value: Some(line.into_bytes()),
+            headers: Default::default(),
+            timestamp: chrono::Utc::now(),
+        });
+        n += 1;
+        if batches[p].len() >= 2_000 {
+            clients[p]
+                .produce(std::mem::take(&mut batches[p]), Compression::NoCompression)
+                .await?;
+        }
+    }
+    for (p, b) in batches.into_iter().enumerate() {
+        if !b.is_empty() {
+            clients[p].produce(b, Compression::NoCompression).await?;
+        }
+    }
+    println!(
+        "{}",
+        json!({"records": n, "bytes": bytes, "seconds": started.elapsed().as_secs_f64()})
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     match Cli::parse().cmd {
@@ -375,5 +446,11 @@ async fn main() -> Result<()> {
             snapshots,
             orphans,
         } => history::build(warehouse, files, snapshots, orphans).await,
+        Cmd::KafkaProduce {
+            brokers,
+            topic,
+            partitions,
+            file,
+        } => kafka_produce(brokers, topic, partitions, file).await,
     }
 }
