@@ -96,6 +96,9 @@ pub struct IngestOptions {
     /// Records per micro-batch.
     pub batch_records: usize,
     pub write: WriteOptions,
+    /// Fault injection for tests: sleep this long between writing the files and committing.
+    #[doc(hidden)]
+    pub pause_before_commit: Option<Duration>,
 }
 
 impl IngestOptions {
@@ -113,6 +116,7 @@ impl IngestOptions {
             stop_when_idle: None,
             batch_records: 10_000,
             write: WriteOptions::default(),
+            pause_before_commit: None,
         }
     }
 }
@@ -517,6 +521,9 @@ impl IngestBuilder {
         let writer_id = self.options.writer_id.clone();
         let expected = committed.clone();
         crate::fault::pause("INGEST_BEFORE_COMMIT").await;
+        if let Some(d) = self.options.pause_before_commit {
+            tokio::time::sleep(d).await;
+        }
         let result = with_retry(&self.catalog, &self.ident, Some(table), |t| {
             let update = &update;
             let fenced = fence(&t, &writer_id, &expected);

@@ -401,18 +401,15 @@ async fn a_second_process_under_the_same_writer_id_is_refused() {
     let ident = floe::catalog::parse_table_ident("s.fence").unwrap();
     let mut o = opts("same");
     o.stop_when_idle = Some(Duration::from_millis(300));
+    o.pause_before_commit = Some(Duration::from_secs(3));
     let a = IngestBuilder::new(
         &fx.catalog,
         ident.clone(),
         source::open(&input.display().to_string(), true).unwrap(),
-        o.clone(),
+        o,
     );
-    let a = tokio::spawn(async move {
-        std::env::set_var("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS", "1500");
-        a.run().await
-    });
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    std::env::remove_var("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS");
+    let a = tokio::spawn(a.run());
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let (s, _) = run_file(&fx, "s.fence", &input, opts("same"), None).await;
     assert_eq!(s.records, 10);
     let e = a.await.unwrap().unwrap_err();
