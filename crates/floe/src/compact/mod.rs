@@ -420,6 +420,8 @@ impl CompactBuilder {
         groups: Vec<GroupResult>,
         metrics: &mut CompactMetrics,
     ) -> Result<()> {
+        // Crash tests kill the process here: outputs written, nothing committed.
+        crate::fault::pause("BEFORE_COMMIT").await;
         let inputs: Vec<Vec<usize>> = metrics
             .plan
             .groups
