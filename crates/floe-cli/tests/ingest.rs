@@ -354,3 +354,46 @@ fn a_2_gib_stream_with_a_64_mib_buffer_stays_under_512_mib() {
     let row = sql_row(d, "SELECT count(*) AS n FROM big.events");
     assert_eq!(row["n"].as_u64(), Some(n));
 }
+
+#[test]
+fn an_unreachable_broker_or_missing_topic_is_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create_table(d, "e.events");
+    let started = Instant::now();
+    let out = floe(d)
+        .args([
+            "ingest",
+            "e.events",
+            "--source",
+            "kafka://127.0.0.1:1/events",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "gave up in time"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("127.0.0.1:1") && err.contains("cannot connect to Kafka"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = floe(d)
+        .args([
+            "ingest",
+            "e.events",
+            "--source",
+            &format!(
+                "kafka://{}/no-such-topic-{}",
+                kafka(),
+                uuid::Uuid::new_v4().simple()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}

@@ -47,16 +47,26 @@ pub fn stream_name(topic: &str, partition: i32) -> String {
     format!("kafka:{topic}:{partition}")
 }
 
+/// How long connecting to the brokers may take before floe gives up with an error (the client
+/// itself retries forever).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Connects to `brokers` (clear error naming them when unreachable).
 pub async fn connect(brokers: &[String]) -> Result<Client> {
-    ClientBuilder::new(brokers.to_vec())
+    let unreachable = |reason: String| Error::InputFile {
+        path: brokers.join(",").into(),
+        reason,
+    };
+    let build = ClientBuilder::new(brokers.to_vec())
         .client_id("floe")
-        .build()
-        .await
-        .map_err(|e| Error::InputFile {
-            path: brokers.join(",").into(),
-            reason: format!("cannot connect to Kafka: {e}"),
-        })
+        .build();
+    match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
+        Err(_) => Err(unreachable(format!(
+            "cannot connect to Kafka within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+        Ok(r) => r.map_err(|e| unreachable(format!("cannot connect to Kafka: {e}"))),
+    }
 }
 
 /// A parsed `kafka://h:p,h2:p/topic?query`.
