@@ -332,17 +332,22 @@ impl CompactBuilder {
                 rows: 0,
             })
             .collect();
-        let mut results =
-            futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
-                let table = table.clone();
-                let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
-                let write_options = write_options.clone();
-                let sort_keys = sort_keys.clone();
-                async move {
+        let mut results = futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
+            let table = table.clone();
+            let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
+            let write_options = write_options.clone();
+            let sort_keys = sort_keys.clone();
+            // A task per job: encoding (the costly half) of concurrent jobs then runs on
+            // every core, not on the one polling this stream.
+            async move {
+                tokio::spawn(async move {
                     rewrite_group(&table, gi, members, &write_options, sort_keys.as_deref()).await
-                }
-            }))
-            .buffer_unordered(concurrency);
+                })
+                .await
+                .map_err(|e| Error::Io(std::io::Error::other(e)))?
+            }
+        }))
+        .buffer_unordered(concurrency);
 
         let mut done: Vec<GroupResult> = Vec::new();
         let mut first_error = None;
