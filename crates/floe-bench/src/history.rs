@@ -57,6 +57,38 @@ where
     Ok(())
 }
 
+/// Creates table `name` (its namespace too when missing) with `columns` and an optional
+/// partition spec; returns it and its Arrow schema.
+pub async fn create_table(
+    catalog: &Catalog,
+    name: &str,
+    columns: &str,
+    partition: Option<&str>,
+) -> Result<(Table, arrow::datatypes::SchemaRef)> {
+    let ident = parse_table_ident(name)?;
+    if !catalog.namespace_exists(ident.namespace()).await? {
+        catalog.create_namespace(ident.namespace()).await?;
+    }
+    let schema = floe::schema::parse_schema(columns)?;
+    let partition_spec = match partition {
+        Some(p) => floe::schema::parse_partition(p, &schema)?,
+        None => floe::schema::unpartitioned(),
+    };
+    let table = catalog
+        .create_table(NewTable {
+            ident,
+            schema,
+            partition_spec,
+            sort_order: None,
+            properties: Default::default(),
+        })
+        .await?;
+    let arrow_schema = std::sync::Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(
+        table.metadata().current_schema(),
+    )?);
+    Ok((table, arrow_schema))
+}
+
 /// A copy of `template` at `path` (hard link) with the same partition and counts.
 fn linked_copy(template: &DataFile, spec_id: i32, path: String) -> Result<DataFile> {
     std::fs::hard_link(
@@ -87,24 +119,14 @@ pub async fn build(
     let config = CatalogConfig::embedded(Some(&warehouse))?;
     let catalog = Catalog::connect(&config).await?;
     let ident = parse_table_ident("bench.history")?;
-    if !catalog.namespace_exists(ident.namespace()).await? {
-        catalog.create_namespace(ident.namespace()).await?;
-    }
-    let schema = floe::schema::parse_schema("id bigint not null, p int not null, payload string")?;
-    let spec = floe::schema::parse_partition("p", &schema)?;
-    let table = catalog
-        .create_table(NewTable {
-            ident: ident.clone(),
-            schema,
-            partition_spec: spec,
-            sort_order: None,
-            properties: Default::default(),
-        })
-        .await?;
+    let (table, arrow_schema) = create_table(
+        &catalog,
+        "bench.history",
+        "id bigint not null, p int not null, payload string",
+        Some("p"),
+    )
+    .await?;
     let parts = (files / snapshots.max(1)).max(1);
-    let arrow_schema = std::sync::Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(
-        table.metadata().current_schema(),
-    )?);
     let rows = parts * 20;
     let batch = RecordBatch::try_new(
         arrow_schema,

@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
 use arrow::record_batch::RecordBatch;
 use clap::{Parser, Subcommand};
-use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
+use floe::catalog::{Catalog, CatalogConfig};
 use serde_json::json;
 
 mod history;
@@ -160,23 +160,14 @@ async fn append_latency(
         }
         let config = CatalogConfig::embedded(Some(&wh))?;
         let catalog = Catalog::connect(&config).await?;
-        let ident = parse_table_ident("bench.events")?;
-        catalog.create_namespace(ident.namespace()).await?;
-        let schema = floe::schema::parse_schema(
+        let (table, arrow_schema) = history::create_table(
+            &catalog,
+            "bench.events",
             "id bigint not null, ts timestamp, name string, amount double",
-        )?;
-        let table = catalog
-            .create_table(NewTable {
-                ident: ident.clone(),
-                schema,
-                partition_spec: floe::schema::unpartitioned(),
-                sort_order: None,
-                properties: Default::default(),
-            })
-            .await?;
-        let arrow_schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(
-            table.metadata().current_schema(),
-        )?);
+            None,
+        )
+        .await?;
+        let ident = table.identifier().clone();
         let build = Instant::now();
         build_history(&catalog, &ident, &arrow_schema, n).await?;
         let build_s = build.elapsed().as_secs_f64();
@@ -308,25 +299,14 @@ async fn small_files(
     let rows = file_rows(files, seed);
     let mut out = serde_json::Map::new();
     for name in &tables {
-        let ident = parse_table_ident(name)?;
-        if !catalog.namespace_exists(ident.namespace()).await? {
-            catalog.create_namespace(ident.namespace()).await?;
-        }
-        let schema = floe::schema::parse_schema(
+        let (mut table, arrow_schema) = history::create_table(
+            &catalog,
+            name,
             "id bigint not null, name string, amount double, payload string",
-        )?;
-        let mut table = catalog
-            .create_table(NewTable {
-                ident: ident.clone(),
-                schema,
-                partition_spec: floe::schema::unpartitioned(),
-                sort_order: None,
-                properties: Default::default(),
-            })
-            .await?;
-        let arrow_schema = Arc::new(floe::iceberg::arrow::schema_to_arrow_schema(
-            table.metadata().current_schema(),
-        )?);
+            None,
+        )
+        .await?;
+        let ident = table.identifier().clone();
         // One file per batch: a 1-byte target makes the rolling writer start a new file for
         // every batch. Commits of 1,000 files keep the history realistic but short.
         let options = floe::write::WriteOptions {

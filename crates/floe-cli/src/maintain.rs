@@ -113,15 +113,8 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             if let Some(n) = retain_last {
                 b = b.retain_last(n);
             }
-            let bar = out.files_bar("deleted");
-            let pb = bar.clone();
-            let r = b
-                .with_progress(move |done, total| {
-                    pb.set_length(total);
-                    pb.set_position(done);
-                })
-                .execute()
-                .await;
+            let (bar, progress) = out.delete_progress();
+            let r = b.with_progress(progress).execute().await;
             bar.finish_and_clear();
             let r = r?;
             out.result(&serde_json::to_value(&r)?, || {
@@ -186,15 +179,8 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             if let Some(age) = older_than {
                 b = b.older_than(parse_duration("--older-than", &age)?);
             }
-            let bar = out.files_bar("deleted");
-            let pb = bar.clone();
-            let r = b
-                .with_progress(move |done, total| {
-                    pb.set_length(total);
-                    pb.set_position(done);
-                })
-                .execute()
-                .await;
+            let (bar, progress) = out.delete_progress();
+            let r = b.with_progress(progress).execute().await;
             bar.finish_and_clear();
             let r = r?;
             out.result(&serde_json::to_value(&r)?, || {

@@ -85,8 +85,18 @@ impl Out {
         pb
     }
 
+    /// A progress bar for deletes and the callback that drives it (for `with_progress`).
+    pub fn delete_progress(&self) -> (ProgressBar, impl Fn(u64, u64) + Send + Sync + 'static) {
+        let bar = self.files_bar("deleted");
+        let pb = bar.clone();
+        (bar, move |done, total| {
+            pb.set_length(total);
+            pb.set_position(done);
+        })
+    }
+
     /// A file-count progress bar on stderr (hidden for scripts), for deletes.
-    pub fn files_bar(&self, msg: &str) -> ProgressBar {
+    fn files_bar(&self, msg: &str) -> ProgressBar {
         if self.json || !std::io::stderr().is_terminal() {
             return ProgressBar::hidden();
         }

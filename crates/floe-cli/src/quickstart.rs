@@ -74,13 +74,10 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     }
     f.flush()?;
     drop(f);
-    let mut options = floe::ingest::stream::IngestOptions::new("quickstart-stream");
-    options.commit_records = Some(ROWS_PER_BATCH as u64);
-    let source = floe::ingest::source::open(&path.display().to_string(), false)?;
     let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = reports.clone();
     let json_mode = out.is_json();
-    floe::ingest::stream::IngestBuilder::new(&catalog, ident.clone(), source, options)
+    stream_ingest(&catalog, &ident, &path)?
         .on_commit(move |r| {
             if !json_mode {
                 println!(
@@ -192,16 +189,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         )?;
     }
     drop(f);
-    let mut options = floe::ingest::stream::IngestOptions::new("quickstart-stream");
-    options.commit_records = Some(ROWS_PER_BATCH as u64);
-    let more = floe::ingest::stream::IngestBuilder::new(
-        &catalog,
-        ident.clone(),
-        floe::ingest::source::open(&path.display().to_string(), false)?,
-        options,
-    )
-    .run()
-    .await?;
+    let more = stream_ingest(&catalog, &ident, &path)?.run().await?;
     out.say(format!(
         "\nthe stream goes on: {} more events committed, resumed at byte {} of the input",
         more.records,
@@ -260,6 +248,23 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         String::new,
     );
     Ok(())
+}
+
+/// The demo's streaming writer: the events file, one commit per micro-batch of events.
+fn stream_ingest(
+    catalog: &Catalog,
+    ident: &floe::iceberg::TableIdent,
+    events: &std::path::Path,
+) -> Result<floe::ingest::stream::IngestBuilder> {
+    let mut options = floe::ingest::stream::IngestOptions::new("quickstart-stream");
+    options.commit_records = Some(ROWS_PER_BATCH as u64);
+    let source = floe::ingest::source::open(&events.display().to_string(), false)?;
+    Ok(floe::ingest::stream::IngestBuilder::new(
+        catalog,
+        ident.clone(),
+        source,
+        options,
+    ))
 }
 
 struct Shape {

@@ -10,6 +10,7 @@ use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
 use crate::clean::listing::{list_files, SplitPath};
+use crate::clean::reach::metadata_files;
 use crate::clean::{delete_files, DeleteStats};
 use crate::error::Result;
 
@@ -47,6 +48,11 @@ fn key(path: &str) -> String {
     SplitPath::parse(path, &Default::default()).path
 }
 
+/// The metadata files `table` still needs (current + metadata log), by path key.
+fn needed(table: &iceberg::table::Table) -> HashSet<String> {
+    metadata_files(table).files.keys().map(|p| key(p)).collect()
+}
+
 /// Runs `clean-metadata` on `ident`.
 pub async fn clean_metadata(
     catalog: &Catalog,
@@ -58,12 +64,7 @@ pub async fn clean_metadata(
     let md = table.metadata();
     let current = table.metadata_location_result()?.to_string();
     let current_version = metadata_version(&current).unwrap_or(u64::MAX);
-    let mut keep: HashSet<String> = md
-        .metadata_log()
-        .iter()
-        .map(|l| key(&l.metadata_file))
-        .collect();
-    keep.insert(key(&current));
+    let keep = needed(&table);
     let dir = format!("{}/metadata", md.location().trim_end_matches('/'));
     let listed: Vec<_> = list_files(&dir)
         .await?
@@ -95,15 +96,8 @@ pub async fn clean_metadata(
     }
     if !dry_run && !doomed.is_empty() {
         // The pointer may have moved while listing; never delete what the new metadata keeps.
-        let fresh = catalog.load_table(ident).await?;
-        let mut fresh_keep: HashSet<String> = fresh
-            .metadata()
-            .metadata_log()
-            .iter()
-            .map(|l| key(&l.metadata_file))
-            .collect();
-        fresh_keep.insert(key(fresh.metadata_location_result()?));
-        doomed.retain(|p| !fresh_keep.contains(&key(p)));
+        let fresh = needed(&catalog.load_table(ident).await?);
+        doomed.retain(|p| !fresh.contains(&key(p)));
         result.deleted = delete_files(table.file_io(), doomed, None).await;
     }
     result.duration_ms = started.elapsed().as_millis() as u64;

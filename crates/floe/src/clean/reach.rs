@@ -203,6 +203,18 @@ impl ReachIndex {
         Ok(index)
     }
 
+    /// The manifests snapshot `id` lists, with their lengths (empty when not loaded).
+    pub fn manifests_of(&self, id: i64) -> Vec<(&str, Option<u64>)> {
+        self.lists
+            .get(&id)
+            .map(|(_, ms)| {
+                ms.iter()
+                    .map(|m| (m.as_str(), self.manifests.get(m).and_then(|(len, _)| *len)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Files reachable from `snapshot_ids` (each must have been loaded; others are ignored).
     pub fn reachable(&self, snapshot_ids: &[i64]) -> Reachable {
         let mut out = Reachable::default();

@@ -212,8 +212,7 @@ async fn produce(
                         removed.push(live_file(e, spec_id));
                         writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
                     } else {
-                        let sid = e.snapshot_id().unwrap_or_default();
-                        writer.add_existing_file(e.data_file().clone(), sid, seq, file_seq)?;
+                        carry_existing(&mut writer, e)?;
                     }
                 }
             }
@@ -325,6 +324,19 @@ async fn produce(
     Ok((requirements, updates))
 }
 
+/// Carries a live entry into a new manifest as EXISTING, keeping the snapshot that added it
+/// and its sequence numbers (spec: a rewritten manifest must not change an entry's lineage).
+fn carry_existing(writer: &mut ManifestWriter, e: &iceberg::spec::ManifestEntry) -> Result<()> {
+    let seq = e.sequence_number().unwrap_or_default();
+    writer.add_existing_file(
+        e.data_file().clone(),
+        e.snapshot_id().unwrap_or_default(),
+        seq,
+        e.file_sequence_number.or(Some(seq)),
+    )?;
+    Ok(())
+}
+
 fn content_key(c: ManifestContentType) -> u8 {
     match c {
         ManifestContentType::Data => 0,
@@ -411,13 +423,7 @@ async fn merge_small_manifests(
     let mut writer = ctx.manifest_writer(ManifestContentType::Data, spec)?;
     for manifest in &loaded {
         for e in manifest.entries().iter().filter(|e| e.is_alive()) {
-            let seq = e.sequence_number().unwrap_or_default();
-            writer.add_existing_file(
-                e.data_file().clone(),
-                e.snapshot_id().unwrap_or_default(),
-                seq,
-                e.file_sequence_number.or(Some(seq)),
-            )?;
+            carry_existing(&mut writer, e)?;
         }
     }
     let merged = writer.write_manifest_file().await?;
@@ -472,13 +478,7 @@ async fn rewrite_manifests(
         for chunk in live.chunks(per_manifest) {
             let mut writer = ctx.manifest_writer(content, spec_id)?;
             for (_, e) in chunk {
-                let seq = e.sequence_number().unwrap_or_default();
-                writer.add_existing_file(
-                    e.data_file().clone(),
-                    e.snapshot_id().unwrap_or_default(),
-                    seq,
-                    e.file_sequence_number.or(Some(seq)),
-                )?;
+                carry_existing(&mut writer, e)?;
             }
             out.push(writer.write_manifest_file().await?);
             created += 1;

@@ -16,14 +16,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Instant, SystemTime};
 
 use iceberg::spec::{DataContentType, PartitionSpec, Struct, Transform, Type};
-use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, refs, Catalog};
 use crate::clean::listing::{list_files, SplitPath};
 use crate::clean::metadata_files::metadata_version;
 use crate::clean::reach::{metadata_files, ReachIndex};
-use crate::commit::producer::{current_manifests, live_files};
+use crate::commit::producer::live_files;
 use crate::compact::CompactBuilder;
 use crate::error::Result;
 use crate::expire;
@@ -398,7 +397,8 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
         history.only_old_bytes += size_of(&path, &r);
     }
     let writers = watermarks(md);
-    if let Ok(plan) = expire_plan(&table, &writers) {
+    // What `expire-snapshots` with the table's own settings would remove now.
+    if let Ok(plan) = expire::ExpireBuilder::new(catalog, ident.clone()).preview(&table) {
         let kept: Vec<i64> = all_ids
             .iter()
             .copied()
@@ -413,12 +413,13 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
             history.expirable_bytes += size_of(&path, &r);
         }
     }
-    let manifests = current_manifests(&table).await?;
+    // The current snapshot's manifests were read with the rest of the history.
+    let manifests = md
+        .current_snapshot_id()
+        .map(|id| index.manifests_of(id))
+        .unwrap_or_default();
     history.manifests = manifests.len() as u64;
-    history.manifest_bytes = manifests
-        .iter()
-        .map(|m| m.manifest_length.max(0) as u64)
-        .sum();
+    history.manifest_bytes = manifests.iter().filter_map(|(_, len)| *len).sum();
 
     // Storage: one listing, minus everything any snapshot or the metadata log references.
     let mut storage = Storage::default();
@@ -500,38 +501,6 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
         writers,
         observations,
     })
-}
-
-fn expire_plan(table: &Table, writers: &[Watermark]) -> Result<expire::ExpirePlan> {
-    let md = table.metadata();
-    let p = md.properties();
-    let now = chrono::Utc::now().timestamp_millis();
-    let age = u64_prop(
-        p,
-        properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
-        properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
-    )?;
-    let retention = expire::Retention {
-        older_than_ms: now.saturating_sub(age as i64),
-        min_snapshots_to_keep: u64_prop(
-            p,
-            properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
-            properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
-        )?,
-        max_ref_age_ms: p
-            .get(properties::HISTORY_EXPIRE_MAX_REF_AGE_MS)
-            .and_then(|v| v.parse().ok()),
-        by_age: true,
-    };
-    let snapshots: Vec<expire::SnapshotInfo> = md
-        .snapshots()
-        .map(|s| expire::SnapshotInfo {
-            id: s.snapshot_id(),
-            parent: s.parent_snapshot_id(),
-            timestamp_ms: s.timestamp_ms(),
-        })
-        .collect();
-    expire::plan(&snapshots, &refs(md)?, writers, &[], &retention, now)
 }
 
 /// A `--where` filter selecting exactly the partition `value` of `spec`, for identity, year,

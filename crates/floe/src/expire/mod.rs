@@ -25,7 +25,7 @@ use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 
 use crate::catalog::{ident_string, refs, Catalog};
-use crate::clean::reach::{reachable, reachable_from_table, FileKind};
+use crate::clean::reach::{reachable, reachable_from_table, FileKind, ReachIndex};
 use crate::clean::{check_gc_enabled, delete_files, is_under, DeleteProgress, DeleteStats};
 use crate::commit::producer::PreparedCommit;
 use crate::commit::retry::with_retry;
@@ -339,6 +339,12 @@ impl<'a> ExpireBuilder<'a> {
         })
     }
 
+    /// What this expiry would decide on `table` now, without changing anything.
+    pub fn preview(&self, table: &Table) -> Result<ExpirePlan> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        Ok(self.plan_for(table, now_ms)?.0)
+    }
+
     fn plan_for(&self, table: &Table, now_ms: i64) -> Result<(ExpirePlan, Retention)> {
         let md = table.metadata();
         let snapshots: Vec<SnapshotInfo> = md
@@ -394,18 +400,28 @@ impl<'a> ExpireBuilder<'a> {
         let mut deleted = DeleteStats::default();
         let mut kept_outside = 0u64;
         if (self.clean_files || self.dry_run) && !plan.expired_snapshots.is_empty() {
-            let gone = reachable(&base, &plan.expired_snapshots).await?;
-            let still = if self.dry_run {
-                let kept: Vec<i64> = base
+            let (gone, still) = if self.dry_run {
+                // One read of every manifest answers both sides.
+                let all: Vec<i64> = base
                     .metadata()
                     .snapshots()
                     .map(|s| s.snapshot_id())
+                    .collect();
+                let kept: Vec<i64> = all
+                    .iter()
+                    .copied()
                     .filter(|id| !plan.expired_snapshots.contains(id))
                     .collect();
-                reachable(&base, &kept).await?
+                let index = ReachIndex::load(&base, &all).await?;
+                (
+                    index.reachable(&plan.expired_snapshots),
+                    index.reachable(&kept),
+                )
             } else {
+                let gone = reachable(&base, &plan.expired_snapshots).await?;
                 // Fresh metadata, right before deleting: includes anything committed since.
-                reachable_from_table(&self.catalog.load_table(&self.ident).await?).await?
+                let fresh = self.catalog.load_table(&self.ident).await?;
+                (gone, reachable_from_table(&fresh).await?)
             };
             let location = base.metadata().location().to_string();
             let mut by_kind: std::collections::BTreeMap<FileKind, KindCount> = Default::default();

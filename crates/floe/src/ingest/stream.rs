@@ -294,15 +294,10 @@ impl IngestBuilder {
         let uri = self.source.uri();
         let mut committed = resumed.clone();
         let mut pending = resumed.clone();
-        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-        if let Some(signal) = self.shutdown.take() {
-            tokio::spawn(async move {
-                signal.await;
-                let _ = stop_tx.send(true);
-            });
-        } else {
-            std::mem::forget(stop_tx);
-        }
+        let mut shutdown = self
+            .shutdown
+            .take()
+            .unwrap_or_else(|| Box::pin(std::future::pending()));
 
         let mut summary = IngestSummary {
             table: name.clone(),
@@ -340,7 +335,7 @@ impl IngestBuilder {
             };
             let stop = tokio::select! {
                 biased;
-                _ = stop_rx.changed() => Some("signal"),
+                _ = &mut shutdown => Some("signal"),
                 got = self.source.next(max, wait) => match got? {
                     None => Some("end of input"),
                     Some(records) if records.is_empty() => None,

@@ -4,7 +4,7 @@
 //! A file's position is the byte offset after its last consumed line, so a restart seeks right
 //! past what was committed. In follow mode a line is consumed only once its newline is written.
 
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,6 +113,22 @@ fn matching(dir: &Path, pattern: &str) -> Vec<PathBuf> {
     out
 }
 
+/// How a line stream counts positions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    /// Byte offsets (files: a restart seeks there).
+    Bytes,
+    /// Line numbers (stdin: for reports only).
+    Lines,
+}
+
+fn input_error(origin: &Path, e: impl ToString) -> Error {
+    Error::InputFile {
+        path: origin.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
 /// Reads complete lines of `path` from `offset`; returns the new offset. A last line without a
 /// newline is consumed only when `final_read` (the file is complete).
 fn read_file(
@@ -121,32 +137,50 @@ fn read_file(
     final_read: bool,
     tx: &mpsc::Sender<Result<SourceRecord>>,
 ) -> std::result::Result<i64, ()> {
-    let stream: Arc<str> = format!("file:{}", path.display()).into();
-    let mut f = match std::fs::File::open(path) {
+    let opened = std::fs::File::open(path).and_then(|mut f| {
+        f.seek(SeekFrom::Start(offset.max(0) as u64))?;
+        Ok(f)
+    });
+    let f = match opened {
         Ok(f) => f,
         Err(e) => {
-            let _ = tx.blocking_send(Err(Error::InputFile {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            }));
+            let _ = tx.blocking_send(Err(input_error(path, e)));
             return Err(());
         }
     };
-    if f.seek(SeekFrom::Start(offset.max(0) as u64)).is_err() {
-        return Err(());
-    }
-    let mut reader = BufReader::with_capacity(1 << 20, f);
-    let mut pos = offset.max(0);
+    let stream: Arc<str> = format!("file:{}", path.display()).into();
+    let reader = BufReader::with_capacity(1 << 20, f);
+    read_lines(
+        reader,
+        stream,
+        path,
+        offset.max(0),
+        final_read,
+        Unit::Bytes,
+        tx,
+    )
+}
+
+/// Sends every non-blank line of `reader` as a record, counting positions from `start` in
+/// `unit`; returns the position after the last consumed line (`Err` once the receiver is gone
+/// or reading failed, the error sent first).
+fn read_lines(
+    mut reader: impl BufRead,
+    stream: Arc<str>,
+    origin: &Path,
+    start: i64,
+    final_read: bool,
+    unit: Unit,
+    tx: &mpsc::Sender<Result<SourceRecord>>,
+) -> std::result::Result<i64, ()> {
+    let mut pos = start;
     let mut line = Vec::new();
     loop {
         line.clear();
         let n = match reader.read_until(b'\n', &mut line) {
             Ok(n) => n,
             Err(e) => {
-                let _ = tx.blocking_send(Err(Error::InputFile {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                }));
+                let _ = tx.blocking_send(Err(input_error(origin, e)));
                 return Err(());
             }
         };
@@ -157,16 +191,19 @@ fn read_file(
         if !complete && !final_read {
             return Ok(pos);
         }
-        let start = pos;
-        pos += n as i64;
+        let (position, next) = match unit {
+            Unit::Bytes => (pos, pos + n as i64),
+            Unit::Lines => (pos + 1, pos + 1),
+        };
+        pos = next;
         let body = trim_newline(&line);
         if body.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let rec = SourceRecord {
             stream: stream.clone(),
-            next_position: pos,
-            position: start,
+            next_position: next,
+            position,
             payload: body.to_vec(),
         };
         if tx.blocking_send(Ok(rec)).is_err() {
@@ -196,35 +233,16 @@ impl Source for FileSource {
             Input::Stdin => {
                 std::thread::spawn(move || {
                     let stdin = std::io::stdin();
-                    let mut reader = BufReader::with_capacity(1 << 20, stdin.lock());
-                    let stream: Arc<str> = "stdin".into();
-                    let mut line_no = 0i64;
-                    let mut line = Vec::new();
-                    loop {
-                        line.clear();
-                        match reader.by_ref().read_until(b'\n', &mut line) {
-                            Ok(0) => return,
-                            Ok(_) => {}
-                            Err(e) => {
-                                let _ = tx.blocking_send(Err(Error::Io(e)));
-                                return;
-                            }
-                        }
-                        line_no += 1;
-                        let body = trim_newline(&line);
-                        if body.iter().all(u8::is_ascii_whitespace) {
-                            continue;
-                        }
-                        let rec = SourceRecord {
-                            stream: stream.clone(),
-                            next_position: line_no,
-                            position: line_no,
-                            payload: body.to_vec(),
-                        };
-                        if tx.blocking_send(Ok(rec)).is_err() {
-                            return;
-                        }
-                    }
+                    let reader = BufReader::with_capacity(1 << 20, stdin.lock());
+                    let _ = read_lines(
+                        reader,
+                        "stdin".into(),
+                        Path::new("stdin"),
+                        0,
+                        true,
+                        Unit::Lines,
+                        &tx,
+                    );
                 });
             }
             Input::Files {
