@@ -99,21 +99,22 @@ def summarize(tbl: pa.Table, columns: list, sum_column, files: int) -> dict:
     return {"rows": tbl.num_rows, "sum": total, "files": files, "checksum": str(checksum)}
 
 
-def duckdb_connect():
+def duckdb_connect(extensions=("avro", "iceberg")):
+    """DuckDB offline: each extension loaded from its pip package (duckdb-extension-<name>)."""
     import duckdb
 
     con = duckdb.connect()
     con.execute("SET autoinstall_known_extensions=false; SET autoload_known_extensions=false;")
     con.execute("SET TimeZone='UTC'")
-    for ext in ("avro", "iceberg"):
+    for ext in extensions:
         mod = __import__(f"duckdb_extension_{ext}")
         pattern = os.path.join(os.path.dirname(mod.__file__), "extensions", "*", f"{ext}.duckdb_extension")
         con.execute(f"LOAD '{sorted(glob.glob(pattern))[-1]}'")
     return con
 
 
-def read_duckdb(metadata: str, columns: list, sum_column, snapshot_exists: bool) -> dict:
-    con = duckdb_connect()
+def read_duckdb(metadata: str, columns: list, sum_column, snapshot_exists: bool, con=None) -> dict:
+    con = con if con is not None else duckdb_connect()
     m = metadata.replace("'", "''")
     if not snapshot_exists:  # no snapshot yet: iceberg_scan has nothing to read
         return {"rows": 0, "sum": 0 if sum_column else None, "files": 0, "checksum": "0"}

@@ -2,7 +2,8 @@
 
 Writes a table with pyiceberg_write.py into a temporary SQLite catalog (and, when
 FLOE_TEST_POSTGRES_URL is set, a PostgreSQL one), reads it back with read_table.py, and
-checks both readers report the same rows, sum, files and checksum.
+checks both readers report the same rows, sum, files and checksum. When FLOE_TEST_REST_URI
+is set, does the same through the REST catalog on S3 with rest_write.py and read_rest.py.
 """
 import json
 import os
@@ -26,9 +27,9 @@ def run(script: str, *args: str) -> dict:
     return json.loads(out.stdout)
 
 
-def check(catalog: list, partition: str) -> None:
-    written = run("pyiceberg_write.py", *catalog, "--rows", str(ROWS), "--partition", partition)
-    got = run("read_table.py", *catalog, "--sum-column", "id")
+def check(catalog: list, partition: str, writer="pyiceberg_write.py", reader="read_table.py") -> None:
+    written = run(writer, *catalog, "--rows", str(ROWS), "--partition", partition)
+    got = run(reader, *catalog, "--sum-column", "id")
     assert got["metadata_location"] == written["metadata_location"]
     assert got["pyiceberg"] == got["duckdb"]
     assert got["pyiceberg"]["rows"] == ROWS
@@ -57,6 +58,33 @@ def test_readers_agree_postgres(tmp_path):
             cat.drop_table(ident)
         if ("ns",) in cat.list_namespaces():
             cat.drop_namespace("ns")
+
+
+# read_rest.py's flags and the variables .ci/setup exports for them
+REST_ENV = {"--uri": "FLOE_TEST_REST_URI", "--warehouse": "FLOE_TEST_REST_WAREHOUSE",
+            "--credential": "FLOE_TEST_REST_CREDENTIAL", "--s3-endpoint": "FLOE_TEST_S3_ENDPOINT",
+            "--s3-access-key": "FLOE_TEST_S3_ACCESS_KEY", "--s3-secret-key": "FLOE_TEST_S3_SECRET_KEY",
+            "--s3-region": "FLOE_TEST_S3_REGION"}
+
+
+@pytest.mark.skipif(not os.environ.get("FLOE_TEST_REST_URI"), reason="FLOE_TEST_REST_URI not set")
+@pytest.mark.parametrize("partition", ["day", "none"])
+def test_readers_agree_rest(partition):
+    from argparse import Namespace  # noqa: PLC0415
+
+    from read_rest import open_rest_catalog  # noqa: PLC0415
+
+    flags = [x for flag, env in REST_ENV.items() for x in (flag, os.environ[env])]
+    ns = f"selfcheck_{uuid.uuid4().hex[:8]}"  # the server is shared and keeps its data
+    try:
+        check([*flags, "--table", f"{ns}.events"], partition, "rest_write.py", "read_rest.py")
+    finally:  # leave nothing behind in the shared server
+        conf = {flag[2:].replace("-", "_"): os.environ[env] for flag, env in REST_ENV.items()}
+        cat = open_rest_catalog(Namespace(**conf))
+        if (ns,) in cat.list_namespaces():
+            for ident in cat.list_tables(ns):
+                cat.purge_table(ident)
+            cat.drop_namespace(ns)
 
 
 def test_missing_table_fails_cleanly(tmp_path):

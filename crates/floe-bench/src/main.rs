@@ -6,6 +6,8 @@
 //!
 //! `small-files`: tables of many small files for `peers/compact_bench.py`.
 //! `history`: a table of many files and snapshots for `peers/maintenance_bench.py`.
+//! `backends`: the same operations on local disk and on S3 + REST (SeaweedFS), with the S3
+//! requests each one issued.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -19,6 +21,7 @@ use clap::{Parser, Subcommand};
 use floe::catalog::{Catalog, CatalogConfig};
 use serde_json::json;
 
+mod backends;
 mod history;
 
 #[derive(Parser)]
@@ -75,6 +78,16 @@ enum Cmd {
         /// Uncommitted files left under data/.
         #[arg(long, default_value_t = 1_000)]
         orphans: usize,
+    },
+    /// The same table and maintenance operations on local disk and on S3 behind a REST catalog
+    /// (SeaweedFS from .ci/setup), with the S3 requests each operation issued.
+    Backends {
+        /// Small data files to build the table from.
+        #[arg(long, default_value_t = 500)]
+        files: usize,
+        /// Commits they arrive in.
+        #[arg(long, default_value_t = 50)]
+        commits: usize,
     },
     /// Produces every line of an NDJSON file to a Kafka topic (created with N partitions),
     /// round robin, for the ingest benchmark.
@@ -426,6 +439,7 @@ async fn main() -> Result<()> {
             snapshots,
             orphans,
         } => history::build(warehouse, files, snapshots, orphans).await,
+        Cmd::Backends { files, commits } => backends::run(files, commits).await,
         Cmd::KafkaProduce {
             brokers,
             topic,

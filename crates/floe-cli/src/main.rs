@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use floe::catalog::{parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
+use floe::catalog::{config, parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
 use floe::ingest::files::InputFormat;
 use floe::properties::parse_size;
 use floe::write::WriteOptions;
@@ -33,12 +33,23 @@ struct Global {
     /// Warehouse directory (holds tables and, by default, catalog.db).
     #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
     warehouse: Option<PathBuf>,
-    /// Catalog URI: sqlite:///path.db or postgres://user@host:port/db.
-    #[arg(long, global = true, env = "FLOE_CATALOG")]
+    /// A catalog configured in floe.toml or FLOE_CATALOG__<NAME>__* (default: the file's
+    /// default-catalog, else the embedded SQLite catalog).
+    #[arg(long, global = true, env = "FLOE_CATALOG", value_name = "NAME")]
     catalog: Option<String>,
-    /// Catalog name (the catalog_name column shared with PyIceberg/Java).
-    #[arg(long, global = true, default_value = "floe", env = "FLOE_CATALOG_NAME")]
-    catalog_name: String,
+    /// Config file with [catalog.NAME] sections (default ./floe.toml, then
+    /// ~/.config/floe/floe.toml).
+    #[arg(long, global = true, env = "FLOE_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Overrides one catalog property: uri, warehouse, credential, token, s3.endpoint, ...
+    #[arg(long = "catalog-prop", global = true, value_name = "K=V")]
+    catalog_props: Vec<String>,
+    /// SQL URI of the embedded catalog: sqlite:///path.db or postgres://user@host:port/db.
+    #[arg(long, global = true, env = "FLOE_CATALOG_URI", value_name = "URI")]
+    catalog_uri: Option<String>,
+    /// SQL catalog name (the catalog_name column shared with PyIceberg/Java; default floe).
+    #[arg(long, global = true, env = "FLOE_CATALOG_NAME")]
+    catalog_name: Option<String>,
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
     json: bool,
@@ -48,6 +59,9 @@ struct Global {
 enum Command {
     /// Embedded demo: creates demo.events, appends micro-batches, shows $files and $snapshots.
     Quickstart,
+    /// Configured catalogs (floe.toml, FLOE_CATALOG__*), secrets masked.
+    #[command(subcommand)]
+    Catalog(CatalogCmd),
     /// Namespaces.
     #[command(subcommand)]
     Namespace(NamespaceCmd),
@@ -121,6 +135,14 @@ enum Command {
 }
 
 #[derive(Subcommand, Debug)]
+enum CatalogCmd {
+    /// Lists the catalogs of the config file and the environment.
+    List,
+    /// Shows the catalog a command would use, connects to it and counts its namespaces.
+    Show,
+}
+
+#[derive(Subcommand, Debug)]
 enum NamespaceCmd {
     /// Creates a namespace.
     Create { namespace: String },
@@ -178,19 +200,94 @@ fn parse_kv(items: &[String]) -> Result<HashMap<String, String>> {
         .collect()
 }
 
+/// Resolves the catalog from flags, the config file and FLOE_CATALOG__* variables.
+fn catalog_config(g: &Global) -> Result<CatalogConfig> {
+    let overrides = parse_kv(&g.catalog_props)?.into_iter().collect();
+    let selection = config::CatalogSelection {
+        name: g.catalog.clone(),
+        uri: g.catalog_uri.clone(),
+        warehouse: g.warehouse.clone(),
+        catalog_name: g.catalog_name.clone(),
+        overrides,
+    };
+    let file = config::ConfigFile::discover(g.config.as_deref())?;
+    let env = config::env_catalogs(std::env::vars());
+    Ok(config::resolve(&selection, &file, &env)?)
+}
+
 async fn connect(g: &Global) -> Result<Catalog> {
-    let mut config = CatalogConfig::embedded(g.warehouse.as_deref())?;
-    if let Some(uri) = &g.catalog {
-        config.uri = uri.clone();
-    }
-    config.name = g.catalog_name.clone();
-    Ok(Catalog::connect(&config).await?)
+    Ok(Catalog::connect(&catalog_config(g)?).await?)
 }
 
 async fn run(cli: Cli, out: &Out) -> Result<()> {
     let g = &cli.global;
     match cli.command {
         Command::Quickstart => quickstart::run(g.warehouse.clone(), out).await,
+        Command::Catalog(CatalogCmd::List) => {
+            let file = config::ConfigFile::discover(g.config.as_deref())?;
+            let env = config::env_catalogs(std::env::vars());
+            let mut names: Vec<String> = file.catalogs.keys().chain(env.keys()).cloned().collect();
+            names.sort();
+            names.dedup();
+            let mut rows = Vec::new();
+            for name in &names {
+                let sel = config::CatalogSelection {
+                    name: Some(name.clone()),
+                    ..Default::default()
+                };
+                let row = match config::resolve(&sel, &file, &env) {
+                    Ok(c) => {
+                        json!({"name": name, "type": c.kind.as_str(), "properties": c.redacted()})
+                    }
+                    Err(e) => json!({"name": name, "error": e.to_string()}),
+                };
+                rows.push(row);
+            }
+            let source = file.path.as_ref().map(|p| p.display().to_string());
+            out.result(
+                &json!({"config_file": source, "default": file.default_catalog, "catalogs": rows}),
+                || {
+                    let mut text = format!(
+                        "config file: {}\n",
+                        source.clone().unwrap_or_else(|| "(none)".into())
+                    );
+                    for r in &rows {
+                        let default = file.default_catalog.as_deref() == r["name"].as_str();
+                        text.push_str(&format!(
+                            "{}{} {} {}\n",
+                            r["name"].as_str().unwrap_or(""),
+                            if default { " (default)" } else { "" },
+                            r["type"].as_str().unwrap_or("?"),
+                            r["properties"]["uri"]
+                                .as_str()
+                                .or(r["error"].as_str())
+                                .unwrap_or("")
+                        ));
+                    }
+                    text.push_str("embedded: sqlite catalog in <warehouse>/catalog.db (when no catalog is named)");
+                    text
+                },
+            );
+            Ok(())
+        }
+        Command::Catalog(CatalogCmd::Show) => {
+            let config = catalog_config(g)?;
+            let catalog = Catalog::connect(&config).await?;
+            let namespaces = catalog.list_namespaces().await?;
+            let props = config.redacted();
+            out.result(
+                &json!({"name": config.name, "type": config.kind.as_str(), "properties": props, "namespaces": namespaces.len()}),
+                || {
+                    let mut text = format!("{} ({})\n", config.name, config.kind.as_str());
+                    for (k, v) in &props {
+                        text.push_str(&format!("  {k} = {v}\n"));
+                    }
+                    text.push_str(&format!("connected: {} namespace(s)", namespaces.len()));
+                    text
+                },
+            );
+            Ok(())
+        }
         Command::Namespace(cmd) => {
             let catalog = connect(g).await?;
             match cmd {

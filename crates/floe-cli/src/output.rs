@@ -44,11 +44,19 @@ impl Out {
     }
 
     pub fn error(&self, e: &anyhow::Error) {
-        let msg = e
-            .chain()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(": ");
+        // Context added by the CLI, then floe's own error, whose one line is complete: the
+        // library's sources (iceberg, opendal, HTTP) repeat it at length.
+        let mut parts: Vec<String> = vec![];
+        for c in e.chain() {
+            let text = c.to_string();
+            if !parts.iter().any(|p| p.contains(&text)) {
+                parts.push(text);
+            }
+            if c.is::<floe::Error>() {
+                break;
+            }
+        }
+        let msg = parts.join(": ");
         if self.json {
             println!("{}", json!({ "error": msg }));
         }

@@ -24,8 +24,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     let catalog = Catalog::connect(&config).await?;
     out.say(format!(
         "warehouse {} (catalog {})",
-        config.warehouse.display(),
-        config.uri
+        config.warehouse, config.uri
     ));
     match catalog.create_namespace(&parse_namespace("demo")?).await {
         Ok(()) | Err(Error::NamespaceExists { .. }) => {}
@@ -351,11 +350,12 @@ async fn shape(catalog: &Catalog, ident: &floe::iceberg::TableIdent, probe: &str
         best = best.min(t.elapsed().as_secs_f64() * 1000.0);
         answer = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
     }
-    let storage_bytes = floe::clean::listing::list_files(table.metadata().location())
-        .await?
-        .iter()
-        .map(|f| f.size)
-        .sum();
+    let storage_bytes =
+        floe::clean::listing::list_files(table.file_io(), table.metadata().location())
+            .await?
+            .iter()
+            .map(|f| f.size)
+            .sum();
     Ok(Shape {
         files,
         manifests,

@@ -88,12 +88,22 @@ pub enum Error {
     #[error("refusing to {operation}: {reason}")]
     Refused { operation: String, reason: String },
 
+    /// Object storage refused or failed a request (credentials, bucket, permissions, network).
+    #[error("storage {location}: {reason}")]
+    Storage { location: String, reason: String },
+
+    /// The catalog may or may not have applied a commit (timeout or server error after the
+    /// request was sent) and reloading could not tell. Files of the commit are kept: deleting
+    /// them could corrupt a table where the commit did land.
+    #[error("commit to '{table}' has an unknown outcome: {reason}; its files were kept (run `floe describe` to check, `floe remove-orphan-files` cleans them if it did not land)")]
+    CommitStateUnknown { table: String, reason: String },
+
     /// A SQL statement failed to plan or execute.
     #[error("sql: {0}")]
     Sql(String),
 
     /// An error from the iceberg crate (spec types, FileIO, scans, writers).
-    #[error("iceberg: {0}")]
+    #[error("{}", describe_iceberg(.0))]
     Iceberg(#[from] iceberg::Error),
 
     /// An Arrow error while converting data.
@@ -146,4 +156,80 @@ impl From<datafusion::error::DataFusionError> for Error {
             other => Error::Sql(other.strip_backtrace()),
         }
     }
+}
+
+/// One short line for an iceberg error: its message, then the root cause. Object-store causes
+/// are reduced to what a user acts on (operation, object, status, S3 error code and message);
+/// the HTTP headers and repeated contexts opendal attaches are dropped.
+pub fn describe_iceberg(e: &iceberg::Error) -> String {
+    let mut out = format!("iceberg: {}", e.message().trim_end_matches('.'));
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut root: Option<String> = None;
+    while let Some(s) = source {
+        if let Some(oe) = s.downcast_ref::<opendal::Error>() {
+            root = Some(describe_opendal(oe));
+            break;
+        }
+        let line = s.to_string();
+        root = Some(
+            line.lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(300)
+                .collect(),
+        );
+        source = s.source();
+    }
+    if let Some(r) = root.filter(|r| !r.is_empty() && !out.contains(r.as_str())) {
+        out.push_str(": ");
+        out.push_str(&r);
+    }
+    out
+}
+
+/// `PermissionDenied at write http://host/bucket/key: SignatureDoesNotMatch: <message>`.
+pub fn describe_opendal(e: &opendal::Error) -> String {
+    let full = e.to_string();
+    let field = |name: &str| -> Option<String> {
+        let start = full.find(name)? + name.len();
+        let rest = &full[start..];
+        let rest = rest.strip_prefix('"').unwrap_or(rest);
+        let end = rest.find(['"', ',', ' ', '}']).unwrap_or(rest.len());
+        Some(rest[..end].to_string())
+    };
+    let mut out = e.kind().to_string();
+    if let Some(op) = field(" at ") {
+        out.push_str(&format!(" at {op}"));
+    }
+    if let Some(uri) = field("uri: ") {
+        out.push(' ');
+        out.push_str(&uri);
+    }
+    match (field("code: "), full.find("message: \"")) {
+        (Some(code), Some(i)) => {
+            let msg = &full[i + 10..];
+            let msg = &msg[..msg.find('"').unwrap_or(msg.len())];
+            out.push_str(&format!(": {code}: {msg}"));
+        }
+        (Some(code), None) => out.push_str(&format!(": {code}")),
+        _ => {
+            if let Some(status) = field("status: ") {
+                out.push_str(&format!(": HTTP {status}"));
+            }
+            // Transport failures: opendal's message and the root cause (connection refused,
+            // DNS, TLS).
+            out.push_str(&format!(": {}", e.message()));
+            let mut source = std::error::Error::source(e);
+            let mut root = None;
+            while let Some(s) = source {
+                root = Some(s.to_string());
+                source = s.source();
+            }
+            if let Some(r) = root {
+                out.push_str(&format!(": {}", r.lines().next().unwrap_or("")));
+            }
+        }
+    }
+    out
 }

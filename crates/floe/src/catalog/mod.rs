@@ -5,12 +5,20 @@
 //! The SQL catalog (SQLite, PostgreSQL) uses the Iceberg JDBC catalog schema, so a catalog that
 //! PyIceberg's `SqlCatalog` or Java's `JdbcCatalog` created works here and vice versa.
 //!
+//! A REST catalog (`rest.rs`) does the same through the Iceberg REST protocol; the server checks
+//! the requirements and swaps the pointer, floe only posts requirements + updates.
+//! Configuration (named catalogs, env, overrides) is in `config.rs`; the FileIO a location
+//! needs (local disk or S3) in `storage.rs`.
+//!
 //! Invariant: [`Catalog::commit`] is the only place a table pointer moves. It checks the commit's
 //! requirements against the *current* metadata, writes a new `metadata.json` and swaps the pointer
 //! with compare-and-swap; a lost race is [`Error::CommitConflict`] (retryable) and leaves no file
 //! behind.
 
+pub mod config;
+mod rest;
 mod sql;
+pub mod storage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,41 +31,16 @@ use iceberg::spec::{
     UnboundPartitionSpec,
 };
 use iceberg::table::Table;
+use iceberg::Catalog as _;
 use iceberg::{
     MetadataLocation, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
 
 use crate::error::{Error, Result};
 use crate::properties;
+pub use config::{CatalogConfig, CatalogKind, DEFAULT_CATALOG_NAME};
+use rest::RestBackend;
 pub use sql::SqlCatalog;
-
-/// The default catalog name, shared with PyIceberg configs that point at floe's catalog.
-pub const DEFAULT_CATALOG_NAME: &str = "floe";
-
-/// How to reach a catalog.
-#[derive(Debug, Clone)]
-pub struct CatalogConfig {
-    /// Catalog name (the `catalog_name` column of the JDBC schema).
-    pub name: String,
-    /// `sqlite:///abs/path.db`, `sqlite:rel.db` or `postgres://user@host:port/db`.
-    pub uri: String,
-    /// Root under which new tables get their location (`{warehouse}/{ns}/{table}`).
-    pub warehouse: PathBuf,
-}
-
-impl CatalogConfig {
-    /// The embedded default: `./warehouse/` with a SQLite catalog at `./warehouse/catalog.db`,
-    /// or the same layout under `warehouse` when given.
-    pub fn embedded(warehouse: Option<&Path>) -> Result<Self> {
-        let warehouse = absolute(warehouse.unwrap_or(Path::new("warehouse")))?;
-        let uri = format!("sqlite://{}", warehouse.join("catalog.db").display());
-        Ok(Self {
-            name: DEFAULT_CATALOG_NAME.to_string(),
-            uri,
-            warehouse,
-        })
-    }
-}
 
 /// Makes a path absolute without requiring it to exist.
 pub(crate) fn absolute(p: &Path) -> Result<PathBuf> {
@@ -68,20 +51,36 @@ pub(crate) fn absolute(p: &Path) -> Result<PathBuf> {
     })
 }
 
-/// A connected catalog plus the FileIO its tables live on.
+/// A connected catalog.
 #[derive(Clone)]
 pub struct Catalog {
-    inner: Arc<SqlCatalog>,
-    file_io: FileIO,
-    warehouse: PathBuf,
+    backend: Backend,
+    name: String,
+}
+
+#[derive(Clone)]
+enum Backend {
+    /// JDBC-schema SQL catalog: floe writes metadata.json and swaps the pointer itself.
+    Sql {
+        inner: Arc<SqlCatalog>,
+        /// The FileIO of the warehouse (local disk or S3).
+        file_io: FileIO,
+        /// Root of new tables: a local path or an `s3://` URI, without trailing slash.
+        warehouse: String,
+    },
+    /// Iceberg REST catalog.
+    Rest(Arc<RestBackend>),
 }
 
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Catalog")
-            .field("name", &self.inner.name())
-            .field("warehouse", &self.warehouse)
-            .finish()
+        let mut d = f.debug_struct("Catalog");
+        d.field("name", &self.name);
+        match &self.backend {
+            Backend::Sql { warehouse, .. } => d.field("warehouse", warehouse),
+            Backend::Rest(r) => d.field("rest", &r.label()),
+        };
+        d.finish()
     }
 }
 
@@ -133,235 +132,305 @@ pub struct NewTable {
 }
 
 impl Catalog {
-    /// Connects to the catalog, creating the JDBC-schema tables (and the warehouse directory) when
-    /// missing.
+    /// Connects to the catalog. A SQL catalog gets the JDBC-schema tables (and a local
+    /// warehouse directory) created when missing; a REST catalog is asked for its config, so a
+    /// wrong URI or credential fails here.
     pub async fn connect(config: &CatalogConfig) -> Result<Self> {
-        std::fs::create_dir_all(&config.warehouse).map_err(|e| Error::InputFile {
-            path: config.warehouse.clone(),
-            reason: format!("cannot create warehouse directory: {e}"),
-        })?;
-        let inner = SqlCatalog::connect(&config.name, &config.uri).await?;
+        let backend = match config.kind {
+            CatalogKind::Rest => Backend::Rest(Arc::new(RestBackend::connect(config).await?)),
+            CatalogKind::Sql => {
+                let warehouse = config.warehouse.trim_end_matches('/').to_string();
+                if let Some(dir) = crate::clean::listing::local_dir(&warehouse) {
+                    std::fs::create_dir_all(&dir).map_err(|e| Error::InputFile {
+                        path: dir.clone(),
+                        reason: format!("cannot create warehouse directory: {e}"),
+                    })?;
+                }
+                let inner = SqlCatalog::connect(&config.name, &config.uri).await?;
+                Backend::Sql {
+                    inner: Arc::new(inner),
+                    file_io: storage::file_io_for(&warehouse, config.storage_props()),
+                    warehouse,
+                }
+            }
+        };
         Ok(Self {
-            inner: Arc::new(inner),
-            file_io: FileIO::new_with_fs(),
-            warehouse: config.warehouse.clone(),
+            backend,
+            name: config.name.clone(),
         })
     }
 
     /// The catalog name.
     pub fn name(&self) -> &str {
-        self.inner.name()
+        &self.name
     }
 
-    /// The FileIO tables of this catalog are read and written with.
-    pub fn file_io(&self) -> &FileIO {
-        &self.file_io
+    /// The kind of catalog.
+    pub fn kind(&self) -> CatalogKind {
+        match self.backend {
+            Backend::Sql { .. } => CatalogKind::Sql,
+            Backend::Rest(_) => CatalogKind::Rest,
+        }
     }
 
     /// Creates a namespace.
     pub async fn create_namespace(&self, ns: &NamespaceIdent) -> Result<()> {
-        self.inner.create_namespace(&ns_string(ns)).await
+        match &self.backend {
+            Backend::Sql { inner, .. } => inner.create_namespace(&ns_string(ns)).await,
+            Backend::Rest(r) => match r.client().create_namespace(ns, HashMap::new()).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == iceberg::ErrorKind::NamespaceAlreadyExists => {
+                    Err(Error::NamespaceExists {
+                        namespace: ns_string(ns),
+                    })
+                }
+                Err(e) => Err(r.map_err(e)),
+            },
+        }
     }
 
-    /// Lists namespaces (from tables and namespace properties).
+    /// Lists namespaces.
     pub async fn list_namespaces(&self) -> Result<Vec<String>> {
-        self.inner.list_namespaces().await
+        match &self.backend {
+            Backend::Sql { inner, .. } => inner.list_namespaces().await,
+            Backend::Rest(r) => {
+                let mut out: Vec<String> = r
+                    .client()
+                    .list_namespaces(None)
+                    .await
+                    .map_err(|e| r.map_err(e))?
+                    .iter()
+                    .map(ns_string)
+                    .collect();
+                out.sort();
+                Ok(out)
+            }
+        }
     }
 
     /// True when the namespace exists.
     pub async fn namespace_exists(&self, ns: &NamespaceIdent) -> Result<bool> {
-        self.inner.namespace_exists(&ns_string(ns)).await
+        match &self.backend {
+            Backend::Sql { inner, .. } => inner.namespace_exists(&ns_string(ns)).await,
+            Backend::Rest(r) => r
+                .client()
+                .namespace_exists(ns)
+                .await
+                .map_err(|e| r.map_err(e)),
+        }
     }
 
     /// Lists the tables of one namespace, or of all when `None`, as `ns.table`.
     pub async fn list_tables(&self, ns: Option<&NamespaceIdent>) -> Result<Vec<TableIdent>> {
-        let rows = self.inner.list_tables(ns.map(ns_string).as_deref()).await?;
-        rows.into_iter()
-            .map(|(ns, t)| Ok(TableIdent::new(parse_namespace(&ns)?, t)))
-            .collect()
+        match &self.backend {
+            Backend::Sql { inner, .. } => {
+                let rows = inner.list_tables(ns.map(ns_string).as_deref()).await?;
+                rows.into_iter()
+                    .map(|(ns, t)| Ok(TableIdent::new(parse_namespace(&ns)?, t)))
+                    .collect()
+            }
+            Backend::Rest(r) => {
+                let namespaces = match ns {
+                    Some(ns) => vec![ns.clone()],
+                    None => r
+                        .client()
+                        .list_namespaces(None)
+                        .await
+                        .map_err(|e| r.map_err(e))?,
+                };
+                let mut out = Vec::new();
+                for ns in namespaces {
+                    match r.client().list_tables(&ns).await {
+                        Ok(t) => out.extend(t),
+                        Err(e) if e.kind() == iceberg::ErrorKind::NamespaceNotFound => {
+                            return Err(Error::NamespaceNotFound {
+                                namespace: ns_string(&ns),
+                            })
+                        }
+                        Err(e) => return Err(r.map_err(e)),
+                    }
+                }
+                out.sort_by_key(ident_string);
+                Ok(out)
+            }
+        }
     }
 
-    /// Default location of a new table: `{warehouse}/{ns}/{table}` (the layout of PyIceberg's SqlCatalog and Java's JdbcCatalog).
-    pub fn default_location(&self, ident: &TableIdent) -> String {
-        format!(
-            "file://{}/{}/{}",
-            self.warehouse.display(),
-            ns_string(ident.namespace()),
-            ident.name()
-        )
+    /// Default location of a new table in a SQL catalog: `{warehouse}/{ns}/{table}` (the
+    /// layout of PyIceberg's SqlCatalog and Java's JdbcCatalog). REST servers choose their own.
+    pub fn default_location(&self, ident: &TableIdent) -> Option<String> {
+        match &self.backend {
+            Backend::Sql { warehouse, .. } => {
+                let root = if warehouse.contains("://") {
+                    warehouse.clone()
+                } else {
+                    format!("file://{warehouse}")
+                };
+                Some(format!(
+                    "{root}/{}/{}",
+                    ns_string(ident.namespace()),
+                    ident.name()
+                ))
+            }
+            Backend::Rest(_) => None,
+        }
     }
 
     /// Creates a v2 table and returns it loaded.
     pub async fn create_table(&self, new: NewTable) -> Result<Table> {
         let ns = ns_string(new.ident.namespace());
-        if !self.inner.namespace_exists(&ns).await? {
-            return Err(Error::NamespaceNotFound { namespace: ns });
-        }
         let name = ident_string(&new.ident);
-        if self
-            .inner
-            .metadata_location(&ns, new.ident.name())
-            .await?
-            .is_some()
-        {
-            return Err(Error::TableExists { table: name });
-        }
-        let location = self.default_location(&new.ident);
         let mut creation = TableCreation::builder()
             .name(new.ident.name().to_string())
-            .location(location.clone())
             .schema(new.schema)
             .partition_spec(new.partition_spec)
             .properties(new.properties)
             .format_version(FormatVersion::V2)
             .build();
         creation.sort_order = new.sort_order;
+        let (inner, file_io) = match &self.backend {
+            Backend::Rest(r) => {
+                // Some servers answer a create of an existing table with that table (200).
+                if r.client()
+                    .table_exists(&new.ident)
+                    .await
+                    .map_err(|e| r.map_err(e))?
+                {
+                    return Err(Error::TableExists { table: name });
+                }
+                return match r
+                    .client()
+                    .create_table(new.ident.namespace(), creation)
+                    .await
+                {
+                    Ok(t) => Ok(t),
+                    Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists => {
+                        Err(Error::TableExists { table: name })
+                    }
+                    Err(e) if e.kind() == iceberg::ErrorKind::NamespaceNotFound => {
+                        Err(Error::NamespaceNotFound { namespace: ns })
+                    }
+                    Err(e) => Err(r.map_err(e)),
+                };
+            }
+            Backend::Sql { inner, file_io, .. } => (inner, file_io),
+        };
+        if !inner.namespace_exists(&ns).await? {
+            return Err(Error::NamespaceNotFound { namespace: ns });
+        }
+        if inner
+            .metadata_location(&ns, new.ident.name())
+            .await?
+            .is_some()
+        {
+            return Err(Error::TableExists { table: name });
+        }
+        let location = self
+            .default_location(&new.ident)
+            .expect("SQL catalogs place tables under their warehouse");
+        creation.location = Some(location.clone());
         let metadata = TableMetadataBuilder::from_table_creation(creation)?
             .build()?
             .metadata;
         let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
-        metadata.write_to(&self.file_io, &metadata_location).await?;
+        metadata
+            .write_to(file_io, &metadata_location)
+            .await
+            .map_err(|e| storage::storage_error_on(file_io, &location, rest::describe(&e)))?;
         let loc = metadata_location.to_string();
-        if let Err(e) = self.inner.insert_table(&ns, new.ident.name(), &loc).await {
-            let _ = self.file_io.delete(&loc).await;
+        if let Err(e) = inner.insert_table(&ns, new.ident.name(), &loc).await {
+            let _ = file_io.delete(&loc).await;
             return Err(match e {
                 Error::TableExists { .. } => Error::TableExists { table: name },
                 other => other,
             });
         }
-        self.table_from(new.ident, metadata, loc)
+        table_from(file_io, new.ident, metadata, loc)
     }
 
     /// Loads a table's current metadata.
     pub async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
+        let (inner, file_io) = match &self.backend {
+            Backend::Rest(r) => {
+                return match r.client().load_table(ident).await {
+                    Ok(t) => Ok(t),
+                    Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => {
+                        Err(Error::TableNotFound {
+                            table: ident_string(ident),
+                        })
+                    }
+                    Err(e) => Err(r.map_err(e)),
+                };
+            }
+            Backend::Sql { inner, file_io, .. } => (inner, file_io),
+        };
         let ns = ns_string(ident.namespace());
-        let Some(location) = self.inner.metadata_location(&ns, ident.name()).await? else {
-            if !self.inner.namespace_exists(&ns).await? {
+        let Some(location) = inner.metadata_location(&ns, ident.name()).await? else {
+            if !inner.namespace_exists(&ns).await? {
                 return Err(Error::NamespaceNotFound { namespace: ns });
             }
             return Err(Error::TableNotFound {
                 table: ident_string(ident),
             });
         };
-        let metadata = read_metadata(&self.file_io, &location).await?;
-        self.table_from(ident.clone(), metadata, location)
-    }
-
-    fn table_from(
-        &self,
-        ident: TableIdent,
-        metadata: TableMetadata,
-        location: String,
-    ) -> Result<Table> {
-        Ok(Table::builder()
-            .identifier(ident)
-            .metadata(metadata)
-            .metadata_location(location)
-            .file_io(self.file_io.clone())
-            .runtime(iceberg::Runtime::current())
-            .build()?)
+        let metadata = read_metadata(file_io, &location).await?;
+        table_from(file_io, ident.clone(), metadata, location)
     }
 
     /// Drops a table from the catalog; with `purge`, also deletes every file its metadata
     /// references (data, deletes, manifests, manifest lists, metadata files).
     pub async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()> {
         let table = self.load_table(ident).await?;
-        let ns = ns_string(ident.namespace());
-        self.inner
-            .delete_table(&ns, ident.name(), table.metadata_location_result()?)
-            .await?;
+        match &self.backend {
+            Backend::Sql { inner, .. } => {
+                let ns = ns_string(ident.namespace());
+                inner
+                    .delete_table(&ns, ident.name(), table.metadata_location_result()?)
+                    .await?;
+            }
+            Backend::Rest(r) => r
+                .client()
+                .drop_table(ident)
+                .await
+                .map_err(|e| r.map_err(e))?,
+        }
         if purge {
             iceberg::drop_table_data(&table).await?;
         }
         Ok(())
     }
 
-    /// Commits `updates` on top of `base` if `requirements` hold against it.
+    /// Commits `updates` on top of `base` if `requirements` hold.
     ///
-    /// Writes `metadata/NNNNN-<uuid>.metadata.json` (next version after `base`), then swaps the
-    /// pointer with `UPDATE ... WHERE metadata_location = <base's>`: if another commit moved the
-    /// pointer since `base` was loaded, nothing changes and [`Error::CommitConflict`] is
-    /// returned (the caller reloads and retries); the metadata file written is deleted. When the
-    /// swap statement itself fails, the pointer is re-read: if it shows our file, the commit did
-    /// happen and is reported as a success, so files of a landed commit are never deleted. Honours `write.metadata.delete-after-commit.enabled` /
-    /// `write.metadata.previous-versions-max` after a successful swap.
+    /// SQL catalogs: checks the requirements against `base`, writes
+    /// `metadata/NNNNN-<uuid>.metadata.json` (next version after `base`), then swaps the
+    /// pointer with `UPDATE ... WHERE metadata_location = <base's>`: if another commit moved
+    /// the pointer since `base` was loaded, nothing changes and [`Error::CommitConflict`] is
+    /// returned (the caller reloads and retries); the metadata file written is deleted. When
+    /// the swap statement itself fails, the pointer is re-read: if it shows our file, the
+    /// commit did happen and is reported as a success; if it cannot be re-read the outcome is
+    /// [`Error::CommitStateUnknown`], so files of a landed commit are never deleted. Honours
+    /// `write.metadata.delete-after-commit.enabled` / `write.metadata.previous-versions-max`.
+    ///
+    /// REST catalogs: posts the requirements and updates; see `rest.rs` for the outcome rules.
     pub async fn commit(
         &self,
         base: &Table,
         requirements: &[TableRequirement],
         updates: Vec<TableUpdate>,
     ) -> Result<Table> {
-        let ident = base.identifier();
-        let ns = ns_string(ident.namespace());
-        let name = ident_string(ident);
-        let current = base;
-        let current_location = current.metadata_location_result()?.to_string();
-        for req in requirements {
-            if let Err(e) = req.check(Some(current.metadata())) {
-                return Err(Error::CommitConflict {
-                    table: name,
-                    attempts: 1,
-                    reason: e.message().to_string(),
-                });
+        match &self.backend {
+            Backend::Sql { inner, .. } => commit_sql(inner, base, requirements, updates).await,
+            Backend::Rest(r) => {
+                let (metadata, location) = r.commit(base, requirements, updates).await?;
+                table_from(
+                    base.file_io(),
+                    base.identifier().clone(),
+                    metadata,
+                    location,
+                )
             }
         }
-        let mut builder = TableMetadataBuilder::new_from_metadata(
-            current.metadata().clone(),
-            Some(current_location.clone()),
-        );
-        for update in updates {
-            builder = update.apply(builder)?;
-        }
-        let built = builder.build()?;
-        let new_location = MetadataLocation::from_str(&current_location)
-            .map(|l| l.with_next_version())
-            .unwrap_or_else(|_| {
-                MetadataLocation::new_with_metadata(built.metadata.location(), &built.metadata)
-            })
-            .with_new_metadata(&built.metadata);
-        built
-            .metadata
-            .write_to(&self.file_io, &new_location)
-            .await?;
-        let new_loc = new_location.to_string();
-        let swapped = match self
-            .inner
-            .swap(&ns, ident.name(), &current_location, &new_loc)
-            .await
-        {
-            Ok(swapped) => swapped,
-            Err(e) => {
-                // Unknown outcome: trust only the pointer itself.
-                match self.inner.metadata_location(&ns, ident.name()).await {
-                    Ok(Some(now)) if now == new_loc => true,
-                    Ok(_) => {
-                        let _ = self.file_io.delete(&new_loc).await;
-                        return Err(e);
-                    }
-                    Err(_) => return Err(e),
-                }
-            }
-        };
-        if !swapped {
-            let _ = self.file_io.delete(&new_loc).await;
-            return Err(Error::CommitConflict {
-                table: name,
-                attempts: 1,
-                reason: "the table pointer moved during the commit".into(),
-            });
-        }
-        if properties::bool_prop(
-            built.metadata.properties(),
-            properties::METADATA_DELETE_AFTER_COMMIT,
-            false,
-        )? {
-            for old in &built.expired_metadata_logs {
-                if let Err(e) = self.file_io.delete(&old.metadata_file).await {
-                    tracing::warn!(file = %old.metadata_file, error = %e, "could not delete old metadata file");
-                }
-            }
-        }
-        self.table_from(ident.clone(), built.metadata, new_loc)
     }
 
     /// Sets and removes table properties in one commit.
@@ -390,6 +459,102 @@ impl Catalog {
         })
         .await
     }
+}
+
+/// The SQL catalog's commit: local requirement check, new metadata file, pointer CAS.
+async fn commit_sql(
+    inner: &SqlCatalog,
+    base: &Table,
+    requirements: &[TableRequirement],
+    updates: Vec<TableUpdate>,
+) -> Result<Table> {
+    let ident = base.identifier();
+    let ns = ns_string(ident.namespace());
+    let name = ident_string(ident);
+    let file_io = base.file_io();
+    let current_location = base.metadata_location_result()?.to_string();
+    for req in requirements {
+        if let Err(e) = req.check(Some(base.metadata())) {
+            return Err(Error::CommitConflict {
+                table: name,
+                attempts: 1,
+                reason: e.message().to_string(),
+            });
+        }
+    }
+    let mut builder = TableMetadataBuilder::new_from_metadata(
+        base.metadata().clone(),
+        Some(current_location.clone()),
+    );
+    for update in updates {
+        builder = update.apply(builder)?;
+    }
+    let built = builder.build()?;
+    let new_location = MetadataLocation::from_str(&current_location)
+        .map(|l| l.with_next_version())
+        .unwrap_or_else(|_| {
+            MetadataLocation::new_with_metadata(built.metadata.location(), &built.metadata)
+        })
+        .with_new_metadata(&built.metadata);
+    built.metadata.write_to(file_io, &new_location).await?;
+    let new_loc = new_location.to_string();
+    let swapped = match inner
+        .swap(&ns, ident.name(), &current_location, &new_loc)
+        .await
+    {
+        Ok(swapped) => swapped,
+        Err(e) => {
+            // Unknown outcome: trust only the pointer itself.
+            match inner.metadata_location(&ns, ident.name()).await {
+                Ok(Some(now)) if now == new_loc => true,
+                Ok(_) => {
+                    let _ = file_io.delete(&new_loc).await;
+                    return Err(e);
+                }
+                Err(_) => {
+                    return Err(Error::CommitStateUnknown {
+                        table: name,
+                        reason: e.to_string(),
+                    })
+                }
+            }
+        }
+    };
+    if !swapped {
+        let _ = file_io.delete(&new_loc).await;
+        return Err(Error::CommitConflict {
+            table: name,
+            attempts: 1,
+            reason: "the table pointer moved during the commit".into(),
+        });
+    }
+    if properties::bool_prop(
+        built.metadata.properties(),
+        properties::METADATA_DELETE_AFTER_COMMIT,
+        false,
+    )? {
+        for old in &built.expired_metadata_logs {
+            if let Err(e) = file_io.delete(&old.metadata_file).await {
+                tracing::warn!(file = %old.metadata_file, error = %e, "could not delete old metadata file");
+            }
+        }
+    }
+    table_from(file_io, ident.clone(), built.metadata, new_loc)
+}
+
+fn table_from(
+    file_io: &FileIO,
+    ident: TableIdent,
+    metadata: TableMetadata,
+    location: String,
+) -> Result<Table> {
+    Ok(Table::builder()
+        .identifier(ident)
+        .metadata(metadata)
+        .metadata_location(location)
+        .file_io(file_io.clone())
+        .runtime(iceberg::Runtime::current())
+        .build()?)
 }
 
 /// Reads a `metadata.json`, mapping failures to a clear [`Error::Metadata`].

@@ -1,7 +1,8 @@
 //! Storage listing and path comparison for cleanup.
 //!
-//! The iceberg crate's FileIO cannot list, so listing is floe's: local disk today (paths and
-//! `file:` URIs); object stores plug in here. Paths are compared after normalisation, the way
+//! The iceberg crate's FileIO cannot list, so listing is floe's: local disk (paths and `file:`
+//! URIs) walks directories; S3 pages through ListObjectsV2 with the table FileIO's own
+//! configuration ([`crate::catalog::storage::S3Lister`]). Paths are compared after normalisation, the way
 //! Iceberg's `DeleteOrphanFiles` does: scheme and authority are split off, equivalent schemes
 //! (`s3a`, `s3n` = `s3`) are unified, and a path whose scheme or authority differs from the
 //! referenced one is a *prefix mismatch*, never silently an orphan.
@@ -9,6 +10,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+
+use iceberg::io::FileIO;
 
 use crate::error::{Error, Result};
 
@@ -116,14 +119,27 @@ pub fn local_dir(location: &str) -> Option<PathBuf> {
     }
 }
 
-/// Lists every file under `location` recursively. Paths come back in the location's own form
-/// (`file://` prefix kept when the location has one).
-pub async fn list_files(location: &str) -> Result<Vec<ListedFile>> {
+/// Lists every file under `location` recursively, on the storage `file_io` talks to. Paths
+/// come back in the location's own form (`file://` prefix kept when the location has one).
+pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFile>> {
+    if crate::catalog::storage::is_s3(location) {
+        let listed = crate::catalog::storage::S3Lister::new(file_io)
+            .list(location)
+            .await?;
+        return Ok(listed
+            .into_iter()
+            .map(|o| ListedFile {
+                path: o.key,
+                size: o.size,
+                modified: o.modified,
+            })
+            .collect());
+    }
     let dir = local_dir(location).ok_or_else(|| {
         Error::invalid_option(
             "location",
             location,
-            "listing is supported on local storage only in this version",
+            "listing supports local paths, file:// and s3:// locations",
         )
     })?;
     let prefix = if location.starts_with("file:") {

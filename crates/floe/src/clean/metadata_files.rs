@@ -66,7 +66,7 @@ pub async fn clean_metadata(
     let current_version = metadata_version(&current).unwrap_or(u64::MAX);
     let keep = needed(&table);
     let dir = format!("{}/metadata", md.location().trim_end_matches('/'));
-    let listed: Vec<_> = list_files(&dir)
+    let listed: Vec<_> = list_files(table.file_io(), &dir)
         .await?
         .into_iter()
         .filter(|f| metadata_version(&f.path).is_some())

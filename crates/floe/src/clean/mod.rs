@@ -38,8 +38,13 @@ pub struct DeleteStats {
     pub failures: Vec<String>,
 }
 
-/// Deletes `paths`, `DELETE_CONCURRENCY` at a time. A file that cannot be deleted is counted
-/// and reported, not fatal: what it leaves is unreferenced, so a later run removes it.
+/// Keys per batched delete request (S3 `DeleteObjects` takes at most 1,000).
+const DELETE_BATCH: usize = 1000;
+
+/// Deletes `paths`. On object stores the deletes are batched (one `DeleteObjects` request per
+/// 1,000 keys); a batch that fails is retried file by file so each failure is named. Locally,
+/// `DELETE_CONCURRENCY` files at a time. A file that cannot be deleted is counted and reported,
+/// not fatal: what it leaves is unreferenced, so a later run removes it.
 pub async fn delete_files(
     file_io: &FileIO,
     paths: Vec<String>,
@@ -47,6 +52,45 @@ pub async fn delete_files(
 ) -> DeleteStats {
     let total = paths.len() as u64;
     let mut stats = DeleteStats::default();
+    let batched = paths
+        .first()
+        .is_some_and(|p| crate::catalog::storage::is_s3(p));
+    if !batched {
+        delete_one_by_one(file_io, paths, &mut stats, total, progress.as_ref()).await;
+        return stats;
+    }
+    for chunk in paths.chunks(DELETE_BATCH) {
+        let keys = chunk.to_vec();
+        match file_io.delete_stream(futures::stream::iter(keys)).await {
+            Ok(()) => {
+                stats.deleted += chunk.len() as u64;
+                if let Some(p) = &progress {
+                    p(stats.deleted + stats.failed, total);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "batched delete failed; deleting one by one");
+                delete_one_by_one(
+                    file_io,
+                    chunk.to_vec(),
+                    &mut stats,
+                    total,
+                    progress.as_ref(),
+                )
+                .await;
+            }
+        }
+    }
+    stats
+}
+
+async fn delete_one_by_one(
+    file_io: &FileIO,
+    paths: Vec<String>,
+    stats: &mut DeleteStats,
+    total: u64,
+    progress: Option<&DeleteProgress>,
+) {
     let mut results = futures::stream::iter(paths.into_iter().map(|p| {
         let io = file_io.clone();
         async move {
@@ -62,15 +106,17 @@ pub async fn delete_files(
                 stats.failed += 1;
                 tracing::warn!(%path, error = %e, "could not delete");
                 if stats.failures.len() < 20 {
-                    stats.failures.push(format!("{path}: {e}"));
+                    stats.failures.push(format!(
+                        "{path}: {}",
+                        crate::catalog::storage::first_line(&e.to_string())
+                    ));
                 }
             }
         }
-        if let Some(p) = &progress {
+        if let Some(p) = progress {
             p(stats.deleted + stats.failed, total);
         }
     }
-    stats
 }
 
 /// Refuses file deletion on a table whose `gc.enabled` is false (Iceberg's rule: such tables

@@ -191,7 +191,7 @@ impl<'a> OrphanBuilder<'a> {
         let cutoff = SystemTime::now()
             .checked_sub(self.older_than)
             .unwrap_or(SystemTime::UNIX_EPOCH);
-        let listed = list_files(&location).await?;
+        let listed = list_files(table.file_io(), &location).await?;
         let reach = reachable_from_table(&table).await?;
         let index = Index::new(&reach, &equal);
 

@@ -29,7 +29,7 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::Catalog;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A data or delete file that is live in a snapshot, with the metadata a rewrite needs to carry
 /// it (the partition spec it was written with and its sequence numbers).
@@ -214,9 +214,24 @@ pub async fn commit_on(
     base: Option<Table>,
     update: SnapshotUpdate,
 ) -> Result<CommitOutcome> {
+    let file_io = base.as_ref().map(|t| t.file_io().clone());
     let result = try_commit(catalog, ident, base, &update).await;
-    if result.is_err() {
-        retry::delete_quietly(catalog.file_io(), update.added_paths()).await;
+    match &result {
+        Err(Error::CommitStateUnknown { .. }) | Ok(_) => {}
+        Err(_) => {
+            let file_io = match file_io {
+                Some(f) => Some(f),
+                None => catalog
+                    .load_table(ident)
+                    .await
+                    .ok()
+                    .map(|t| t.file_io().clone()),
+            };
+            match file_io {
+                Some(f) => retry::delete_quietly(&f, update.added_paths()).await,
+                None => tracing::warn!("cannot reach the table to delete the files of a failed commit; they are orphans now"),
+            }
+        }
     }
     result
 }

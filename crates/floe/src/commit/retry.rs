@@ -89,14 +89,17 @@ where
             None => catalog.load_table(ident).await?,
         };
         let policy = RetryPolicy::from_table(&table)?;
+        let file_io = table.file_io().clone();
         let prepared = prepare(table.clone()).await?;
         match catalog
             .commit(&table, &prepared.requirements, prepared.updates)
             .await
         {
             Ok(table) => return Ok(table),
+            // The outcome is unknown: the files may be referenced by a commit that landed.
+            Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
             Err(e) => {
-                delete_quietly(catalog.file_io(), prepared.written).await;
+                delete_quietly(&file_io, prepared.written).await;
                 let out_of_budget = u64::from(attempt) > policy.num_retries
                     || started.elapsed() >= policy.total_timeout;
                 match e {

@@ -480,6 +480,8 @@ impl CompactBuilder {
                 self.fail(&all, reason, metrics);
                 Ok(())
             }
+            // Unknown outcome: the output may be live in a commit that landed; keep it.
+            Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
             Err(e) => {
                 commit::retry::delete_quietly(start.file_io(), joint.added_paths()).await;
                 Err(e)

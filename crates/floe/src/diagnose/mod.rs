@@ -365,7 +365,7 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
     // One listing of the table location; its sizes also fill in files metadata does not size
     // (manifest lists).
     let eq = HashMap::new();
-    let listing = list_files(md.location()).await;
+    let listing = list_files(table.file_io(), md.location()).await;
     let listed_size: HashMap<String, u64> = match &listing {
         Ok(files) => files
             .iter()

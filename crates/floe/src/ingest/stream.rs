@@ -519,6 +519,7 @@ impl IngestBuilder {
         if let Some(d) = self.options.pause_before_commit {
             tokio::time::sleep(d).await;
         }
+        let file_io = table.file_io().clone();
         let result = with_retry(&self.catalog, &self.ident, Some(table), |t| {
             let update = &update;
             let fenced = fence(&t, &writer_id, &expected);
@@ -530,8 +531,9 @@ impl IngestBuilder {
         .await;
         let table = match result {
             Ok(t) => t,
+            Err(e @ crate::error::Error::CommitStateUnknown { .. }) => return Err(e),
             Err(e) => {
-                delete_quietly(self.catalog.file_io(), paths).await;
+                delete_quietly(&file_io, paths).await;
                 return Err(e);
             }
         };

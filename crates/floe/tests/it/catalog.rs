@@ -81,11 +81,8 @@ async fn corrupt_metadata_is_a_clear_error() {
 #[tokio::test]
 async fn unreachable_catalog_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let config = CatalogConfig {
-        name: "floe".into(),
-        uri: "postgres://nobody@127.0.0.1:1/none".into(),
-        warehouse: dir.path().to_path_buf(),
-    };
+    let mut config = CatalogConfig::embedded(Some(dir.path())).unwrap();
+    config.uri = "postgres://nobody@127.0.0.1:1/none".into();
     let err = Catalog::connect(&config).await.unwrap_err();
     assert!(matches!(err, Error::Catalog { .. }), "{err}");
 }
@@ -97,11 +94,9 @@ async fn postgres_catalog_creates_appends_and_commits() {
     };
     let dir = tempfile::tempdir().unwrap();
     let name = format!("floe_test_{}", std::process::id());
-    let config = CatalogConfig {
-        name,
-        uri: url,
-        warehouse: dir.path().to_path_buf(),
-    };
+    let mut config = CatalogConfig::embedded(Some(dir.path())).unwrap();
+    config.name = name;
+    config.uri = url;
     let catalog = Catalog::connect(&config).await.unwrap();
     let fx = Fixture {
         _dir: dir,

@@ -35,7 +35,7 @@ impl Fixture {
     }
 
     pub fn warehouse(&self) -> &Path {
-        &self.config.warehouse
+        Path::new(&self.config.warehouse)
     }
 
     /// Creates `ns.name` (id bigint not null, ts timestamp, name string, amount double).

@@ -260,7 +260,7 @@ async fn randomized_histories_never_delete_a_referenced_or_young_file() {
             .await
             .unwrap();
         let reach = reachable_from_table(&fx.load(&ident).await).await.unwrap();
-        let listed = list_files(&location).await.unwrap();
+        let listed = list_files(t.file_io(), &location).await.unwrap();
         for f in &listed {
             assert!(
                 reach.contains(&f.path),
@@ -369,7 +369,9 @@ async fn orphan_removal_aborts_when_a_manifest_cannot_be_read() {
         junk.exists(),
         "nothing may be deleted when reachability is unknown"
     );
-    let listed = list_files(t.metadata().location()).await.unwrap();
+    let listed = list_files(t.file_io(), t.metadata().location())
+        .await
+        .unwrap();
     assert!(listed.len() > 5);
 }
 
@@ -449,7 +451,7 @@ async fn clean_metadata_removes_only_files_out_of_the_log() {
     let t = fx.load(&ident).await;
     let dir = format!("{}/metadata", t.metadata().location());
     let count = || async {
-        list_files(&dir)
+        list_files(t.file_io(), &dir)
             .await
             .unwrap()
             .iter()

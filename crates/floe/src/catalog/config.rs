@@ -1,0 +1,574 @@
+//! Catalog configuration the way PyIceberg users write it.
+//!
+//! Named catalogs live in a TOML file (`--config FILE`, else `./floe.toml`, else
+//! `$XDG_CONFIG_HOME/floe/floe.toml` / `~/.config/floe/floe.toml`):
+//!
+//! ```toml
+//! default-catalog = "lake"
+//!
+//! [catalog.lake]
+//! type = "rest"                       # or "sql"; inferred from the uri when absent
+//! uri = "https://catalog.example.com"
+//! warehouse = "analytics"
+//! credential = "client-id:client-secret"   # OAuth2 client credentials, or `token = "..."`
+//! "s3.endpoint" = "https://s3.example.com"
+//! "s3.region" = "eu-west-1"
+//! "s3.path-style-access" = "true"
+//! ```
+//!
+//! The same keys come from environment variables, PyIceberg's convention with floe's prefix:
+//! `FLOE_CATALOG__LAKE__URI`, `FLOE_CATALOG__LAKE__S3__ENDPOINT` (`__` is a `.` in the key, `_` a
+//! `-`, so `FLOE_CATALOG__LAKE__S3__SECRET_ACCESS_KEY` is `s3.secret-access-key`). Precedence,
+//! lowest first: file, environment, `--catalog-prop k=v`.
+//!
+//! Without a catalog name floe uses the embedded default: a SQLite catalog in
+//! `<warehouse>/catalog.db` over a local warehouse directory.
+//!
+//! Secrets (credential, token, secret keys, passwords in URIs) never leave this module in clear:
+//! [`CatalogConfig`]'s `Debug` and [`CatalogConfig::redacted`] mask them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Catalog implementations floe speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogKind {
+    /// Iceberg JDBC-schema catalog on SQLite or PostgreSQL.
+    Sql,
+    /// Iceberg REST catalog (Polaris, Lakekeeper, Gravitino, Unity, Nessie, S3 Tables, ...).
+    Rest,
+}
+
+impl CatalogKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatalogKind::Sql => "sql",
+            CatalogKind::Rest => "rest",
+        }
+    }
+}
+
+/// How to reach one catalog: its kind, name and every property (`uri`, `warehouse`,
+/// `credential`, `s3.*`, ...), which also configure the FileIO its tables are read with.
+#[derive(Clone)]
+pub struct CatalogConfig {
+    /// Catalog name (for SQL catalogs the `catalog_name` column shared with PyIceberg/Java).
+    pub name: String,
+    pub kind: CatalogKind,
+    /// `uri`: `sqlite:///abs/path.db`, `postgres://...` or the REST endpoint.
+    pub uri: String,
+    /// `warehouse`: for SQL catalogs the root of new tables (a path, `file://` or `s3://` URI);
+    /// for REST catalogs the warehouse name or location the server expects (may be empty).
+    pub warehouse: String,
+    /// Every other property, passed to the catalog client and the FileIO.
+    pub props: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogConfig")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("uri", &redact_uri(&self.uri))
+            .field("warehouse", &self.warehouse)
+            .field("props", &redact_props(&self.props))
+            .finish()
+    }
+}
+
+/// The default catalog name, shared with PyIceberg configs that point at floe's catalog.
+pub const DEFAULT_CATALOG_NAME: &str = "floe";
+
+impl CatalogConfig {
+    /// The embedded default: `./warehouse/` with a SQLite catalog at `./warehouse/catalog.db`,
+    /// or the same layout under `warehouse` when given.
+    pub fn embedded(warehouse: Option<&Path>) -> Result<Self> {
+        let warehouse = super::absolute(warehouse.unwrap_or(Path::new("warehouse")))?;
+        let uri = format!("sqlite://{}", warehouse.join("catalog.db").display());
+        Ok(Self {
+            name: DEFAULT_CATALOG_NAME.to_string(),
+            kind: CatalogKind::Sql,
+            uri,
+            warehouse: warehouse.display().to_string(),
+            props: BTreeMap::new(),
+        })
+    }
+
+    /// A config from a flat property map (`type`, `uri`, `warehouse` and the rest).
+    pub fn from_props(name: &str, mut props: BTreeMap<String, String>) -> Result<Self> {
+        let uri = props.remove("uri").unwrap_or_default();
+        let warehouse = props.remove("warehouse").unwrap_or_default();
+        let kind = match props.remove("type").as_deref().map(str::to_ascii_lowercase) {
+            Some(t) if t == "rest" => CatalogKind::Rest,
+            Some(t) if t == "sql" || t == "jdbc" => CatalogKind::Sql,
+            Some(t) => {
+                return Err(Error::invalid_option(
+                    format!("catalog.{name}.type"),
+                    t,
+                    "supported catalog types: rest, sql",
+                ))
+            }
+            None if uri.starts_with("http://") || uri.starts_with("https://") => CatalogKind::Rest,
+            None => CatalogKind::Sql,
+        };
+        if uri.is_empty() {
+            return Err(Error::invalid_option(
+                format!("catalog.{name}.uri"),
+                "",
+                "missing: set uri in the config file, FLOE_CATALOG__<NAME>__URI or --catalog-prop uri=...",
+            ));
+        }
+        if kind == CatalogKind::Sql && warehouse.is_empty() {
+            return Err(Error::invalid_option(
+                format!("catalog.{name}.warehouse"),
+                "",
+                "a SQL catalog needs a warehouse (path or s3:// URI) for new tables",
+            ));
+        }
+        let name = props
+            .remove("catalog-name")
+            .unwrap_or_else(|| name.to_string());
+        Ok(Self {
+            name,
+            kind,
+            uri,
+            warehouse,
+            props,
+        })
+    }
+
+    /// Every property with secrets masked, for display and `--json`.
+    pub fn redacted(&self) -> BTreeMap<String, String> {
+        let mut out = redact_props(&self.props);
+        out.insert("type".into(), self.kind.as_str().into());
+        out.insert("uri".into(), redact_uri(&self.uri));
+        if !self.warehouse.is_empty() {
+            out.insert("warehouse".into(), self.warehouse.clone());
+        }
+        out
+    }
+
+    /// Properties for the FileIO of this catalog's tables (storage keys such as `s3.*`).
+    pub fn storage_props(&self) -> std::collections::HashMap<String, String> {
+        self.props
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// True for keys whose values must never be shown.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    [
+        "secret",
+        "token",
+        "credential",
+        "password",
+        "session",
+        "private-key",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
+        || k.starts_with("header.")
+}
+
+fn redact_props(props: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    props
+        .iter()
+        .map(|(k, v)| {
+            let v = if is_secret_key(k) {
+                "****".to_string()
+            } else {
+                redact_uri(v)
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// Masks the password of `scheme://user:password@host/...`.
+pub fn redact_uri(uri: &str) -> String {
+    let Some(scheme_end) = uri.find("://") else {
+        return uri.to_string();
+    };
+    let rest = &uri[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rfind('@') {
+        Some(at) => {
+            let user = authority[..at].split(':').next().unwrap_or("");
+            format!("{}://{}:****@{}", &uri[..scheme_end], user, &rest[at + 1..])
+        }
+        None => uri.to_string(),
+    }
+}
+
+/// The parsed config file: named catalogs and the optional default.
+#[derive(Debug, Default, Clone)]
+pub struct ConfigFile {
+    pub path: Option<PathBuf>,
+    pub default_catalog: Option<String>,
+    pub catalogs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl ConfigFile {
+    /// Reads `explicit` (which must exist), else the first of `./floe.toml` and the user's
+    /// config dir that exists, else an empty config.
+    pub fn discover(explicit: Option<&Path>) -> Result<Self> {
+        if let Some(p) = explicit {
+            return Self::read(p);
+        }
+        let mut candidates = vec![PathBuf::from("floe.toml")];
+        if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+            candidates.push(PathBuf::from(dir).join("floe").join("floe.toml"));
+        } else if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+            candidates.push(
+                PathBuf::from(home)
+                    .join(".config")
+                    .join("floe")
+                    .join("floe.toml"),
+            );
+        }
+        match candidates.into_iter().find(|p| p.is_file()) {
+            Some(p) => Self::read(&p),
+            None => Ok(Self::default()),
+        }
+    }
+
+    /// Reads and parses one config file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::InputFile {
+            path: path.to_path_buf(),
+            reason: format!("cannot read the config file: {e}"),
+        })?;
+        let mut parsed = Self::parse(&text).map_err(|reason| Error::InputFile {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        parsed.path = Some(path.to_path_buf());
+        Ok(parsed)
+    }
+
+    /// Parses the TOML text (errors name the offending key, never a value).
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| format!("invalid TOML: {}", e.message()))?;
+        let mut out = Self::default();
+        for (key, value) in doc {
+            match (key.as_str(), value) {
+                ("default-catalog", toml::Value::String(s)) => out.default_catalog = Some(s),
+                ("catalog", toml::Value::Table(catalogs)) => {
+                    for (name, props) in catalogs {
+                        let toml::Value::Table(props) = props else {
+                            return Err(format!("[catalog.{name}] must be a table of key = value"));
+                        };
+                        let mut flat = BTreeMap::new();
+                        flatten(&mut flat, "", props, &name)?;
+                        out.catalogs.insert(name, flat);
+                    }
+                }
+                (other, _) => {
+                    return Err(format!(
+                    "unknown top-level key '{other}' (expected default-catalog or [catalog.NAME])"
+                ))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Flattens nested tables (`[catalog.x.s3] endpoint = ...` is `s3.endpoint`) into strings.
+fn flatten(
+    out: &mut BTreeMap<String, String>,
+    prefix: &str,
+    table: toml::Table,
+    name: &str,
+) -> std::result::Result<(), String> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let s = match v {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Table(t) => {
+                flatten(out, &key, t, name)?;
+                continue;
+            }
+            _ => {
+                return Err(format!(
+                    "catalog.{name}.{key}: expected a string, number or boolean"
+                ))
+            }
+        };
+        out.insert(key, s);
+    }
+    Ok(())
+}
+
+/// Catalog properties from environment variables `FLOE_CATALOG__<NAME>__<KEY>`.
+pub fn env_catalogs(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (k, v) in vars {
+        let Some(rest) = k.strip_prefix("FLOE_CATALOG__") else {
+            continue;
+        };
+        let Some((name, key)) = rest.split_once("__") else {
+            continue;
+        };
+        if name.is_empty() || key.is_empty() {
+            continue;
+        }
+        let key = key
+            .to_ascii_lowercase()
+            .replace("__", ".")
+            .replace('_', "-");
+        out.entry(name.to_ascii_lowercase())
+            .or_default()
+            .insert(key, v);
+    }
+    out
+}
+
+/// What the command line asked for.
+#[derive(Debug, Default, Clone)]
+pub struct CatalogSelection {
+    /// `--catalog NAME` (a URI here is taken as the SQL catalog URI, as in floe 0.1).
+    pub name: Option<String>,
+    /// `--catalog-uri`: the embedded default's SQL URI.
+    pub uri: Option<String>,
+    /// `--warehouse`.
+    pub warehouse: Option<PathBuf>,
+    /// `--catalog-name`: the JDBC `catalog_name` of a SQL catalog.
+    pub catalog_name: Option<String>,
+    /// `--catalog-prop k=v`, applied last.
+    pub overrides: Vec<(String, String)>,
+}
+
+/// Resolves the catalog to use from the selection, the config file and the environment.
+pub fn resolve(
+    sel: &CatalogSelection,
+    file: &ConfigFile,
+    env: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<CatalogConfig> {
+    let name = sel
+        .name
+        .clone()
+        .or_else(|| file.default_catalog.clone())
+        .filter(|n| !n.is_empty());
+    let mut config = match name {
+        Some(uri) if uri.contains("://") || uri.starts_with("sqlite:") => {
+            let mut c = CatalogConfig::embedded(sel.warehouse.as_deref())?;
+            c.uri = uri;
+            c
+        }
+        Some(name) => {
+            let lower = name.to_ascii_lowercase();
+            let from_file = file.catalogs.get(&name);
+            let from_env = env.get(&lower);
+            if from_file.is_none() && from_env.is_none() {
+                let mut known: Vec<&str> = file
+                    .catalogs
+                    .keys()
+                    .map(String::as_str)
+                    .chain(env.keys().map(String::as_str))
+                    .collect();
+                known.sort_unstable();
+                known.dedup();
+                let source = match &file.path {
+                    Some(p) => format!("{}", p.display()),
+                    None => {
+                        "no config file found (--config, ./floe.toml, ~/.config/floe/floe.toml)"
+                            .to_string()
+                    }
+                };
+                return Err(Error::invalid_option(
+                    "catalog",
+                    &name,
+                    format!(
+                        "no such catalog in {source} or FLOE_CATALOG__{}__*; known: {}",
+                        name.to_ascii_uppercase(),
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            }
+            let mut props = from_file.cloned().unwrap_or_default();
+            props.extend(from_env.cloned().unwrap_or_default());
+            props.extend(sel.overrides.iter().cloned());
+            if !props.contains_key("warehouse") {
+                if let Some(w) = &sel.warehouse {
+                    props.insert(
+                        "warehouse".into(),
+                        super::absolute(w)?.display().to_string(),
+                    );
+                }
+            }
+            let mut c = CatalogConfig::from_props(&name, props)?;
+            if let Some(n) = &sel.catalog_name {
+                c.name = n.clone();
+            }
+            return Ok(c);
+        }
+        None => {
+            let mut c = CatalogConfig::embedded(sel.warehouse.as_deref())?;
+            if let Some(uri) = &sel.uri {
+                c.uri = uri.clone();
+            }
+            c
+        }
+    };
+    if let Some(n) = &sel.catalog_name {
+        config.name = n.clone();
+    }
+    for (k, v) in &sel.overrides {
+        match k.as_str() {
+            "uri" => config.uri = v.clone(),
+            "warehouse" => config.warehouse = v.clone(),
+            "type" if v != "sql" => {
+                return Err(Error::invalid_option(
+                    "catalog-prop",
+                    format!("type={v}"),
+                    "the embedded catalog is SQL; name a configured catalog with --catalog",
+                ))
+            }
+            _ => {
+                config.props.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+default-catalog = "lake"
+
+[catalog.lake]
+type = "rest"
+uri = "http://127.0.0.1:8181"
+warehouse = "wh"
+credential = "admin:topsecret"
+"s3.endpoint" = "http://127.0.0.1:8333"
+"s3.path-style-access" = true
+
+[catalog.local]
+uri = "sqlite:///tmp/c.db"
+warehouse = "/tmp/wh"
+
+[catalog.nested.s3]
+endpoint = "http://x"
+"#;
+
+    #[test]
+    fn parses_named_catalogs_and_flattens() {
+        let f = ConfigFile::parse(FILE).unwrap();
+        assert_eq!(f.default_catalog.as_deref(), Some("lake"));
+        let lake = &f.catalogs["lake"];
+        assert_eq!(lake["s3.path-style-access"], "true");
+        assert_eq!(f.catalogs["nested"]["s3.endpoint"], "http://x");
+        let err = ConfigFile::parse("[catalog]\nx = 1\n").unwrap_err();
+        assert!(err.contains("catalog.x"), "{err}");
+        let err = ConfigFile::parse("catalogs = 1").unwrap_err();
+        assert!(err.contains("catalogs"), "{err}");
+    }
+
+    #[test]
+    fn env_keys_follow_pyiceberg_convention() {
+        let env = env_catalogs([
+            (
+                "FLOE_CATALOG__LAKE__URI".to_string(),
+                "http://h".to_string(),
+            ),
+            (
+                "FLOE_CATALOG__LAKE__S3__SECRET_ACCESS_KEY".to_string(),
+                "k".to_string(),
+            ),
+            ("FLOE_WAREHOUSE".to_string(), "x".to_string()),
+        ]);
+        assert_eq!(env["lake"]["uri"], "http://h");
+        assert_eq!(env["lake"]["s3.secret-access-key"], "k");
+        assert_eq!(env.len(), 1);
+    }
+
+    #[test]
+    fn precedence_file_env_flag() {
+        let f = ConfigFile::parse(FILE).unwrap();
+        let env = env_catalogs([(
+            "FLOE_CATALOG__LAKE__S3__ENDPOINT".to_string(),
+            "http://env".to_string(),
+        )]);
+        let sel = CatalogSelection::default();
+        let c = resolve(&sel, &f, &env).unwrap();
+        assert_eq!(c.kind, CatalogKind::Rest);
+        assert_eq!(c.name, "lake");
+        assert_eq!(c.props["s3.endpoint"], "http://env");
+        let sel = CatalogSelection {
+            name: Some("lake".into()),
+            overrides: vec![("s3.endpoint".into(), "http://flag".into())],
+            ..Default::default()
+        };
+        let c = resolve(&sel, &f, &env).unwrap();
+        assert_eq!(c.props["s3.endpoint"], "http://flag");
+        let sel = CatalogSelection {
+            name: Some("local".into()),
+            ..Default::default()
+        };
+        let c = resolve(&sel, &f, &env).unwrap();
+        assert_eq!(c.kind, CatalogKind::Sql);
+        assert_eq!(c.warehouse, "/tmp/wh");
+    }
+
+    #[test]
+    fn unknown_catalog_lists_known_ones() {
+        let f = ConfigFile::parse(FILE).unwrap();
+        let sel = CatalogSelection {
+            name: Some("nope".into()),
+            ..Default::default()
+        };
+        let e = resolve(&sel, &f, &BTreeMap::new()).unwrap_err().to_string();
+        assert!(e.contains("nope") && e.contains("lake, local"), "{e}");
+    }
+
+    #[test]
+    fn secrets_are_masked() {
+        let f = ConfigFile::parse(FILE).unwrap();
+        let c = resolve(&CatalogSelection::default(), &f, &BTreeMap::new()).unwrap();
+        let shown = format!("{c:?} {:?}", c.redacted());
+        assert!(!shown.contains("topsecret"), "{shown}");
+        assert!(shown.contains("admin") || shown.contains("****"));
+        assert_eq!(
+            redact_uri("postgres://u:pw@h:5/db"),
+            "postgres://u:****@h:5/db"
+        );
+        assert_eq!(redact_uri("http://h:1/x"), "http://h:1/x");
+    }
+
+    #[test]
+    fn uri_as_catalog_keeps_old_meaning() {
+        let sel = CatalogSelection {
+            name: Some("sqlite:///tmp/x.db".into()),
+            ..Default::default()
+        };
+        let c = resolve(&sel, &ConfigFile::default(), &BTreeMap::new()).unwrap();
+        assert_eq!(c.kind, CatalogKind::Sql);
+        assert_eq!(c.uri, "sqlite:///tmp/x.db");
+    }
+}

@@ -1,0 +1,505 @@
+//! The Iceberg REST catalog backend.
+//!
+//! Namespaces and tables (list, create, load, drop) go through `iceberg-catalog-rest`, which
+//! handles OAuth2 (`credential = id:secret` or `token`), the `prefix` from `GET /v1/config`, and
+//! builds each table's FileIO from the catalog properties merged with the LoadTable `config`
+//! (vended storage credentials).
+//!
+//! Commits are floe's own (the crate cannot replace or delete files): the snapshot producers'
+//! requirements and updates are posted as `POST /v1/{prefix}/namespaces/{ns}/tables/{table}`
+//! (REST spec, `updateTable` / `CommitTableRequest`). The outcome rules:
+//! - 200: committed; the response carries the new metadata and its location.
+//! - 409: a requirement failed ([`Error::CommitConflict`]): the retry loop reloads, re-validates
+//!   and tries again.
+//! - 429 / 503, or a connection that never opened: not applied; retried here with backoff.
+//! - 500 / 502 / 504, or a timeout / broken connection after the request was sent: *unknown*.
+//!   The table is reloaded: if it shows the commit (its snapshot added, its snapshots removed,
+//!   its properties set) the commit is reported as done. If not, the same request is sent again,
+//!   which is safe because its requirements (the base snapshot of the branch, the table UUID)
+//!   cannot hold twice. If the outcome stays unknown, [`Error::CommitStateUnknown`] tells the
+//!   caller to keep every file it wrote.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use iceberg::spec::TableMetadata;
+use iceberg::table::Table;
+use iceberg::{Catalog as _, CatalogBuilder as _, TableIdent, TableRequirement, TableUpdate};
+use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
+use serde_json::json;
+use tokio::sync::Mutex;
+
+use super::config::{redact_uri, CatalogConfig};
+use super::storage::{first_line, rest_storage_factory};
+use crate::error::{Error, Result};
+
+/// Transient failures retried per request before giving up.
+const TRANSPORT_RETRIES: u32 = 4;
+/// Per-request timeout of floe's own REST calls.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A connected REST catalog.
+pub struct RestBackend {
+    /// `name (uri)`, for messages.
+    label: String,
+    catalog: RestCatalog,
+    http: reqwest::Client,
+    uri: String,
+    props: HashMap<String, String>,
+    warehouse: String,
+    session: Mutex<Option<Session>>,
+}
+
+/// What floe's own requests need: the base URL with prefix, and the bearer token.
+#[derive(Clone)]
+struct Session {
+    base: String,
+    token: Option<String>,
+}
+
+/// How one HTTP exchange ended.
+enum Exchange {
+    Answered(reqwest::StatusCode, String),
+    /// Never reached the server (connect error): safe to retry.
+    NotSent(String),
+    /// Sent, but no answer (timeout, reset): the server may have applied it.
+    Lost(String),
+}
+
+impl RestBackend {
+    /// Connects: loads `/v1/config` (with authentication) so a bad URI, a wrong credential or a
+    /// missing warehouse fail here with one line.
+    pub async fn connect(config: &CatalogConfig) -> Result<Self> {
+        let label = format!("{} ({})", config.name, redact_uri(&config.uri));
+        let mut props: HashMap<String, String> = config.storage_props();
+        props.insert("uri".into(), config.uri.clone());
+        if !config.warehouse.is_empty() {
+            props.insert("warehouse".into(), config.warehouse.clone());
+        }
+        let catalog = RestCatalogBuilder::default()
+            .with_storage_factory(rest_storage_factory())
+            .load(config.name.clone(), props.clone())
+            .await
+            .map_err(|e| Error::catalog(label.clone(), first_line(&e.to_string())))?;
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| Error::catalog(label.clone(), e.to_string()))?;
+        let backend = Self {
+            label,
+            catalog,
+            http,
+            uri: config.uri.trim_end_matches('/').to_string(),
+            props,
+            warehouse: config.warehouse.clone(),
+            session: Mutex::new(None),
+        };
+        backend.session(false).await?;
+        Ok(backend)
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The iceberg-catalog-rest client, for namespace and table calls.
+    pub fn client(&self) -> &RestCatalog {
+        &self.catalog
+    }
+
+    /// Maps an error of the REST crate to floe's, in one line and without secrets.
+    pub fn map_err(&self, e: iceberg::Error) -> Error {
+        Error::catalog(self.label.clone(), describe(&e))
+    }
+
+    /// The session (token + prefixed base URL), fetched once; `refresh` forces a new token.
+    async fn session(&self, refresh: bool) -> Result<Session> {
+        let mut guard = self.session.lock().await;
+        if let (Some(s), false) = (guard.as_ref(), refresh) {
+            return Ok(s.clone());
+        }
+        let token = match self.props.get("token") {
+            Some(t) if !refresh || !self.props.contains_key("credential") => Some(t.clone()),
+            _ => match self.props.get("credential") {
+                Some(cred) => Some(self.fetch_token(cred).await?),
+                None => None,
+            },
+        };
+        let mut url = reqwest::Url::parse(&format!("{}/v1/config", self.uri))
+            .map_err(|e| Error::invalid_option("catalog uri", &self.uri, e.to_string()))?;
+        if !self.warehouse.is_empty() {
+            url.query_pairs_mut()
+                .append_pair("warehouse", &self.warehouse);
+        }
+        let mut req = self.http.get(url);
+        if let Some(t) = &token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| Error::catalog(self.label.clone(), transport(&e)))?;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(Error::catalog(
+                self.label.clone(),
+                format!("GET /v1/config: {}", http_error(status, &body)),
+            ));
+        }
+        let cfg: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        // Server overrides win over the user's properties, which win over server defaults.
+        let from = |section: &str, k: &str| {
+            cfg.pointer(&format!("/{section}/{k}"))
+                .and_then(|v| v.as_str().map(str::to_string))
+        };
+        let pick = |k: &str| {
+            from("overrides", k)
+                .or_else(|| self.props.get(k).cloned())
+                .or_else(|| from("defaults", k))
+        };
+        let uri = pick("uri").unwrap_or_else(|| self.uri.clone());
+        let mut base = format!("{}/v1", uri.trim_end_matches('/'));
+        if let Some(prefix) = pick("prefix").filter(|p| !p.is_empty()) {
+            base.push('/');
+            base.push_str(prefix.trim_matches('/'));
+        }
+        let session = Session { base, token };
+        *guard = Some(session.clone());
+        Ok(session)
+    }
+
+    /// OAuth2 client-credentials exchange (`credential = client_id:client_secret`).
+    async fn fetch_token(&self, credential: &str) -> Result<String> {
+        let endpoint = self
+            .props
+            .get("oauth2-server-uri")
+            .cloned()
+            .unwrap_or_else(|| format!("{}/v1/oauth/tokens", self.uri));
+        let (id, secret) = match credential.split_once(':') {
+            Some((id, secret)) => (Some(id), secret),
+            None => (None, credential),
+        };
+        let mut form = vec![
+            ("grant_type", "client_credentials".to_string()),
+            ("client_secret", secret.to_string()),
+            (
+                "scope",
+                self.props
+                    .get("scope")
+                    .cloned()
+                    .unwrap_or_else(|| "catalog".into()),
+            ),
+        ];
+        if let Some(id) = id {
+            form.push(("client_id", id.to_string()));
+        }
+        for k in ["audience", "resource"] {
+            if let Some(v) = self.props.get(k) {
+                form.push((k, v.clone()));
+            }
+        }
+        let resp = self
+            .http
+            .post(&endpoint)
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| Error::catalog(self.label.clone(), transport(&e)))?;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(Error::catalog(
+                self.label.clone(),
+                format!(
+                    "OAuth2 token request to {} refused the credential: {}",
+                    redact_uri(&endpoint),
+                    http_error(status, &body)
+                ),
+            ));
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v.get("access_token")
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Error::catalog(
+                    self.label.clone(),
+                    "the OAuth2 token response has no access_token",
+                )
+            })
+    }
+
+    fn table_url(&self, session: &Session, ident: &TableIdent) -> Result<reqwest::Url> {
+        let mut url = reqwest::Url::parse(&session.base)
+            .map_err(|e| Error::invalid_option("catalog uri", &session.base, e.to_string()))?;
+        url.path_segments_mut()
+            .map_err(|_| Error::invalid_option("catalog uri", &session.base, "not a base URL"))?
+            .push("namespaces")
+            .push(&ident.namespace().clone().inner().join("\u{1f}"))
+            .push("tables")
+            .push(ident.name());
+        Ok(url)
+    }
+
+    async fn post(&self, url: &reqwest::Url, body: &serde_json::Value) -> Result<Exchange> {
+        let mut refreshed = false;
+        loop {
+            let session = self.session(refreshed).await?;
+            let mut req = self.http.post(url.clone()).json(body);
+            if let Some(t) = &session.token {
+                req = req.bearer_auth(t);
+            }
+            return Ok(match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    if status == reqwest::StatusCode::UNAUTHORIZED
+                        && !refreshed
+                        && self.props.contains_key("credential")
+                    {
+                        refreshed = true; // expired token: one new token, then the same request
+                        continue;
+                    }
+                    match resp.text().await {
+                        Ok(text) => Exchange::Answered(status, text),
+                        Err(e) => Exchange::Lost(transport(&e)),
+                    }
+                }
+                Err(e) if e.is_connect() => Exchange::NotSent(transport(&e)),
+                Err(e) => Exchange::Lost(transport(&e)),
+            });
+        }
+    }
+
+    /// Posts one commit; see the module docs for the outcome rules. `load` reloads the table
+    /// (through the catalog) to settle an unknown outcome.
+    pub async fn commit(
+        &self,
+        base: &Table,
+        requirements: &[TableRequirement],
+        updates: Vec<TableUpdate>,
+    ) -> Result<(TableMetadata, String)> {
+        let ident = base.identifier();
+        let table_name = super::ident_string(ident);
+        let mut requirements = requirements.to_vec();
+        if !requirements
+            .iter()
+            .any(|r| matches!(r, TableRequirement::UuidMatch { .. }))
+        {
+            requirements.push(TableRequirement::UuidMatch {
+                uuid: base.metadata().uuid(),
+            });
+        }
+        let body = json!({
+            "identifier": { "namespace": ident.namespace().clone().inner(), "name": ident.name() },
+            "requirements": requirements,
+            "updates": updates,
+        });
+        let url = self.table_url(&self.session(false).await?, ident)?;
+        let mut unknown: Option<String> = None;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let sent = self.post(&url, &body).await?;
+            let retry_reason = match sent {
+                Exchange::Answered(status, text) if status.is_success() => {
+                    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                        Error::catalog(self.label.clone(), format!("commit response: {e}"))
+                    })?;
+                    let location = v
+                        .get("metadata-location")
+                        .and_then(|l| l.as_str())
+                        .unwrap_or_default()
+                        .to_string();
+                    let metadata: TableMetadata =
+                        serde_json::from_value(v.get("metadata").cloned().unwrap_or_default())
+                            .map_err(|e| {
+                                Error::catalog(
+                                    self.label.clone(),
+                                    format!("commit response metadata: {e}"),
+                                )
+                            })?;
+                    return Ok((metadata, location));
+                }
+                Exchange::Answered(status, text) if status == reqwest::StatusCode::CONFLICT => {
+                    if unknown.is_some() {
+                        if let Some(done) = self.landed(ident, &updates).await {
+                            return Ok(done);
+                        }
+                    }
+                    return Err(Error::CommitConflict {
+                        table: table_name,
+                        attempts: 1,
+                        reason: http_error(status, &text),
+                    });
+                }
+                Exchange::Answered(status, text)
+                    if status == reqwest::StatusCode::TOO_MANY_REQUESTS
+                        || status == reqwest::StatusCode::SERVICE_UNAVAILABLE =>
+                {
+                    http_error(status, &text)
+                }
+                Exchange::Answered(status, text)
+                    if status.is_server_error()
+                        || status == reqwest::StatusCode::REQUEST_TIMEOUT =>
+                {
+                    let reason = http_error(status, &text);
+                    unknown = Some(reason.clone());
+                    if let Some(done) = self.landed(ident, &updates).await {
+                        return Ok(done);
+                    }
+                    reason
+                }
+                Exchange::Answered(status, text) => {
+                    // 400 (bad request), 401/403 (credentials), 404 (table gone), ...
+                    let what = if status == reqwest::StatusCode::NOT_FOUND {
+                        return Err(Error::TableNotFound { table: table_name });
+                    } else {
+                        http_error(status, &text)
+                    };
+                    return Err(Error::catalog(
+                        self.label.clone(),
+                        format!("commit to {table_name} rejected: {what}"),
+                    ));
+                }
+                Exchange::NotSent(reason) => reason,
+                Exchange::Lost(reason) => {
+                    unknown = Some(reason.clone());
+                    if let Some(done) = self.landed(ident, &updates).await {
+                        return Ok(done);
+                    }
+                    reason
+                }
+            };
+            if attempt > TRANSPORT_RETRIES {
+                return Err(match unknown {
+                    Some(reason) => Error::CommitStateUnknown {
+                        table: table_name,
+                        reason,
+                    },
+                    None => Error::catalog(
+                        self.label.clone(),
+                        format!("commit to {table_name} failed after {attempt} attempts: {retry_reason}"),
+                    ),
+                });
+            }
+            let wait = Duration::from_millis(250 * (1 << attempt.min(5)));
+            tracing::warn!(table = %table_name, attempt, ?wait, reason = %retry_reason, "REST commit not confirmed, retrying");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Reloads the table and returns it when it already shows `updates` (the commit landed).
+    async fn landed(
+        &self,
+        ident: &TableIdent,
+        updates: &[TableUpdate],
+    ) -> Option<(TableMetadata, String)> {
+        let table = self.catalog.load_table(ident).await.ok()?;
+        let md = table.metadata();
+        let mut checked = 0;
+        for u in updates {
+            let ok = match u {
+                TableUpdate::AddSnapshot { snapshot } => {
+                    md.snapshot_by_id(snapshot.snapshot_id()).is_some()
+                }
+                TableUpdate::RemoveSnapshots { snapshot_ids } => snapshot_ids
+                    .iter()
+                    .all(|id| md.snapshot_by_id(*id).is_none()),
+                TableUpdate::SetProperties { updates } => updates
+                    .iter()
+                    .all(|(k, v)| md.properties().get(k) == Some(v)),
+                TableUpdate::RemoveProperties { removals } => {
+                    removals.iter().all(|k| !md.properties().contains_key(k))
+                }
+                _ => continue,
+            };
+            if !ok {
+                return None;
+            }
+            checked += 1;
+        }
+        if checked == 0 {
+            return None;
+        }
+        let location = table.metadata_location()?.to_string();
+        Some((md.clone(), location))
+    }
+}
+
+/// One line for a transport error, without URLs' credentials.
+fn transport(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else {
+        "request failed"
+    };
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = source {
+        detail = s.to_string();
+        source = s.source();
+    }
+    match e.url() {
+        Some(u) => format!("{kind}: {} {}", redact_uri(u.as_str()), detail)
+            .trim()
+            .to_string(),
+        None => format!("{kind} {detail}").trim().to_string(),
+    }
+}
+
+/// `HTTP 409 Conflict: <message of the REST ErrorModel>`.
+fn http_error(status: reqwest::StatusCode, body: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let err = v.get("error").unwrap_or(&v);
+    let msg = err
+        .get("message")
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .or_else(|| {
+            v.get("error_description")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| first_line(body).chars().take(200).collect());
+    let kind = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    let msg = if kind.is_empty() {
+        msg
+    } else {
+        format!("{kind}: {msg}")
+    };
+    format!("HTTP {status}: {}", first_line(&msg))
+}
+
+/// One line for an error of the REST crate.
+pub(crate) fn describe(e: &iceberg::Error) -> String {
+    crate::error::describe_iceberg(e)
+        .trim_start_matches("iceberg: ")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_errors_are_one_line_from_the_error_model() {
+        let body = r#"{"error":{"message":"Requirement failed: branch main has changed\nmore","type":"CommitFailedException","code":409}}"#;
+        assert_eq!(
+            http_error(reqwest::StatusCode::CONFLICT, body),
+            "HTTP 409 Conflict: CommitFailedException: Requirement failed: branch main has changed"
+        );
+        assert_eq!(
+            http_error(reqwest::StatusCode::BAD_GATEWAY, "<html>bad\n</html>"),
+            "HTTP 502 Bad Gateway: <html>bad"
+        );
+        let oauth = r#"{"error":"invalid_client","error_description":"bad secret"}"#;
+        assert_eq!(
+            http_error(reqwest::StatusCode::UNAUTHORIZED, oauth),
+            "HTTP 401 Unauthorized: bad secret"
+        );
+    }
+}
