@@ -87,7 +87,7 @@ where
 {
     let before = b.counts()?;
     let t = Instant::now();
-    let v = op().await?;
+    let v = op().await.with_context(|| format!("on {}", b.name))?;
     let secs = t.elapsed().as_secs_f64();
     let after = b.counts()?;
     Ok((secs, delta(&after, &before), v))
@@ -169,11 +169,13 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         let mut ops = vec![
             json!({"op": format!("build ({files} files, {commits} commits)"), "seconds": build_s, "requests": build_req}),
         ];
+        eprintln!("{}: built in {build_s:.2} s", b.name);
         let (s, r, _) = measure(b, || async {
             Ok(floe::diagnose::diagnose(c, &ident).await?)
         })
         .await?;
         ops.push(json!({"op": "diagnose", "seconds": s, "requests": r}));
+        eprintln!("{}: diagnosed in {s:.2} s", b.name);
         let (s, r, m) = measure(b, || async {
             Ok(floe::compact::CompactBuilder::new(c, ident.clone())
                 .execute()
@@ -181,6 +183,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         })
         .await?;
         ops.push(json!({"op": format!("compact ({} -> {} files)", m.live_files_before, m.live_files_after), "seconds": s, "requests": r}));
+        eprintln!("{}: compacted in {s:.2} s", b.name);
         let (s, r, e) = measure(b, || async {
             Ok(floe::expire::ExpireBuilder::new(c, ident.clone())
                 .older_than(Duration::ZERO)
@@ -190,6 +193,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         })
         .await?;
         ops.push(json!({"op": format!("expire-snapshots ({} snapshots, {} files deleted)", e.plan.expired_snapshots.len(), e.deleted.deleted), "seconds": s, "requests": r}));
+        eprintln!("{}: expired in {s:.2} s", b.name);
         let (s, r, o) = measure(b, || async {
             Ok(floe::clean::orphans::OrphanBuilder::new(c, ident.clone())
                 .older_than(Duration::ZERO)

@@ -378,7 +378,8 @@ impl Catalog {
     }
 
     /// Drops a table from the catalog; with `purge`, also deletes every file its metadata
-    /// references (data, deletes, manifests, manifest lists, metadata files).
+    /// references (data, deletes, manifests, manifest lists, metadata files). REST catalogs
+    /// are asked to purge (`purgeRequested=true`) and do it themselves.
     pub async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()> {
         let table = self.load_table(ident).await?;
         match &self.backend {
@@ -388,11 +389,17 @@ impl Catalog {
                     .delete_table(&ns, ident.name(), table.metadata_location_result()?)
                     .await?;
             }
-            Backend::Rest(r) => r
-                .client()
-                .drop_table(ident)
-                .await
-                .map_err(|e| r.map_err(e))?,
+            // REST: the server owns the purge (`purgeRequested=true`, REST spec dropTable);
+            // deleting files from here too would race the server's own cleanup.
+            Backend::Rest(r) => {
+                let dropped = if purge {
+                    r.client().purge_table(ident).await
+                } else {
+                    r.client().drop_table(ident).await
+                };
+                dropped.map_err(|e| r.map_err(e))?;
+                return Ok(());
+            }
         }
         if purge {
             iceberg::drop_table_data(&table).await?;
