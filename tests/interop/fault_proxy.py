@@ -5,7 +5,8 @@ Forwards every request to --target unchanged, except the first --count table com
 
   lose-response  forward the commit (the server applies it), then answer 504 to the client,
                  as a gateway timeout after the request was sent would;
-  drop-request   answer 504 without forwarding (the server never sees it).
+  drop-request   answer 504 without forwarding (the server never sees it);
+  unavailable    answer 503 without forwarding (a server that sheds load).
 
 Prints "ready <port>" on stdout once listening, then serves until killed. Each broken commit
 is logged as one JSON line on stderr.
@@ -25,7 +26,7 @@ COMMIT = re.compile(r"^/v1/(.+/)?namespaces/[^/]+/tables/[^/]+/?$")
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True, help="REST catalog base URI, e.g. http://127.0.0.1:8181")
-    p.add_argument("--mode", choices=["lose-response", "drop-request"], required=True)
+    p.add_argument("--mode", choices=["lose-response", "drop-request", "unavailable"], required=True)
     p.add_argument("--count", type=int, default=1, help="commits to break")
     args = p.parse_args()
     target = args.target.rstrip("/")
@@ -73,8 +74,9 @@ def main() -> None:
                     forwarded, _, _ = self._forward(body)
                 print(json.dumps({"broken": self.path, "mode": args.mode, "server_status": forwarded}),
                       file=sys.stderr, flush=True)
-                msg = json.dumps({"error": {"message": "gateway timeout (injected)", "type": "GatewayTimeout", "code": 504}}).encode()
-                self._answer(504, None, msg)
+                code = 503 if args.mode == "unavailable" else 504
+                msg = json.dumps({"error": {"message": "injected fault", "type": "InjectedFault", "code": code}}).encode()
+                self._answer(code, None, msg)
                 return
             status, headers, payload = self._forward(body)
             self._answer(status, headers, payload)

@@ -546,7 +546,7 @@ fn fault_proxy(target: &str, mode: &str) -> (std::process::Child, u16) {
 
 #[test]
 fn a_commit_whose_answer_is_lost_lands_exactly_once_and_keeps_its_files() {
-    for mode in ["lose-response", "drop-request"] {
+    for mode in ["lose-response", "drop-request", "unavailable"] {
         let lake = Lake::new("unknown");
         let t = format!("{}.t", lake.ns);
         lake.ok(&["namespace", "create", &lake.ns]);
