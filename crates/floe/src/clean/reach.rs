@@ -110,12 +110,26 @@ pub struct ReachIndex {
     manifests: HashMap<String, ManifestReach>,
     /// Snapshot id -> statistics files attached to it.
     statistics: HashMap<i64, Vec<(String, Option<u64>)>>,
+    /// With [`ReachIndex::load_with_live`]: the live entries of one snapshot, in full.
+    live: Vec<crate::commit::LiveFile>,
 }
 
 impl ReachIndex {
     /// Reads the manifest lists of `snapshot_ids` (ids not in the metadata are ignored) and every
     /// distinct manifest they list, [`READ_CONCURRENCY`] at a time.
     pub async fn load(table: &Table, snapshot_ids: &[i64]) -> Result<Self> {
+        Self::load_with_live(table, snapshot_ids, None).await
+    }
+
+    /// Like [`ReachIndex::load`], and also keeps the live entries (data file, spec, snapshot,
+    /// sequence numbers) of the manifests snapshot `live_of` lists, from the same single read
+    /// of each manifest; [`ReachIndex::take_live`] hands them out. `live_of` must be one of
+    /// `snapshot_ids`.
+    pub async fn load_with_live(
+        table: &Table,
+        snapshot_ids: &[i64],
+        live_of: Option<i64>,
+    ) -> Result<Self> {
         let md = table.metadata();
         let snapshots: Vec<_> = snapshot_ids
             .iter()
@@ -157,7 +171,11 @@ impl ReachIndex {
             .try_collect()
             .await?;
         let mut to_read: HashMap<String, ManifestFile> = HashMap::new();
+        let mut keep_live: HashSet<String> = HashSet::new();
         for (id, list, files) in lists {
+            if Some(id) == live_of {
+                keep_live.extend(files.iter().map(|m| m.manifest_path.clone()));
+            }
             let paths = files.iter().map(|m| m.manifest_path.clone()).collect();
             index.lists.insert(id, (list, paths));
             for m in files {
@@ -170,15 +188,25 @@ impl ReachIndex {
                 let path = m.manifest_path.clone();
                 let length = u64::try_from(m.manifest_length).ok();
                 let content = m.content;
+                let spec_id = m.partition_spec_id;
                 m.load_manifest(&io)
                     .await
-                    .map(|manifest| (path.clone(), length, content, manifest))
+                    .map(|manifest| (path.clone(), length, content, spec_id, manifest))
                     .map_err(|e| unreadable(&path, e))
             }
         }))
         .buffer_unordered(READ_CONCURRENCY);
         while let Some(loaded) = loads.next().await {
-            let (path, length, content, manifest) = loaded?;
+            let (path, length, content, spec_id, manifest) = loaded?;
+            if keep_live.contains(&path) {
+                index.live.extend(
+                    manifest
+                        .entries()
+                        .iter()
+                        .filter(|e| e.is_alive())
+                        .map(|e| crate::commit::producer::live_file(e, spec_id)),
+                );
+            }
             let entries = manifest
                 .entries()
                 .iter()
@@ -201,6 +229,11 @@ impl ReachIndex {
             index.manifests.insert(path, (length, entries));
         }
         Ok(index)
+    }
+
+    /// The live entries kept by [`ReachIndex::load_with_live`] (empty after the first call).
+    pub fn take_live(&mut self) -> Vec<crate::commit::LiveFile> {
+        std::mem::take(&mut self.live)
     }
 
     /// The manifests snapshot `id` lists, with their lengths (empty when not loaded).

@@ -152,7 +152,7 @@ async fn load_manifests(table: &Table, manifests: &[ManifestFile]) -> Result<Vec
         .map_err(Error::from)
 }
 
-fn live_file(entry: &iceberg::spec::ManifestEntry, spec_id: i32) -> LiveFile {
+pub(crate) fn live_file(entry: &iceberg::spec::ManifestEntry, spec_id: i32) -> LiveFile {
     LiveFile {
         file: entry.data_file().clone(),
         spec_id,

@@ -22,7 +22,6 @@ use crate::catalog::{ident_string, refs, Catalog};
 use crate::clean::listing::{list_files, SplitPath};
 use crate::clean::metadata_files::metadata_version;
 use crate::clean::reach::{metadata_files, ReachIndex};
-use crate::commit::producer::live_files;
 use crate::compact::CompactBuilder;
 use crate::error::Result;
 use crate::expire;
@@ -262,8 +261,12 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
         ..Default::default()
     };
 
+    // Every manifest of every snapshot, read once: the current snapshot's live entries for the
+    // partition view, reachability for the history view below.
+    let all_ids: Vec<i64> = snaps.iter().map(|s| s.snapshot_id()).collect();
+    let mut index = ReachIndex::load_with_live(&table, &all_ids, md.current_snapshot_id()).await?;
     // Partitions of the current snapshot.
-    let live = live_files(&table).await?;
+    let live = index.take_live();
     let mut parts: BTreeMap<(i32, String), (Vec<u64>, PartitionHealth)> = BTreeMap::new();
     let mut all_sizes = Vec::new();
     let mut size_histogram: Vec<Bucket> = BUCKETS
@@ -380,8 +383,6 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
     };
 
     // Reachability over all snapshots: what only old snapshots hold, what expiry would free.
-    let all_ids: Vec<i64> = snaps.iter().map(|s| s.snapshot_id()).collect();
-    let index = ReachIndex::load(&table, &all_ids).await?;
     let table_refs = refs(md)?;
     let mut heads: Vec<i64> = table_refs.values().map(|r| r.snapshot_id).collect();
     heads.extend(md.current_snapshot_id());
