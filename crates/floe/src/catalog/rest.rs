@@ -354,16 +354,17 @@ impl RestBackend {
                     }
                     reason
                 }
+                Exchange::Answered(status, _) if status == reqwest::StatusCode::NOT_FOUND => {
+                    return Err(Error::TableNotFound { table: table_name });
+                }
                 Exchange::Answered(status, text) => {
-                    // 400 (bad request), 401/403 (credentials), 404 (table gone), ...
-                    let what = if status == reqwest::StatusCode::NOT_FOUND {
-                        return Err(Error::TableNotFound { table: table_name });
-                    } else {
-                        http_error(status, &text)
-                    };
+                    // 400 (bad request), 401/403 (credentials), ...: nothing was applied.
                     return Err(Error::catalog(
                         self.label.clone(),
-                        format!("commit to {table_name} rejected: {what}"),
+                        format!(
+                            "commit to {table_name} rejected: {}",
+                            http_error(status, &text)
+                        ),
                     ));
                 }
                 Exchange::NotSent(reason) => reason,
