@@ -48,6 +48,15 @@ def main() -> None:
     p.add_argument("--catalog-uri", required=True, help="SQLAlchemy or floe-style catalog URI")
     p.add_argument("--catalog-name", default="floe")
     p.add_argument("--warehouse", required=True, help="path or file:// URI")
+    add_fill_args(p)
+    args = p.parse_args()
+    catalog = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse)
+    ensure_namespace(catalog, args.table)
+    print(json.dumps(create_and_fill(catalog, args)))
+
+
+def add_fill_args(p: argparse.ArgumentParser) -> None:
+    """--table, --rows, --batches, --partition, --snapshot-property (read by create_and_fill)."""
     p.add_argument("--table", required=True, help="NS.T")
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--batches", type=int, default=3)
@@ -59,32 +68,37 @@ def main() -> None:
         metavar="K=V",
         help="summary property of every append (e.g. flink.job-id=J), as a streaming writer sets",
     )
-    args = p.parse_args()
-    props = dict(kv.split("=", 1) for kv in args.snapshot_property)
 
-    catalog = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse)
-    ns = args.table.rsplit(".", 1)[0]
+
+def ensure_namespace(catalog, table: str) -> None:
     try:
-        catalog.create_namespace(ns)
+        catalog.create_namespace(table.rsplit(".", 1)[0])
     except NamespaceAlreadyExistsError:
         pass
+
+
+def create_and_fill(catalog, args: argparse.Namespace) -> dict:
+    """Creates args.table (day(ts) when args.partition is "day") and appends args.rows rows in
+    args.batches commits, each with the --snapshot-property summary properties; returns what
+    main prints."""
+    props = dict(kv.split("=", 1) for kv in args.snapshot_property)
     spec = PartitionSpec()
     if args.partition == "day":
         spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="ts_day"))
     table = catalog.create_table(args.table, schema=SCHEMA, partition_spec=spec)
-
     arrow_schema = table.schema().as_arrow()
     nb = max(args.batches, 1)
     bounds = [args.rows * k // nb for k in range(nb + 1)]
     for lo, hi in zip(bounds, bounds[1:]):
         if hi > lo:
             table.append(batch(range(lo, hi), args.rows, arrow_schema), snapshot_properties=props)
-    print(json.dumps({
+    snapshot = table.current_snapshot()
+    return {
         "rows": args.rows,
         "sum_id": args.rows * (args.rows - 1) // 2,
         "metadata_location": table.metadata_location,
-        "snapshot_id": table.current_snapshot().snapshot_id,
-    }))
+        "snapshot_id": snapshot.snapshot_id if snapshot else None,
+    }
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from read_table import duckdb_connect, read_duckdb, summarize  # noqa: E402
+from read_table import duckdb_connect, read_both, run_cli  # noqa: E402
 
 # flag -> (environment variable from .ci/setup, help)
 REST_FLAGS = {
@@ -92,20 +92,9 @@ def main() -> None:
     check_rest_args(p, args)
 
     table = open_rest_catalog(args).load_table(args.table)
-    columns = [f.name for f in table.schema().fields]
-    if args.sum_column is not None and args.sum_column not in columns:
-        raise ValueError(f"no column {args.sum_column!r} in {args.table}")
-    py_files = sum(1 for _ in table.scan().plan_files())
-    py = summarize(table.scan().to_arrow(), columns, args.sum_column, py_files)
-    ddb = read_duckdb(table.metadata_location, columns, args.sum_column,
-                      table.current_snapshot() is not None, duckdb_s3_connect(args))
-    print(json.dumps({"metadata_location": table.metadata_location, "pyiceberg": py, "duckdb": ddb}))
+    print(json.dumps(read_both(table, args.table, table.metadata_location, args.sum_column,
+                               duckdb_s3_connect(args))))
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # one line on stderr, as the callers expect
-        msg = (str(e).strip().splitlines() or [""])[0]
-        print(f"read_rest.py: {type(e).__name__}: {msg}", file=sys.stderr)
-        sys.exit(1)
+    run_cli(main, "read_rest.py")

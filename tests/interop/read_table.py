@@ -138,20 +138,30 @@ def main() -> None:
     args = p.parse_args()
 
     table = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse).load_table(args.table)
+    print(json.dumps(read_both(table, args.table, local_path(table.metadata_location), args.sum_column)))
+
+
+def read_both(table, name: str, metadata: str, sum_column, con=None) -> dict:
+    """The current snapshot of table `name` read by PyIceberg and by DuckDB (at `metadata`,
+    with connection `con`, or a local one)."""
     columns = [f.name for f in table.schema().fields]
-    if args.sum_column is not None and args.sum_column not in columns:
-        raise ValueError(f"no column {args.sum_column!r} in {args.table}")
+    if sum_column is not None and sum_column not in columns:
+        raise ValueError(f"no column {sum_column!r} in {name}")
     py_files = sum(1 for _ in table.scan().plan_files())
-    py = summarize(table.scan().to_arrow(), columns, args.sum_column, py_files)
-    ddb = read_duckdb(local_path(table.metadata_location), columns, args.sum_column,
-                      table.current_snapshot() is not None)
-    print(json.dumps({"metadata_location": table.metadata_location, "pyiceberg": py, "duckdb": ddb}))
+    py = summarize(table.scan().to_arrow(), columns, sum_column, py_files)
+    ddb = read_duckdb(metadata, columns, sum_column, table.current_snapshot() is not None, con)
+    return {"metadata_location": table.metadata_location, "pyiceberg": py, "duckdb": ddb}
+
+
+def run_cli(main, script: str) -> None:
+    """Runs `main`; any failure is one line on stderr and exit code 1, as the callers expect."""
+    try:
+        main()
+    except Exception as e:
+        msg = (str(e).strip().splitlines() or [""])[0]
+        print(f"{script}: {type(e).__name__}: {msg}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # one line on stderr, as the callers expect
-        msg = (str(e).strip().splitlines() or [""])[0]
-        print(f"read_table.py: {type(e).__name__}: {msg}", file=sys.stderr)
-        sys.exit(1)
+    run_cli(main, "read_table.py")

@@ -161,6 +161,18 @@ impl Lake {
         p
     }
 
+    /// `remove-orphan-files --older-than 0s --force --dry-run`: what is unreferenced now.
+    fn orphan_dry_run(&self, table: &str) -> Value {
+        self.ok(&[
+            "remove-orphan-files",
+            table,
+            "--older-than",
+            "0s",
+            "--force",
+            "--dry-run",
+        ])
+    }
+
     /// Writes an NDJSON file of `{"id": i}` rows.
     fn ndjson_ids(&self, name: &str, ids: std::ops::Range<u64>) -> PathBuf {
         let p = self.path().join(name);
@@ -330,25 +342,11 @@ fn every_command_works_on_a_rest_catalog_over_s3() {
     assert_readers(&lake.read_rest(&t), 900, sum_to(900));
 
     // Orphan removal finds exactly the planted file, then deletes it.
-    let dry = lake.ok(&[
-        "remove-orphan-files",
-        &t,
-        "--older-than",
-        "0s",
-        "--force",
-        "--dry-run",
-    ]);
+    let dry = lake.orphan_dry_run(&t);
     assert_eq!(dry["orphan_files"], 1, "{dry}");
     assert_eq!(dry["sample"][0], orphan.as_str(), "{dry}");
     lake.ok(&["remove-orphan-files", &t, "--older-than", "0s", "--force"]);
-    let again = lake.ok(&[
-        "remove-orphan-files",
-        &t,
-        "--older-than",
-        "0s",
-        "--force",
-        "--dry-run",
-    ]);
+    let again = lake.orphan_dry_run(&t);
     assert_eq!(again["orphan_files"], 0, "{again}");
     let d = lake.ok(&["diagnose", &t]);
     assert!(!holds(&d, "unreferenced-files"), "{d}");
@@ -368,14 +366,7 @@ fn every_command_works_on_a_rest_catalog_over_s3() {
     let snaps = lake.ok(&["table", "describe", &t]);
     assert_eq!(snaps["snapshot_count"], 1);
     // Nothing live was deleted and nothing unreferenced is left.
-    let left = lake.ok(&[
-        "remove-orphan-files",
-        &t,
-        "--older-than",
-        "0s",
-        "--force",
-        "--dry-run",
-    ]);
+    let left = lake.orphan_dry_run(&t);
     assert_eq!(left["orphan_files"], 0, "{left}");
 }
 
@@ -585,14 +576,7 @@ fn a_commit_whose_answer_is_lost_lands_exactly_once_and_keeps_its_files() {
         assert_eq!(row["s"], sum_to(1000), "{mode}");
         let snaps = lake.ok(&["table", "describe", &t]);
         assert_eq!(snaps["snapshot_count"], 1, "{mode}");
-        let orphans = lake.ok(&[
-            "remove-orphan-files",
-            &t,
-            "--older-than",
-            "0s",
-            "--force",
-            "--dry-run",
-        ]);
+        let orphans = lake.orphan_dry_run(&t);
         assert_eq!(orphans["orphan_files"], 0, "{mode}: {orphans}");
         assert_readers(&lake.read_rest(&t), 1000, sum_to(1000));
     }

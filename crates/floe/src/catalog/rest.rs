@@ -139,18 +139,9 @@ impl RestBackend {
         if let Some(t) = &token {
             req = req.bearer_auth(t);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| Error::catalog(self.label.clone(), transport(&e)))?;
-        let status = resp.status();
-        let body = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(Error::catalog(
-                self.label.clone(),
-                format!("GET /v1/config: {}", http_error(status, &body)),
-            ));
-        }
+        let body = self
+            .expect_success(req, |e| format!("GET /v1/config: {e}"))
+            .await?;
         let cfg: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         // Server overrides win over the user's properties, which win over server defaults.
         let from = |section: &str, k: &str| {
@@ -203,25 +194,15 @@ impl RestBackend {
                 form.push((k, v.clone()));
             }
         }
-        let resp = self
-            .http
-            .post(&endpoint)
-            .form(&form)
-            .send()
-            .await
-            .map_err(|e| Error::catalog(self.label.clone(), transport(&e)))?;
-        let status = resp.status();
-        let body = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(Error::catalog(
-                self.label.clone(),
+        let request = self.http.post(&endpoint).form(&form);
+        let body = self
+            .expect_success(request, |e| {
                 format!(
-                    "OAuth2 token request to {} refused the credential: {}",
-                    redact_uri(&endpoint),
-                    http_error(status, &body)
-                ),
-            ));
-        }
+                    "OAuth2 token request to {} refused the credential: {e}",
+                    redact_uri(&endpoint)
+                )
+            })
+            .await?;
         let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         v.get("access_token")
             .and_then(|t| t.as_str())
@@ -232,6 +213,28 @@ impl RestBackend {
                     "the OAuth2 token response has no access_token",
                 )
             })
+    }
+
+    /// Sends `request` and returns the body of a 2xx answer; anything else is one catalog
+    /// error, `what` wrapping the HTTP status and the server's message.
+    async fn expect_success(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: impl FnOnce(String) -> String,
+    ) -> Result<String> {
+        let resp = request
+            .send()
+            .await
+            .map_err(|e| Error::catalog(self.label.clone(), transport(&e)))?;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(Error::catalog(
+                self.label.clone(),
+                what(http_error(status, &body)),
+            ));
+        }
+        Ok(body)
     }
 
     fn table_url(&self, session: &Session, ident: &TableIdent) -> Result<reqwest::Url> {

@@ -251,11 +251,10 @@ impl S3Lister {
         }
         let op = self.operator(bucket)?;
         let fail = |e: opendal::Error| {
-            let location = match self.props.get("s3.endpoint") {
-                Some(ep) => format!("{location} (endpoint {ep})"),
-                None => location.to_string(),
-            };
-            storage_error(&location, crate::error::describe_opendal(&e))
+            storage_error(
+                &with_endpoint(&self.props, location),
+                crate::error::describe_opendal(&e),
+            )
         };
         let mut lister = op
             .lister_with(&prefix)
@@ -300,11 +299,15 @@ pub(crate) fn storage_error_on(
     location: &str,
     e: impl std::fmt::Display,
 ) -> Error {
-    let location = match file_io.config().props().get("s3.endpoint") {
+    storage_error(&with_endpoint(file_io.config().props(), location), e)
+}
+
+/// `location (endpoint URL)` for S3 locations when the properties name an endpoint.
+fn with_endpoint(props: &HashMap<String, String>, location: &str) -> String {
+    match props.get("s3.endpoint") {
         Some(ep) if is_s3(location) => format!("{location} (endpoint {ep})"),
         _ => location.to_string(),
-    };
-    storage_error(&location, e)
+    }
 }
 
 /// The first line of a message, trimmed (object-store errors carry multi-line contexts).
