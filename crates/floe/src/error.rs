@@ -113,6 +113,10 @@ pub enum Error {
     /// A local I/O error.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+
+    /// Parquet encoding failed (floe's own compaction writer).
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
 }
 
 impl Error {

@@ -15,6 +15,7 @@
 
 pub mod dangling;
 pub mod filter;
+mod parallel;
 pub mod plan;
 pub mod sort;
 
@@ -337,11 +338,20 @@ impl CompactBuilder {
             let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
             let write_options = write_options.clone();
             let sort_keys = sort_keys.clone();
+            let spec_id = groups[gi].spec_id;
             // A task per job: encoding (the costly half) of concurrent jobs then runs on
             // every core, not on the one polling this stream.
             async move {
                 tokio::spawn(async move {
-                    rewrite_group(&table, gi, members, &write_options, sort_keys.as_deref()).await
+                    rewrite_group(
+                        &table,
+                        gi,
+                        spec_id,
+                        members,
+                        &write_options,
+                        sort_keys.as_deref(),
+                    )
+                    .await
                 })
                 .await
                 .map_err(|e| Error::Io(std::io::Error::other(e)))?
@@ -612,10 +622,20 @@ fn plan_file(
 async fn rewrite_group(
     table: &Table,
     group: usize,
+    spec_id: i32,
     members: Vec<FileScanTask>,
     options: &WriteOptions,
     sort_keys: Option<&Vec<sort::SortKey>>,
 ) -> Result<GroupResult> {
+    if sort_keys.is_none() {
+        if let (Some((spec, partition)), Some(target)) = (
+            parallel::output_partition(table, spec_id, &members),
+            options.target_file_size_bytes,
+        ) {
+            let (files, rows) = parallel::rewrite(table, members, target, spec, partition).await?;
+            return Ok(GroupResult { group, files, rows });
+        }
+    }
     let mut writer = TableWriter::new(table, options).await?;
     let schema = writer.arrow_schema().clone();
     let tasks: Vec<iceberg::Result<FileScanTask>> = members

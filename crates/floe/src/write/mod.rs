@@ -10,6 +10,7 @@
 //! writer completed; a crash leaves only unreferenced files (orphans).
 
 pub mod deletes;
+pub mod parquet_stats;
 
 use std::sync::Arc;
 

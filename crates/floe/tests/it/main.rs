@@ -8,3 +8,4 @@ mod ingest;
 mod interop;
 mod maintenance;
 mod sql;
+mod write_stats;

@@ -1,0 +1,408 @@
+//! The rewrite of one compaction job, with its row groups encoded in parallel.
+//!
+//! ```text
+//!  job's input files -> slices of about one row group (by record count, in order)
+//!    -> each slice on its own task: decode (deletes applied) + encode into column chunks
+//!    -> in slice order: append the row groups to the output, roll at the target size
+//!    -> footer -> DataFile (metrics from the footer, NaN counts from the batches)
+//! ```
+//!
+//! The iceberg crate's writer encodes a file on one core, and a compaction of small files
+//! usually produces a single output, so that core was the limit. Row groups are independent in
+//! Parquet, so slices of the input can be decoded and encoded on every core and appended to the
+//! same file in their order. Memory: each slice in flight holds at most one row group's encoded
+//! column chunks, and at most `available_parallelism` slices run per job.
+//!
+//! Used for unsorted rewrites of files in the table's default partition spec (the output keeps
+//! the inputs' partition); sorted and re-partitioning rewrites go through
+//! [`crate::write::TableWriter`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use arrow_schema::SchemaRef;
+use bytes::Bytes;
+use futures::StreamExt;
+use iceberg::io::FileWrite;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, PartitionSpecRef, Struct};
+use iceberg::table::Table;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator, FileNameGenerator, LocationGenerator,
+};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+
+use crate::error::{Error, Result};
+use crate::write::parquet_stats::{count_nans, data_file_from_parquet, FilePlacement};
+
+/// Rows in a row group when the writer properties set no bound (arrow-rs's default).
+const DEFAULT_ROW_GROUP_ROWS: usize = 1024 * 1024;
+
+/// The partition a job's output takes, if the job can take the parallel path: its group is in
+/// the table's default spec (`spec_id`, from the manifests: scan tasks do not carry it), so the
+/// output keeps the inputs' partition tuple, which all members of a group share.
+pub(super) fn output_partition(
+    table: &Table,
+    spec_id: i32,
+    members: &[FileScanTask],
+) -> Option<(PartitionSpecRef, Struct)> {
+    let spec = table.metadata().default_partition_spec().clone();
+    if spec.spec_id() != spec_id {
+        return None;
+    }
+    if spec.is_unpartitioned() {
+        return Some((spec, Struct::empty()));
+    }
+    let partition = members.first()?.partition.clone()?;
+    members
+        .iter()
+        .all(|t| t.partition.as_ref() == Some(&partition))
+        .then_some((spec, partition))
+}
+
+/// One row group, encoded.
+struct EncodedRowGroup {
+    chunks: Vec<ArrowColumnChunk>,
+    rows: usize,
+    nans: HashMap<i32, u64>,
+}
+
+/// Splits the inputs, in order, into slices of at most `rows` records (a larger file is a
+/// slice of its own).
+fn slices(members: Vec<FileScanTask>, rows: usize) -> Vec<Vec<FileScanTask>> {
+    let mut out: Vec<Vec<FileScanTask>> = Vec::new();
+    let mut filled = 0usize;
+    for t in members {
+        let n = t.record_count.unwrap_or(0) as usize;
+        match out.last_mut() {
+            Some(last) if filled + n <= rows => {
+                last.push(t);
+                filled += n;
+            }
+            _ => {
+                out.push(vec![t]);
+                filled = n;
+            }
+        }
+    }
+    out
+}
+
+fn write_batch(writers: &mut [ArrowColumnWriter], batch: &RecordBatch) -> Result<()> {
+    let mut next = writers.iter_mut();
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        for leaf in compute_leaves(field, column)? {
+            let writer = next.next().ok_or_else(|| {
+                Error::Io(std::io::Error::other(
+                    "compaction writer: more leaf columns than column writers",
+                ))
+            })?;
+            writer.write(&leaf)?;
+        }
+    }
+    Ok(())
+}
+
+fn close_row_group(
+    writers: Vec<ArrowColumnWriter>,
+    rows: usize,
+    nans: HashMap<i32, u64>,
+) -> Result<EncodedRowGroup> {
+    let chunks = writers
+        .into_iter()
+        .map(|w| w.close())
+        .collect::<parquet::errors::Result<Vec<_>>>()?;
+    Ok(EncodedRowGroup { chunks, rows, nans })
+}
+
+/// Decodes one slice (applying its delete files) and encodes it into row groups of at most
+/// `rows_per_group` rows.
+async fn encode_slice(
+    table: Table,
+    tasks: Vec<FileScanTask>,
+    factory: Arc<ArrowRowGroupWriterFactory>,
+    schema: SchemaRef,
+    rows_per_group: usize,
+    index: usize,
+) -> Result<Vec<EncodedRowGroup>> {
+    let tasks: Vec<iceberg::Result<FileScanTask>> = tasks
+        .into_iter()
+        .map(|mut t| {
+            // Rewrite every row, not just those matching a --where filter.
+            t.predicate = None;
+            Ok(t)
+        })
+        .collect();
+    let mut stream = table
+        .reader_builder()
+        .with_batch_size(8192)
+        .build()
+        .read(futures::stream::iter(tasks).boxed())?
+        .stream();
+    let mut done = Vec::new();
+    let mut open: Option<(Vec<ArrowColumnWriter>, usize, HashMap<i32, u64>)> = None;
+    while let Some(batch) = stream.next().await {
+        let batch = RecordBatch::try_new(schema.clone(), batch?.columns().to_vec())?;
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            if open.is_none() {
+                open = Some((factory.create_column_writers(index)?, 0, HashMap::new()));
+            }
+            let Some((writers, rows, nans)) = open.as_mut() else {
+                unreachable!("a row group was just opened")
+            };
+            let take = (batch.num_rows() - offset).min(rows_per_group - *rows);
+            let part = batch.slice(offset, take);
+            write_batch(writers, &part)?;
+            count_nans(&part, nans);
+            *rows += take;
+            offset += take;
+            if *rows >= rows_per_group {
+                if let Some((w, r, n)) = open.take() {
+                    done.push(close_row_group(w, r, n)?);
+                }
+            }
+        }
+    }
+    if let Some((w, r, n)) = open.take() {
+        done.push(close_row_group(w, r, n)?);
+    }
+    Ok(done)
+}
+
+/// An output file being assembled from encoded row groups.
+struct OutputFile {
+    writer: SerializedFileWriter<Vec<u8>>,
+    sink: Box<dyn FileWrite>,
+    path: String,
+    nans: HashMap<i32, u64>,
+}
+
+impl OutputFile {
+    async fn create(
+        table: &Table,
+        path: String,
+        schema: &SchemaRef,
+        props: &WriterProperties,
+    ) -> Result<(Self, ArrowRowGroupWriterFactory)> {
+        let (writer, factory) =
+            ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props.clone()))?
+                .into_serialized_writer()?;
+        let sink = table.file_io().new_output(&path)?.writer().await?;
+        Ok((
+            Self {
+                writer,
+                sink,
+                path,
+                nans: HashMap::new(),
+            },
+            factory,
+        ))
+    }
+
+    async fn append(&mut self, rg: EncodedRowGroup) -> Result<()> {
+        let mut group = self.writer.next_row_group()?;
+        for chunk in rg.chunks {
+            chunk.append_to_row_group(&mut group)?;
+        }
+        group.close()?;
+        for (id, n) in rg.nans {
+            *self.nans.entry(id).or_insert(0) += n;
+        }
+        self.drain().await
+    }
+
+    /// Hands the bytes encoded so far to storage.
+    async fn drain(&mut self) -> Result<()> {
+        let buf = std::mem::take(self.writer.inner_mut());
+        if !buf.is_empty() {
+            self.sink.write(Bytes::from(buf)).await?;
+        }
+        Ok(())
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.writer.bytes_written() as u64
+    }
+
+    async fn finish(
+        mut self,
+        table: &Table,
+        spec: &PartitionSpecRef,
+        partition: &Struct,
+    ) -> Result<DataFile> {
+        let metadata = self.writer.finish()?;
+        self.drain().await?;
+        self.sink.close().await?;
+        let size = self.bytes_written();
+        data_file_from_parquet(
+            table.metadata().current_schema(),
+            &metadata,
+            size,
+            FilePlacement {
+                path: self.path,
+                partition: partition.clone(),
+                spec_id: spec.spec_id(),
+            },
+            self.nans,
+        )
+    }
+}
+
+/// Rewrites `members` into files of about `target` bytes in `partition`. Returns the data
+/// files and the rows written; on failure deletes what it wrote.
+pub(super) async fn rewrite(
+    table: &Table,
+    members: Vec<FileScanTask>,
+    target: u64,
+    spec: PartitionSpecRef,
+    partition: Struct,
+) -> Result<(Vec<DataFile>, u64)> {
+    let mut written: Vec<String> = Vec::new();
+    let result = rewrite_inner(table, members, target, &spec, &partition, &mut written).await;
+    if result.is_err() {
+        crate::commit::retry::delete_quietly(table.file_io(), written).await;
+    }
+    result
+}
+
+async fn rewrite_inner(
+    table: &Table,
+    members: Vec<FileScanTask>,
+    target: u64,
+    spec: &PartitionSpecRef,
+    partition: &Struct,
+    written: &mut Vec<String>,
+) -> Result<(Vec<DataFile>, u64)> {
+    let md = table.metadata();
+    let iceberg_schema = md.current_schema().clone();
+    let schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(&iceberg_schema)?);
+    let props = crate::write::parquet_properties(table)?;
+    let rows_per_group = props
+        .max_row_group_row_count()
+        .unwrap_or(DEFAULT_ROW_GROUP_ROWS)
+        .max(1);
+    let location = DefaultLocationGenerator::new(md)?;
+    let names = DefaultFileNameGenerator::new(
+        format!("00000-{}", uuid::Uuid::now_v7()),
+        None,
+        DataFileFormat::Parquet,
+    );
+    let key = (!spec.is_unpartitioned()).then(|| {
+        PartitionKey::new(
+            spec.as_ref().clone(),
+            iceberg_schema.clone(),
+            partition.clone(),
+        )
+    });
+    let new_path = || location.generate_location(key.as_ref(), &names.generate_file_name());
+
+    // The first output is opened up front: its writer gives the column-writer factory every
+    // slice encodes with (same schema and properties for every output).
+    let path = new_path();
+    written.push(path.clone());
+    let (first, factory) = OutputFile::create(table, path, &schema, &props).await?;
+    let factory = Arc::new(factory);
+    let mut current = Some(first);
+
+    let parallel = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let mut encoded =
+        futures::stream::iter(slices(members, rows_per_group).into_iter().enumerate())
+            .map(|(i, tasks)| {
+                let job = encode_slice(
+                    table.clone(),
+                    tasks,
+                    factory.clone(),
+                    schema.clone(),
+                    rows_per_group,
+                    i,
+                );
+                async move {
+                    tokio::spawn(job)
+                        .await
+                        .map_err(|e| Error::Io(std::io::Error::other(e)))?
+                }
+            })
+            .buffered(parallel);
+
+    let mut files = Vec::new();
+    let mut rows = 0u64;
+    while let Some(groups) = encoded.next().await {
+        for rg in groups? {
+            if current.is_none() {
+                let path = new_path();
+                written.push(path.clone());
+                current = Some(OutputFile::create(table, path, &schema, &props).await?.0);
+            }
+            let Some(out) = current.as_mut() else {
+                unreachable!("an output was just opened")
+            };
+            rows += rg.rows as u64;
+            out.append(rg).await?;
+            if out.bytes_written() >= target {
+                if let Some(out) = current.take() {
+                    files.push(out.finish(table, spec, partition).await?);
+                }
+            }
+        }
+    }
+    if let Some(mut out) = current.take() {
+        if out.writer.flushed_row_groups().is_empty() {
+            // No row left (every input row deleted): no file.
+            let _ = out.sink.close().await;
+            crate::commit::retry::delete_quietly(table.file_io(), vec![out.path]).await;
+        } else {
+            files.push(out.finish(table, spec, partition).await?);
+        }
+    }
+    Ok((files, rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(path: &str, records: u64) -> FileScanTask {
+        FileScanTask {
+            file_size_in_bytes: 1,
+            start: 0,
+            length: 1,
+            record_count: Some(records),
+            data_file_path: path.to_string(),
+            data_file_format: DataFileFormat::Parquet,
+            schema: Arc::new(iceberg::spec::Schema::builder().build().unwrap()),
+            project_field_ids: vec![],
+            predicate: None,
+            deletes: vec![],
+            partition: None,
+            partition_spec: None,
+            name_mapping: None,
+            case_sensitive: true,
+        }
+    }
+
+    #[test]
+    fn slices_keep_order_and_stay_within_a_row_group() {
+        let members = vec![
+            task("a", 40),
+            task("b", 50),
+            task("c", 20),
+            task("d", 250),
+            task("e", 10),
+        ];
+        let s = slices(members, 100);
+        let names: Vec<Vec<&str>> = s
+            .iter()
+            .map(|s| s.iter().map(|t| t.data_file_path.as_str()).collect())
+            .collect();
+        assert_eq!(names, vec![vec!["a", "b"], vec!["c"], vec!["d"], vec!["e"]]);
+    }
+}

@@ -1,0 +1,223 @@
+//! The compaction writer's data-file metrics equal the iceberg crate writer's, for every
+//! primitive type (and fields inside a struct and a list), with nulls, NaNs and strings long
+//! enough for Parquet to truncate their statistics.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, FixedSizeBinaryArray, Float64Array, ListArray, StringArray, StructArray,
+};
+use arrow::buffer::OffsetBuffer;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field};
+use arrow::record_batch::RecordBatch;
+use floe::catalog::{parse_table_ident, NewTable};
+use floe::iceberg::spec::{
+    DataFile, ListType, NestedField, PrimitiveType as P, Schema, Struct, StructType, Type,
+};
+use floe::write::parquet_stats::{count_nans, data_file_from_parquet, FilePlacement};
+use floe::write::{TableWriter, WriteOptions};
+use parquet::arrow::ArrowWriter;
+
+use crate::common::Fixture;
+
+const ROWS: usize = 300;
+
+fn schema() -> Schema {
+    let p = |id, name: &str, t| Arc::new(NestedField::optional(id, name, Type::Primitive(t)));
+    let dec = |precision, scale| P::Decimal { precision, scale };
+    Schema::builder()
+        .with_fields(vec![
+            p(1, "b", P::Boolean),
+            p(2, "i", P::Int),
+            p(3, "l", P::Long),
+            p(4, "f", P::Float),
+            p(5, "d", P::Double),
+            p(6, "dec9", dec(9, 2)),
+            p(7, "dec18", dec(18, 4)),
+            p(8, "dec38", dec(38, 10)),
+            p(9, "dt", P::Date),
+            p(10, "tm", P::Time),
+            p(11, "ts", P::Timestamp),
+            p(12, "tstz", P::Timestamptz),
+            p(13, "tsns", P::TimestampNs),
+            p(14, "s", P::String),
+            p(15, "u", P::Uuid),
+            p(16, "fx", P::Fixed(3)),
+            p(17, "bin", P::Binary),
+            Arc::new(NestedField::optional(
+                18,
+                "st",
+                Type::Struct(StructType::new(vec![
+                    p(19, "x", P::Double),
+                    p(20, "y", P::String),
+                ])),
+            )),
+            Arc::new(NestedField::optional(
+                21,
+                "lst",
+                Type::List(ListType::new(Arc::new(NestedField::list_element(
+                    22,
+                    Type::Primitive(P::Double),
+                    false,
+                )))),
+            )),
+        ])
+        .build()
+        .unwrap()
+}
+
+/// A value of row `i` as text, cast to the column's Arrow type (`None` every 17th row).
+fn text(i: usize, ty: &DataType) -> Option<String> {
+    if i.is_multiple_of(17) {
+        return None;
+    }
+    let k = (i * 7919) % 1000;
+    Some(match ty {
+        DataType::Boolean => k.is_multiple_of(3).to_string(),
+        DataType::Int32 | DataType::Int64 => (k as i64 - 500).to_string(),
+        DataType::Float32 | DataType::Float64 if i.is_multiple_of(23) => "NaN".to_string(),
+        DataType::Float32 | DataType::Float64 => format!("{}.25", k as i64 - 400),
+        DataType::Decimal128(_, s) => format!("{}.{}", k as i64 - 300, "7".repeat(*s as usize)),
+        DataType::Date32 => format!("2026-{:02}-{:02}", 1 + k % 12, 1 + k % 28),
+        DataType::Time64(_) => format!("{:02}:{:02}:{:02}.123456", k % 24, k % 60, k % 59),
+        DataType::Timestamp(_, _) => {
+            format!("2026-01-{:02}T{:02}:00:00.123456", 1 + k % 28, k % 24)
+        }
+        // Long enough for Parquet's 64-byte statistics truncation.
+        _ if k.is_multiple_of(10) => format!("{}{k:04}", "z".repeat(80)),
+        _ => format!("v{k:04}-\u{e9}"),
+    })
+}
+
+fn column(field: &Field) -> ArrayRef {
+    let ty = field.data_type();
+    match ty {
+        DataType::FixedSizeBinary(n) => Arc::new(
+            FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                (0..ROWS).map(|i| {
+                    text(i, ty).map(|_| {
+                        (0..*n)
+                            .map(|j| ((i * 31 + j as usize * 7) % 251) as u8)
+                            .collect::<Vec<u8>>()
+                    })
+                }),
+                *n,
+            )
+            .unwrap(),
+        ),
+        DataType::Struct(fields) => Arc::new(StructArray::new(
+            fields.clone(),
+            fields.iter().map(|f| column(f)).collect(),
+            None,
+        )),
+        DataType::List(element) => {
+            // Row i holds i % 4 doubles (a NaN among them now and then).
+            let lens: Vec<usize> = (0..ROWS).map(|i| i % 4).collect();
+            let values: Float64Array = (0..lens.iter().sum::<usize>())
+                .map(|j| (j % 19 != 0).then_some(if j % 29 == 0 { f64::NAN } else { j as f64 }))
+                .collect();
+            Arc::new(ListArray::new(
+                element.clone(),
+                OffsetBuffer::from_lengths(lens),
+                Arc::new(values),
+                None,
+            ))
+        }
+        _ => {
+            let strings: StringArray = (0..ROWS).map(|i| text(i, ty)).collect();
+            cast(&strings, ty).unwrap()
+        }
+    }
+}
+
+fn metrics(f: &DataFile) -> String {
+    let sorted = |m: &HashMap<i32, u64>| {
+        let mut v: Vec<_> = m.iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort();
+        v
+    };
+    let bounds = |m: &HashMap<i32, floe::iceberg::spec::Datum>| {
+        let mut v: Vec<_> = m.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        v.sort();
+        v
+    };
+    format!(
+        "records {}\nsizes {:?}\nvalues {:?}\nnulls {:?}\nnans {:?}\nlower {:?}\nupper {:?}\nsplits {:?}",
+        f.record_count(),
+        sorted(f.column_sizes()),
+        sorted(f.value_counts()),
+        sorted(f.null_value_counts()),
+        sorted(f.nan_value_counts()),
+        bounds(f.lower_bounds()),
+        bounds(f.upper_bounds()),
+        f.split_offsets(),
+    )
+}
+
+#[tokio::test]
+async fn compaction_writer_metrics_equal_the_iceberg_writers() {
+    let fx = Fixture::new().await;
+    let ident = parse_table_ident("db.types").unwrap();
+    fx.catalog
+        .create_namespace(ident.namespace())
+        .await
+        .unwrap();
+    fx.catalog
+        .create_table(NewTable {
+            ident: ident.clone(),
+            schema: schema(),
+            partition_spec: floe::schema::unpartitioned(),
+            sort_order: None,
+            properties: Default::default(),
+        })
+        .await
+        .unwrap();
+    let table = fx.load(&ident).await;
+    let arrow_schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
+    );
+    let batch = RecordBatch::try_new(
+        arrow_schema.clone(),
+        arrow_schema.fields().iter().map(|f| column(f)).collect(),
+    )
+    .unwrap();
+
+    // The iceberg crate's writer.
+    let mut writer = TableWriter::new(&table, &WriteOptions::default())
+        .await
+        .unwrap();
+    writer.write(batch.clone()).await.unwrap();
+    let theirs = writer.close().await.unwrap().remove(0);
+
+    // floe's: the same batch through a plain ArrowWriter with the same properties, metrics
+    // from the footer.
+    let props = floe::write::parquet_properties(&table).unwrap();
+    let mut w = ArrowWriter::try_new(Vec::new(), arrow_schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    let md = w.finish().unwrap();
+    let size = w.inner().len() as u64;
+    let mut nans = HashMap::new();
+    count_nans(&batch, &mut nans);
+    let ours = data_file_from_parquet(
+        table.metadata().current_schema(),
+        &md,
+        size,
+        FilePlacement {
+            path: "ours.parquet".to_string(),
+            partition: Struct::empty(),
+            spec_id: 0,
+        },
+        nans,
+    )
+    .unwrap();
+
+    assert_eq!(metrics(&ours), metrics(&theirs));
+    assert_eq!(ours.file_size_in_bytes(), theirs.file_size_in_bytes());
+    // The test is only worth something if the columns really have bounds, nulls and NaNs.
+    assert_eq!(ours.lower_bounds().len(), 20, "{}", metrics(&ours));
+    assert!(ours.null_value_counts().values().any(|n| *n > 0));
+    assert_eq!(ours.nan_value_counts().len(), 4, "{}", metrics(&ours));
+    assert!(ours.nan_value_counts().values().all(|n| *n > 0));
+}
