@@ -250,20 +250,29 @@ impl CompactBuilder {
             .max(1) as usize;
 
         let (tasks, live_before) = plan_files(&table, self.where_filter.as_deref()).await?;
-        // Scan tasks carry no partition: take spec and partition tuple from the manifests.
-        let live: HashMap<String, crate::commit::LiveFile> = if tasks.is_empty() {
-            HashMap::new()
-        } else {
-            crate::commit::producer::live_files(&table)
-                .await?
-                .into_iter()
-                .map(|f| (f.file.file_path().to_string(), f))
-                .collect()
-        };
+        // Scan tasks carry the partition tuple but not the spec id. With a single spec (the
+        // common case) that is the default; otherwise take both from the manifests.
+        let md = table.metadata();
+        let live: HashMap<String, crate::commit::LiveFile> =
+            if tasks.is_empty() || md.partition_specs_iter().len() == 1 {
+                HashMap::new()
+            } else {
+                crate::commit::producer::live_files(&table)
+                    .await?
+                    .into_iter()
+                    .map(|f| (f.file.file_path().to_string(), f))
+                    .collect()
+            };
         let plan_files: Vec<PlanFile> = tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| plan_file(i, t, live.get(&t.data_file_path), &table))
+            .map(|(i, t)| {
+                let (spec_id, partition) = match live.get(&t.data_file_path) {
+                    Some(f) => (f.spec_id, Some(f.file.partition())),
+                    None => (md.default_partition_spec_id(), t.partition.as_ref()),
+                };
+                plan_file(i, t, spec_id, partition, &table)
+            })
             .collect();
         let plan = plan::plan(&plan_files, &opts);
         let mut metrics = CompactMetrics {
@@ -333,8 +342,11 @@ impl CompactBuilder {
                 rows: 0,
             })
             .collect();
+        // Slices of every job share one permit per core: more in flight would only add memory.
+        let cores = Arc::new(tokio::sync::Semaphore::new(parallel::cores()));
         let mut results = futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
             let table = table.clone();
+            let cores = cores.clone();
             let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
             let write_options = write_options.clone();
             let sort_keys = sort_keys.clone();
@@ -350,6 +362,7 @@ impl CompactBuilder {
                         members,
                         &write_options,
                         sort_keys.as_deref(),
+                        cores,
                     )
                     .await
                 })
@@ -595,16 +608,14 @@ async fn plan_files(
 fn plan_file(
     index: usize,
     t: &FileScanTask,
-    live: Option<&crate::commit::LiveFile>,
+    spec_id: i32,
+    partition: Option<&iceberg::spec::Struct>,
     table: &Table,
 ) -> PlanFile {
     let md = table.metadata();
-    let spec_id = live
-        .map(|f| f.spec_id)
-        .unwrap_or_else(|| md.default_partition_spec_id());
-    let partition = match (live, md.partition_spec_by_id(spec_id)) {
-        (Some(f), Some(spec)) if !spec.is_unpartitioned() => {
-            spec.partition_to_path(f.file.partition(), md.current_schema().clone())
+    let partition = match (partition, md.partition_spec_by_id(spec_id)) {
+        (Some(p), Some(spec)) if !spec.is_unpartitioned() => {
+            spec.partition_to_path(p, md.current_schema().clone())
         }
         _ => "unpartitioned".to_string(),
     };
@@ -626,13 +637,15 @@ async fn rewrite_group(
     members: Vec<FileScanTask>,
     options: &WriteOptions,
     sort_keys: Option<&Vec<sort::SortKey>>,
+    cores: Arc<tokio::sync::Semaphore>,
 ) -> Result<GroupResult> {
     if sort_keys.is_none() {
         if let (Some((spec, partition)), Some(target)) = (
             parallel::output_partition(table, spec_id, &members),
             options.target_file_size_bytes,
         ) {
-            let (files, rows) = parallel::rewrite(table, members, target, spec, partition).await?;
+            let (files, rows) =
+                parallel::rewrite(table, members, target, spec, partition, cores).await?;
             return Ok(GroupResult { group, files, rows });
         }
     }

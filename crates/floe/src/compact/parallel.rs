@@ -11,7 +11,7 @@
 //! usually produces a single output, so that core was the limit. Row groups are independent in
 //! Parquet, so slices of the input can be decoded and encoded on every core and appended to the
 //! same file in their order. Memory: each slice in flight holds at most one row group's encoded
-//! column chunks, and at most `available_parallelism` slices run per job.
+//! column chunks, and at most `available_parallelism` slices run at once, across all jobs.
 //!
 //! Used for unsorted rewrites of files in the table's default partition spec (the output keeps
 //! the inputs' partition); sorted and re-partitioning rewrites go through
@@ -64,6 +64,13 @@ pub(super) fn output_partition(
         .iter()
         .all(|t| t.partition.as_ref() == Some(&partition))
         .then_some((spec, partition))
+}
+
+/// Cores to encode on (the slices of all jobs share this many permits).
+pub(super) fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
 }
 
 /// One row group, encoded.
@@ -130,7 +137,12 @@ async fn encode_slice(
     schema: SchemaRef,
     rows_per_group: usize,
     index: usize,
+    cores: Arc<tokio::sync::Semaphore>,
 ) -> Result<Vec<EncodedRowGroup>> {
+    let _core = cores
+        .acquire_owned()
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(e)))?;
     let tasks: Vec<iceberg::Result<FileScanTask>> = tasks
         .into_iter()
         .map(|mut t| {
@@ -263,9 +275,19 @@ pub(super) async fn rewrite(
     target: u64,
     spec: PartitionSpecRef,
     partition: Struct,
+    cores: Arc<tokio::sync::Semaphore>,
 ) -> Result<(Vec<DataFile>, u64)> {
     let mut written: Vec<String> = Vec::new();
-    let result = rewrite_inner(table, members, target, &spec, &partition, &mut written).await;
+    let result = rewrite_inner(
+        table,
+        members,
+        target,
+        &spec,
+        &partition,
+        cores,
+        &mut written,
+    )
+    .await;
     if result.is_err() {
         crate::commit::retry::delete_quietly(table.file_io(), written).await;
     }
@@ -278,6 +300,7 @@ async fn rewrite_inner(
     target: u64,
     spec: &PartitionSpecRef,
     partition: &Struct,
+    cores: Arc<tokio::sync::Semaphore>,
     written: &mut Vec<String>,
 ) -> Result<(Vec<DataFile>, u64)> {
     let md = table.metadata();
@@ -311,9 +334,7 @@ async fn rewrite_inner(
     let factory = Arc::new(factory);
     let mut current = Some(first);
 
-    let parallel = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2);
+    let parallel = self::cores();
     let mut encoded =
         futures::stream::iter(slices(members, rows_per_group).into_iter().enumerate())
             .map(|(i, tasks)| {
@@ -324,6 +345,7 @@ async fn rewrite_inner(
                     schema.clone(),
                     rows_per_group,
                     i,
+                    cores.clone(),
                 );
                 async move {
                     tokio::spawn(job)

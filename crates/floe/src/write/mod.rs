@@ -55,6 +55,8 @@ pub struct WriteOptions {
 pub struct TableWriter {
     inner: Inner,
     file_io: iceberg::io::FileIO,
+    schema: iceberg::spec::SchemaRef,
+    spec_id: i32,
     arrow_schema: arrow_schema::SchemaRef,
     rows: u64,
 }
@@ -171,6 +173,8 @@ impl TableWriter {
             inner,
             file_io: table.file_io().clone(),
             arrow_schema: Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?),
+            schema,
+            spec_id: md.default_partition_spec_id(),
             rows: 0,
         })
     }
@@ -203,18 +207,31 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Closes every open file and returns the data files written.
-    pub async fn close(self) -> Result<Vec<DataFile>> {
-        Ok(match self.inner {
+    async fn close_files(inner: Inner) -> Result<Vec<DataFile>> {
+        Ok(match inner {
             Inner::Unpartitioned(mut w) => w.close().await?,
             Inner::Partitioned { fanout, .. } => fanout.close().await?,
         })
     }
 
+    /// Closes every open file and returns the data files written (files of several row groups
+    /// get their metrics from their footer, see [`parquet_stats::exact_metrics`]).
+    pub async fn close(self) -> Result<Vec<DataFile>> {
+        let files = Self::close_files(self.inner).await?;
+        let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+        match parquet_stats::exact_metrics(&self.file_io, &self.schema, self.spec_id, files).await {
+            Ok(files) => Ok(files),
+            Err(e) => {
+                crate::commit::retry::delete_quietly(&self.file_io, paths).await;
+                Err(e)
+            }
+        }
+    }
+
     /// Closes and deletes everything written (used when the operation fails before commit).
     pub async fn abort(self) {
         let io = self.file_io.clone();
-        if let Ok(files) = self.close().await {
+        if let Ok(files) = Self::close_files(self.inner).await {
             let paths = files.iter().map(|f| f.file_path().to_string()).collect();
             crate::commit::retry::delete_quietly(&io, paths).await;
         }

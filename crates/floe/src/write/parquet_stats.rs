@@ -255,3 +255,42 @@ fn merge(
         }
     }
 }
+
+/// Re-derives the metrics of files with more than one row group from their footers.
+///
+/// The iceberg crate's writer (0.10) skips a row group's truncated (inexact) max but keeps the
+/// other row groups' exact ones, so a file whose first row group holds a long string can get an
+/// upper bound below that string, and a scan filtering on it would skip the file. Only files of
+/// several row groups (over ~1M rows with the default row-group size) are affected; each costs
+/// one footer read.
+pub async fn exact_metrics(
+    file_io: &iceberg::io::FileIO,
+    schema: &Schema,
+    spec_id: i32,
+    files: Vec<DataFile>,
+) -> Result<Vec<DataFile>> {
+    use parquet::arrow::async_reader::AsyncFileReader;
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        if f.split_offsets().map_or(0, <[i64]>::len) <= 1 {
+            out.push(f);
+            continue;
+        }
+        let input = file_io.new_input(f.file_path())?;
+        let meta = input.metadata().await?;
+        let mut reader = iceberg::arrow::ArrowFileReader::new(meta, input.reader().await?);
+        let footer = reader.get_metadata(None).await?;
+        out.push(data_file_from_parquet(
+            schema,
+            &footer,
+            f.file_size_in_bytes(),
+            FilePlacement {
+                path: f.file_path().to_string(),
+                partition: f.partition().clone(),
+                spec_id,
+            },
+            f.nan_value_counts().clone(),
+        )?);
+    }
+    Ok(out)
+}

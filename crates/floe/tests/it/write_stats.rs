@@ -221,3 +221,71 @@ async fn compaction_writer_metrics_equal_the_iceberg_writers() {
     assert_eq!(ours.nan_value_counts().len(), 4, "{}", metrics(&ours));
     assert!(ours.nan_value_counts().values().all(|n| *n > 0));
 }
+
+/// The iceberg crate's writer ignores a truncated row-group max but keeps the later row
+/// groups' exact ones: without floe's footer pass, this file's upper bound for `name` would be
+/// "name-6" and a scan for the long name would skip the file.
+#[tokio::test]
+async fn a_long_string_in_an_early_row_group_keeps_its_file_findable() {
+    use arrow::array::Int64Array;
+    use floe::iceberg::spec::Datum;
+
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.long", None).await;
+    let mut props = HashMap::new();
+    props.insert(
+        "write.parquet.row-group-size-bytes".to_string(),
+        "524288".to_string(),
+    );
+    fx.catalog
+        .set_properties(&ident, props, vec![])
+        .await
+        .unwrap();
+    let table = fx.load(&ident).await;
+    let batch = crate::common::make_batch(&table, 0, 10_000);
+    let long = "z".repeat(80);
+    let names: StringArray = (0..10_000)
+        .map(|i| {
+            Some(if i == 0 {
+                long.clone()
+            } else {
+                format!("name-{}", i % 7)
+            })
+        })
+        .collect();
+    let mut columns = batch.columns().to_vec();
+    columns[2] = Arc::new(names);
+    let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
+    floe::append::append_batches(&fx.catalog, &ident, vec![batch])
+        .await
+        .unwrap();
+
+    let table = fx.load(&ident).await;
+    let live = floe::commit::producer::live_files(&table).await.unwrap();
+    assert_eq!(live.len(), 1);
+    let f = &live[0].file;
+    assert_eq!(
+        f.split_offsets().map(<[i64]>::len),
+        Some(2),
+        "two row groups"
+    );
+    if let Some(upper) = f.upper_bounds().get(&3) {
+        assert!(
+            *upper >= Datum::string(&long),
+            "upper bound {upper} is below a value"
+        );
+    }
+    let b = floe::sql::query(
+        &fx.catalog,
+        &format!("SELECT count(*) FROM db.long WHERE name = '{long}'"),
+    )
+    .await
+    .unwrap();
+    let n = b[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0);
+    assert_eq!(n, 1);
+}
