@@ -56,7 +56,8 @@ def main() -> None:
 
 
 def add_fill_args(p: argparse.ArgumentParser) -> None:
-    """--table, --rows, --batches, --partition, --snapshot-property (read by create_and_fill)."""
+    """--table, --rows, --batches, --partition, --snapshot-property, --evolve-after (read by
+    create_and_fill)."""
     p.add_argument("--table", required=True, help="NS.T")
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--batches", type=int, default=3)
@@ -67,6 +68,13 @@ def add_fill_args(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="K=V",
         help="summary property of every append (e.g. flink.job-id=J), as a streaming writer sets",
+    )
+    p.add_argument(
+        "--evolve-after",
+        type=int,
+        default=None,
+        metavar="K",
+        help="after K appends, evolve the partition spec (add identity(name)); later appends use it",
     )
 
 
@@ -89,7 +97,10 @@ def create_and_fill(catalog, args: argparse.Namespace) -> dict:
     arrow_schema = table.schema().as_arrow()
     nb = max(args.batches, 1)
     bounds = [args.rows * k // nb for k in range(nb + 1)]
-    for lo, hi in zip(bounds, bounds[1:]):
+    for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        if k == getattr(args, "evolve_after", None):
+            with table.update_spec() as update:
+                update.add_identity("name")
         if hi > lo:
             table.append(batch(range(lo, hi), args.rows, arrow_schema), snapshot_properties=props)
     snapshot = table.current_snapshot()
