@@ -152,6 +152,41 @@ async fn load_manifests(table: &Table, manifests: &[ManifestFile]) -> Result<Vec
         .map_err(Error::from)
 }
 
+/// Entries per manifest a rewrite or delete writes before rolling to the next one (a few MB of
+/// Avro; the iceberg crate's writer holds a whole manifest in memory until it is written).
+const MANIFEST_ROLL_ENTRIES: usize = 10_000;
+
+/// A removed file as validation and the snapshot summary need it: identity, partition, counts,
+/// delete references; no column metrics (most of an entry's memory, and a compaction removes
+/// every file it rewrites).
+fn live_file_without_metrics(
+    entry: &iceberg::spec::ManifestEntry,
+    spec_id: i32,
+) -> Result<LiveFile> {
+    let f = entry.data_file();
+    let mut b = iceberg::spec::DataFileBuilder::default();
+    b.content(f.content_type())
+        .file_path(f.file_path().to_string())
+        .file_format(f.file_format())
+        .partition(f.partition().clone())
+        .partition_spec_id(spec_id)
+        .record_count(f.record_count())
+        .file_size_in_bytes(f.file_size_in_bytes())
+        .equality_ids(f.equality_ids())
+        .referenced_data_file(f.referenced_data_file());
+    let file = b.build().map_err(|e| Error::Metadata {
+        location: f.file_path().to_string(),
+        reason: format!("manifest entry: {e}"),
+    })?;
+    Ok(LiveFile {
+        file,
+        spec_id,
+        snapshot_id: entry.snapshot_id().unwrap_or_default(),
+        sequence_number: entry.sequence_number().unwrap_or_default(),
+        file_sequence_number: entry.file_sequence_number,
+    })
+}
+
 pub(crate) fn live_file(entry: &iceberg::spec::ManifestEntry, spec_id: i32) -> LiveFile {
     LiveFile {
         file: entry.data_file().clone(),
@@ -201,15 +236,26 @@ async fn produce(
             }
         }
         carried = untouched;
+        // Memory: each touched manifest is dropped once written out, the writer (which
+        // buffers a whole manifest) rolls every MANIFEST_ROLL_ENTRIES entries, and removed
+        // files are kept without their column metrics.
         for ((_, spec_id), group) in touched {
             let content = group[0].0.content;
             let mut writer = ctx.manifest_writer(content, spec_id)?;
-            for (_, manifest) in &group {
-                for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let mut in_writer = 0usize;
+            for (_, manifest) in group {
+                let (entries, _) = manifest.into_parts();
+                for e in entries.iter().filter(|e| e.is_alive()) {
+                    if in_writer >= MANIFEST_ROLL_ENTRIES {
+                        new_manifests.push(writer.write_manifest_file().await?);
+                        writer = ctx.manifest_writer(content, spec_id)?;
+                        in_writer = 0;
+                    }
+                    in_writer += 1;
                     let seq = e.sequence_number().unwrap_or_default();
                     let file_seq = e.file_sequence_number.or(Some(seq));
                     if wanted.contains(e.file_path()) {
-                        removed.push(live_file(e, spec_id));
+                        removed.push(live_file_without_metrics(e, spec_id)?);
                         writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
                     } else {
                         carry_existing(&mut writer, e)?;

@@ -369,3 +369,79 @@ async fn delete_removes_files_and_summary_counts_them() {
         30 - gone.file.record_count() as i64
     );
 }
+
+/// A rewrite removing more files than one manifest holds rolls its manifests: every removed
+/// file is a DELETED entry, every kept one EXISTING, across several manifests, and the summary
+/// counts them (metadata only: the data files are never read).
+#[tokio::test]
+async fn a_rewrite_of_many_files_rolls_its_manifests() {
+    use floe::commit::{commit, SnapshotUpdate};
+    use floe::iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, ManifestStatus};
+
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.many", None).await;
+    let table = fx.load(&ident).await;
+    let location = table.metadata().location().to_string();
+    let file = |i: usize| {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(format!("{location}/data/f-{i:05}.parquet"))
+            .file_format(DataFileFormat::Parquet)
+            .record_count(10)
+            .file_size_in_bytes(1000)
+            .build()
+            .unwrap()
+    };
+    let n = 25_000;
+    let table = commit(
+        &fx.catalog,
+        &ident,
+        SnapshotUpdate::append((0..n).map(file).collect()),
+    )
+    .await
+    .unwrap()
+    .table;
+    // Remove all but 100, add one.
+    let removed: Vec<String> = (100..n).map(|i| file(i).file_path().to_string()).collect();
+    let outcome = commit(
+        &fx.catalog,
+        &ident,
+        SnapshotUpdate::rewrite(&table, removed, vec![file(n)]),
+    )
+    .await
+    .unwrap();
+    let t = outcome.table;
+    let snapshot = t.metadata().current_snapshot().unwrap().clone();
+    let manifests = floe::commit::producer::manifests_of(&t, &snapshot)
+        .await
+        .unwrap();
+    let (mut deleted, mut existing, mut added) = (0, 0, 0);
+    let mut rewritten = 0;
+    for m in &manifests {
+        let loaded = m.load_manifest(t.file_io()).await.unwrap();
+        let entries = loaded.entries();
+        assert!(
+            entries.len() <= 10_000,
+            "{} entries in one manifest",
+            entries.len()
+        );
+        if entries.iter().any(|e| e.status() != ManifestStatus::Added) {
+            rewritten += 1;
+        }
+        for e in entries {
+            match e.status() {
+                ManifestStatus::Deleted => deleted += 1,
+                ManifestStatus::Existing => existing += 1,
+                ManifestStatus::Added => added += 1,
+            }
+        }
+    }
+    assert_eq!((deleted, existing, added), (n - 100, 100, 1));
+    assert!(rewritten >= 3, "{rewritten} rewritten manifests");
+    let summary = &snapshot.summary().additional_properties;
+    assert_eq!(summary["deleted-data-files"], (n - 100).to_string());
+    assert_eq!(summary["total-data-files"], "101");
+    assert_eq!(summary["total-records"], "1010");
+    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    assert_eq!(live.len(), 101);
+}
