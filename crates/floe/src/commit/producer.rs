@@ -220,48 +220,64 @@ async fn produce(
         extra.extend(stats);
     } else if !update.removed_files.is_empty() {
         let wanted: HashSet<&str> = update.removed_files.iter().map(String::as_str).collect();
-        let loaded = load_manifests(table, &carried).await?;
-        let mut touched: BTreeMap<(u8, i32), Vec<(ManifestFile, Manifest)>> = BTreeMap::new();
+        // One pass over the parent's manifests, a few loads in flight. A manifest holding
+        // removed files is written out as soon as it is read, so memory does not grow with the
+        // table: the merged manifests roll every MANIFEST_ROLL_ENTRIES entries (the iceberg
+        // crate's writer buffers a whole manifest), and removed files are kept without their
+        // column metrics. Written manifests are the attempt's files (`ctx.written`): a failure
+        // later in the pass deletes them.
+        let io = table.file_io().clone();
+        let mut loads = futures::stream::iter(carried.into_iter().map(|mf| {
+            let io = io.clone();
+            async move {
+                let manifest = mf.load_manifest(&io).await;
+                (mf, manifest)
+            }
+        }))
+        .buffered(MANIFEST_READ_CONCURRENCY);
+        let mut writers: BTreeMap<(u8, i32), (ManifestWriter, usize)> = BTreeMap::new();
         let mut untouched = Vec::new();
-        for (mf, manifest) in carried.into_iter().zip(loaded) {
+        while let Some((mf, manifest)) = loads.next().await {
+            let manifest = manifest?;
             let hit = manifest
                 .entries()
                 .iter()
                 .any(|e| e.is_alive() && wanted.contains(e.file_path()));
-            if hit {
-                let key = (content_key(mf.content), mf.partition_spec_id);
-                touched.entry(key).or_default().push((mf, manifest));
-            } else {
+            if !hit {
                 untouched.push(mf);
+                continue;
             }
-        }
-        carried = untouched;
-        // Memory: each touched manifest is dropped once written out, the writer (which
-        // buffers a whole manifest) rolls every MANIFEST_ROLL_ENTRIES entries, and removed
-        // files are kept without their column metrics.
-        for ((_, spec_id), group) in touched {
-            let content = group[0].0.content;
-            let mut writer = ctx.manifest_writer(content, spec_id)?;
-            let mut in_writer = 0usize;
-            for (_, manifest) in group {
-                let (entries, _) = manifest.into_parts();
-                for e in entries.iter().filter(|e| e.is_alive()) {
-                    if in_writer >= MANIFEST_ROLL_ENTRIES {
-                        new_manifests.push(writer.write_manifest_file().await?);
-                        writer = ctx.manifest_writer(content, spec_id)?;
-                        in_writer = 0;
-                    }
-                    in_writer += 1;
-                    let seq = e.sequence_number().unwrap_or_default();
-                    let file_seq = e.file_sequence_number.or(Some(seq));
-                    if wanted.contains(e.file_path()) {
-                        removed.push(live_file_without_metrics(e, spec_id)?);
-                        writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
-                    } else {
-                        carry_existing(&mut writer, e)?;
-                    }
+            let spec_id = mf.partition_spec_id;
+            let key = (content_key(mf.content), spec_id);
+            if let std::collections::btree_map::Entry::Vacant(slot) = writers.entry(key) {
+                slot.insert((ctx.manifest_writer(mf.content, spec_id)?, 0));
+            }
+            let (entries, _) = manifest.into_parts();
+            for e in entries.iter().filter(|e| e.is_alive()) {
+                let Some(slot) = writers.get_mut(&key) else {
+                    unreachable!("the writer of this key was just inserted")
+                };
+                if slot.1 >= MANIFEST_ROLL_ENTRIES {
+                    let next = ctx.manifest_writer(mf.content, spec_id)?;
+                    let full = std::mem::replace(&mut slot.0, next);
+                    new_manifests.push(full.write_manifest_file().await?);
+                    slot.1 = 0;
+                }
+                slot.1 += 1;
+                let seq = e.sequence_number().unwrap_or_default();
+                let file_seq = e.file_sequence_number.or(Some(seq));
+                if wanted.contains(e.file_path()) {
+                    removed.push(live_file_without_metrics(e, spec_id)?);
+                    slot.0
+                        .add_delete_file(e.data_file().clone(), seq, file_seq)?;
+                } else {
+                    carry_existing(&mut slot.0, e)?;
                 }
             }
+        }
+        drop(loads);
+        carried = untouched;
+        for (_, (writer, _)) in writers {
             new_manifests.push(writer.write_manifest_file().await?);
         }
         let found: HashSet<&str> = removed.iter().map(|f| f.file.file_path()).collect();
