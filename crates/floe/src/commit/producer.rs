@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
-    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot, MAIN_BRANCH,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, Manifest, ManifestContentType,
+    ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot, MAIN_BRANCH,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
@@ -159,11 +159,7 @@ const MANIFEST_ROLL_ENTRIES: usize = 10_000;
 /// A removed file as validation and the snapshot summary need it: identity, partition, counts,
 /// delete references; no column metrics (most of an entry's memory, and a compaction removes
 /// every file it rewrites).
-fn live_file_without_metrics(
-    entry: &iceberg::spec::ManifestEntry,
-    spec_id: i32,
-) -> Result<LiveFile> {
-    let f = entry.data_file();
+fn without_metrics(f: &DataFile, spec_id: i32) -> Result<DataFile> {
     let mut b = iceberg::spec::DataFileBuilder::default();
     b.content(f.content_type())
         .file_path(f.file_path().to_string())
@@ -174,22 +170,20 @@ fn live_file_without_metrics(
         .file_size_in_bytes(f.file_size_in_bytes())
         .equality_ids(f.equality_ids())
         .referenced_data_file(f.referenced_data_file());
-    let file = b.build().map_err(|e| Error::Metadata {
+    b.build().map_err(|e| Error::Metadata {
         location: f.file_path().to_string(),
         reason: format!("manifest entry: {e}"),
-    })?;
-    Ok(LiveFile {
-        file,
-        spec_id,
-        snapshot_id: entry.snapshot_id().unwrap_or_default(),
-        sequence_number: entry.sequence_number().unwrap_or_default(),
-        file_sequence_number: entry.file_sequence_number,
     })
 }
 
 pub(crate) fn live_file(entry: &iceberg::spec::ManifestEntry, spec_id: i32) -> LiveFile {
+    live_file_as(entry, spec_id, entry.data_file().clone())
+}
+
+/// The entry's lineage (snapshot, sequence numbers) with `file` as its data file.
+fn live_file_as(entry: &iceberg::spec::ManifestEntry, spec_id: i32, file: DataFile) -> LiveFile {
     LiveFile {
-        file: entry.data_file().clone(),
+        file,
         spec_id,
         snapshot_id: entry.snapshot_id().unwrap_or_default(),
         sequence_number: entry.sequence_number().unwrap_or_default(),
@@ -249,14 +243,14 @@ async fn produce(
             }
             let spec_id = mf.partition_spec_id;
             let key = (content_key(mf.content), spec_id);
-            if let std::collections::btree_map::Entry::Vacant(slot) = writers.entry(key) {
-                slot.insert((ctx.manifest_writer(mf.content, spec_id)?, 0));
-            }
+            let slot = match writers.entry(key) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert((ctx.manifest_writer(mf.content, spec_id)?, 0))
+                }
+            };
             let (entries, _) = manifest.into_parts();
             for e in entries.iter().filter(|e| e.is_alive()) {
-                let Some(slot) = writers.get_mut(&key) else {
-                    unreachable!("the writer of this key was just inserted")
-                };
                 if slot.1 >= MANIFEST_ROLL_ENTRIES {
                     let next = ctx.manifest_writer(mf.content, spec_id)?;
                     let full = std::mem::replace(&mut slot.0, next);
@@ -267,7 +261,8 @@ async fn produce(
                 let seq = e.sequence_number().unwrap_or_default();
                 let file_seq = e.file_sequence_number.or(Some(seq));
                 if wanted.contains(e.file_path()) {
-                    removed.push(live_file_without_metrics(e, spec_id)?);
+                    let slim = without_metrics(e.data_file(), spec_id)?;
+                    removed.push(live_file_as(e, spec_id, slim));
                     slot.0
                         .add_delete_file(e.data_file().clone(), seq, file_seq)?;
                 } else {

@@ -23,6 +23,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow::record_batch::RecordBatch;
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::DataFile;
@@ -629,6 +631,31 @@ fn plan_file(
     }
 }
 
+/// Every row of `members`, their delete files applied (all rows, not only those matching a
+/// `--where` filter), as batches in `schema`: the table's Arrow schema with field ids.
+fn read_rows(
+    table: &Table,
+    members: Vec<FileScanTask>,
+    schema: arrow_schema::SchemaRef,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let tasks: Vec<iceberg::Result<FileScanTask>> = members
+        .into_iter()
+        .map(|mut t| {
+            t.predicate = None;
+            Ok(t)
+        })
+        .collect();
+    let batches = table
+        .reader_builder()
+        .with_batch_size(8192)
+        .build()
+        .read(futures::stream::iter(tasks).boxed())?
+        .stream();
+    Ok(batches
+        .map(move |b| Ok(RecordBatch::try_new(schema.clone(), b?.columns().to_vec())?))
+        .boxed())
+}
+
 /// Reads a group's files (applying their delete files) and writes them rolled at the target.
 async fn rewrite_group(
     table: &Table,
@@ -651,29 +678,15 @@ async fn rewrite_group(
     }
     let mut writer = TableWriter::new(table, options).await?;
     let schema = writer.arrow_schema().clone();
-    let tasks: Vec<iceberg::Result<FileScanTask>> = members
-        .into_iter()
-        .map(|mut t| {
-            // Rewrite every row, not just those matching a --where filter.
-            t.predicate = None;
-            Ok(t)
-        })
-        .collect();
     // Decode on another task while this one encodes: the two halves of a rewrite then use
     // two cores. The bounded channel keeps at most a few batches in flight (memory is bounded
     // by concurrency, not by group size).
-    let stream = table
-        .reader_builder()
-        .with_batch_size(8192)
-        .build()
-        .read(futures::stream::iter(tasks).boxed())?
-        .stream();
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<arrow::record_batch::RecordBatch>>(4);
+    let mut stream = read_rows(table, members, schema.clone())?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4);
     let reader = tokio::spawn(async move {
-        let mut stream = stream;
         while let Some(batch) = stream.next().await {
             let failed = batch.is_err();
-            if tx.send(batch.map_err(Error::from)).await.is_err() || failed {
+            if tx.send(batch).await.is_err() || failed {
                 break;
             }
         }
@@ -681,10 +694,7 @@ async fn rewrite_group(
     let step = async {
         let mut held = Vec::new();
         while let Some(batch) = rx.recv().await {
-            let batch = arrow::record_batch::RecordBatch::try_new(
-                schema.clone(),
-                batch?.columns().to_vec(),
-            )?;
+            let batch = batch?;
             match sort_keys {
                 Some(_) => held.push(batch),
                 None => writer.write(batch).await?,

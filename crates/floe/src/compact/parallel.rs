@@ -143,24 +143,11 @@ async fn encode_slice(
         .acquire_owned()
         .await
         .map_err(|e| Error::Io(std::io::Error::other(e)))?;
-    let tasks: Vec<iceberg::Result<FileScanTask>> = tasks
-        .into_iter()
-        .map(|mut t| {
-            // Rewrite every row, not just those matching a --where filter.
-            t.predicate = None;
-            Ok(t)
-        })
-        .collect();
-    let mut stream = table
-        .reader_builder()
-        .with_batch_size(8192)
-        .build()
-        .read(futures::stream::iter(tasks).boxed())?
-        .stream();
+    let mut stream = super::read_rows(&table, tasks, schema)?;
     let mut done = Vec::new();
     let mut open: Option<(Vec<ArrowColumnWriter>, usize, HashMap<i32, u64>)> = None;
     while let Some(batch) = stream.next().await {
-        let batch = RecordBatch::try_new(schema.clone(), batch?.columns().to_vec())?;
+        let batch = batch?;
         let mut offset = 0;
         while offset < batch.num_rows() {
             if open.is_none() {

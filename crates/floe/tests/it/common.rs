@@ -66,6 +66,25 @@ impl Fixture {
         ident
     }
 
+    /// Sets one table property.
+    pub async fn set_property(&self, ident: &TableIdent, key: &str, value: &str) {
+        let props = std::collections::HashMap::from([(key.to_string(), value.to_string())]);
+        self.catalog
+            .set_properties(ident, props, vec![])
+            .await
+            .unwrap();
+    }
+
+    /// Runs `tests/interop/pyiceberg_write.py` against this fixture's catalog with `args`
+    /// (`--table`, `--rows`, ...), returning what it prints.
+    pub fn pyiceberg_write(&self, args: &[&str]) -> serde_json::Value {
+        let wh = self.warehouse().display().to_string();
+        let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+        let mut all = vec!["--catalog-uri", &uri, "--warehouse", &wh];
+        all.extend_from_slice(args);
+        run_python("tests/interop/pyiceberg_write.py", &all)
+    }
+
     pub async fn load(&self, ident: &TableIdent) -> Table {
         self.catalog.load_table(ident).await.unwrap()
     }
@@ -89,6 +108,18 @@ impl Fixture {
     pub async fn count_and_sum(&self, ident: &TableIdent) -> (i64, i64) {
         count_and_sum(&self.catalog, ident).await
     }
+}
+
+/// `count(*)` of `table` rows matching `predicate`, read by floe (its scan prunes files by
+/// partition and bounds).
+pub async fn count_where(catalog: &Catalog, table: &str, predicate: &str) -> i64 {
+    let sql = format!("SELECT count(*) FROM {table} WHERE {predicate}");
+    let b = floe::sql::query(catalog, &sql).await.unwrap();
+    b[0].column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0)
 }
 
 pub async fn count_and_sum(catalog: &Catalog, ident: &TableIdent) -> (i64, i64) {

@@ -3,7 +3,7 @@
 
 use floe::compact::{CompactBuilder, CompactMetrics};
 
-use crate::common::{read_with_python as read, sum_ids, Fixture};
+use crate::common::{count_where, read_with_python as read, sum_ids, Fixture};
 
 async fn compact(
     fx: &Fixture,
@@ -143,12 +143,8 @@ async fn appends_committed_during_compaction_are_all_present() {
         fx.append(&ident, i * 20, i * 20 + 20).await;
     }
     // Twenty racing appends may each win against the compaction's commit: give it room.
-    let mut props = std::collections::HashMap::new();
-    props.insert("commit.retry.num-retries".to_string(), "20".to_string());
-    fx.catalog
-        .set_properties(&ident, props, vec![])
-        .await
-        .unwrap();
+    fx.set_property(&ident, "commit.retry.num-retries", "20")
+        .await;
     let writer = fx.second_connection().await;
     let table = fx.load(&ident).await;
     let id2 = ident.clone();
@@ -375,22 +371,6 @@ async fn remove_dangling_deletes_drops_deletes_compaction_made_obsolete() {
     );
 }
 
-/// `count(*)` of a query, read by floe (its scan prunes files by their bounds and partition).
-async fn count_where(fx: &Fixture, table: &str, predicate: &str) -> i64 {
-    use arrow::array::Int64Array;
-    let b = floe::sql::query(
-        &fx.catalog,
-        &format!("SELECT count(*) FROM {table} WHERE {predicate}"),
-    )
-    .await
-    .unwrap();
-    b[0].column(0)
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .unwrap()
-        .value(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_group_is_written_as_parallel_row_groups_with_exact_metrics() {
     use arrow::array::AsArray;
@@ -401,15 +381,8 @@ async fn a_large_group_is_written_as_parallel_row_groups_with_exact_metrics() {
     let ident = fx.table("db.rg", Some("day(ts)")).await;
     // 8,192-row row groups (the smallest bound floe derives from the byte target), so each
     // output is assembled from several slices encoded on different tasks.
-    let mut props = std::collections::HashMap::new();
-    props.insert(
-        "write.parquet.row-group-size-bytes".to_string(),
-        "524288".to_string(),
-    );
-    fx.catalog
-        .set_properties(&ident, props, vec![])
-        .await
-        .unwrap();
+    fx.set_property(&ident, "write.parquet.row-group-size-bytes", "524288")
+        .await;
     for i in 0..12 {
         fx.append(&ident, i * 3000, i * 3000 + 3000).await;
     }
@@ -421,7 +394,7 @@ async fn a_large_group_is_written_as_parallel_row_groups_with_exact_metrics() {
     ];
     let mut counts = Vec::new();
     for p in predicates {
-        counts.push(count_where(&fx, "db.rg", p).await);
+        counts.push(count_where(&fx.catalog, "db.rg", p).await);
     }
     assert!(counts.iter().all(|c| *c > 0), "{counts:?}");
     let before = read(&fx, "db.rg");
@@ -494,7 +467,7 @@ async fn a_large_group_is_written_as_parallel_row_groups_with_exact_metrics() {
     }
     // Pruned scans (partition and bounds) still find every row, and both readers agree.
     for (p, c) in predicates.iter().zip(&counts) {
-        assert_eq!(count_where(&fx, "db.rg", p).await, *c, "{p}");
+        assert_eq!(count_where(&fx.catalog, "db.rg", p).await, *c, "{p}");
     }
     let after = read(&fx, "db.rg");
     for reader in ["pyiceberg", "duckdb"] {
@@ -509,41 +482,29 @@ async fn a_large_group_is_written_as_parallel_row_groups_with_exact_metrics() {
 /// partition, and no row changes.
 #[tokio::test]
 async fn files_of_an_older_partition_spec_are_rewritten_into_the_current_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let wh_path = dir.path().join("warehouse");
-    std::fs::create_dir_all(&wh_path).unwrap();
-    let wh = wh_path.display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let fx = Fixture::new().await;
     // 4 appends of 300 rows: 2 under day(ts), then 2 under day(ts) + identity(name).
-    crate::common::run_python(
-        "tests/interop/pyiceberg_write.py",
-        &[
-            "--catalog-uri",
-            &uri,
-            "--warehouse",
-            &wh,
-            "--table",
-            "py.evolved",
-            "--rows",
-            "1200",
-            "--batches",
-            "4",
-            "--evolve-after",
-            "2",
-        ],
-    );
-    let config = floe::CatalogConfig::embedded(Some(&wh_path)).unwrap();
-    let catalog = floe::Catalog::connect(&config).await.unwrap();
+    fx.pyiceberg_write(&[
+        "--table",
+        "py.evolved",
+        "--rows",
+        "1200",
+        "--batches",
+        "4",
+        "--evolve-after",
+        "2",
+    ]);
+    let catalog = &fx.catalog;
     let ident = floe::catalog::parse_table_ident("py.evolved").unwrap();
-    let table = catalog.load_table(&ident).await.unwrap();
+    let table = fx.load(&ident).await;
     let current = table.metadata().default_partition_spec_id();
     let before = floe::commit::producer::live_files(&table).await.unwrap();
     let specs: std::collections::BTreeSet<i32> = before.iter().map(|f| f.spec_id).collect();
     assert_eq!(specs.len(), 2, "files under two specs: {specs:?}");
-    let expected = crate::common::count_and_sum(&catalog, &ident).await;
+    let expected = fx.count_and_sum(&ident).await;
     assert_eq!(expected, (1200, sum_ids(0, 1200)));
 
-    let m = CompactBuilder::new(&catalog, ident.clone())
+    let m = CompactBuilder::new(catalog, ident.clone())
         .with_option("rewrite-all", "true")
         .execute()
         .await
@@ -552,7 +513,7 @@ async fn files_of_an_older_partition_spec_are_rewritten_into_the_current_one() {
     assert!(m.plan.groups.iter().any(|g| g.spec_id != current));
     assert!(m.plan.groups.iter().any(|g| g.spec_id == current));
 
-    let table = catalog.load_table(&ident).await.unwrap();
+    let table = fx.load(&ident).await;
     let after = floe::commit::producer::live_files(&table).await.unwrap();
     assert!(
         after.iter().all(|f| f.spec_id == current),
@@ -562,14 +523,18 @@ async fn files_of_an_older_partition_spec_are_rewritten_into_the_current_one() {
     assert!(after
         .iter()
         .all(|f| f.file.partition().fields().iter().all(|v| v.is_some())));
-    assert_eq!(
-        crate::common::count_and_sum(&catalog, &ident).await,
-        expected
-    );
-    let read = crate::common::read_catalog_with_python(&wh_path, "py.evolved");
+    assert_eq!(fx.count_and_sum(&ident).await, expected);
+    let readers = read(&fx, "py.evolved");
     for reader in ["pyiceberg", "duckdb"] {
-        assert_eq!(read[reader]["rows"], 1200, "{reader}: {read}");
-        assert_eq!(read[reader]["sum"], sum_ids(0, 1200), "{reader}: {read}");
+        assert_eq!(readers[reader]["rows"], 1200, "{reader}: {readers}");
+        assert_eq!(
+            readers[reader]["sum"],
+            sum_ids(0, 1200),
+            "{reader}: {readers}"
+        );
     }
-    assert_eq!(read["pyiceberg"]["checksum"], read["duckdb"]["checksum"]);
+    assert_eq!(
+        readers["pyiceberg"]["checksum"],
+        readers["duckdb"]["checksum"]
+    );
 }

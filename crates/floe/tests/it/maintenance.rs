@@ -20,7 +20,7 @@ use floe::Error;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::common::{count_and_sum, make_batch, read_with_python, run_python, Fixture};
+use crate::common::{count_and_sum, make_batch, read_with_python, Fixture};
 
 fn local(p: &str) -> PathBuf {
     local_dir(p).expect("local path")
@@ -281,27 +281,18 @@ async fn randomized_histories_never_delete_a_referenced_or_young_file() {
 #[tokio::test]
 async fn flink_checkpoint_snapshot_survives_aggressive_expiry() {
     let fx = Fixture::new().await;
-    let wh = fx.warehouse().display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
-    let created = run_python(
-        "tests/interop/pyiceberg_write.py",
-        &[
-            "--catalog-uri",
-            &uri,
-            "--warehouse",
-            &wh,
-            "--table",
-            "py.flink",
-            "--rows",
-            "300",
-            "--batches",
-            "3",
-            "--snapshot-property",
-            "flink.job-id=job-7",
-            "--snapshot-property",
-            "flink.max-committed-checkpoint-id=42",
-        ],
-    );
+    let created = fx.pyiceberg_write(&[
+        "--table",
+        "py.flink",
+        "--rows",
+        "300",
+        "--batches",
+        "3",
+        "--snapshot-property",
+        "flink.job-id=job-7",
+        "--snapshot-property",
+        "flink.max-committed-checkpoint-id=42",
+    ]);
     let flink_snapshot = created["snapshot_id"].as_i64().unwrap();
     let ident = floe::catalog::parse_table_ident("py.flink").unwrap();
     for k in 0..3 {

@@ -227,20 +227,12 @@ async fn compaction_writer_metrics_equal_the_iceberg_writers() {
 /// "name-6" and a scan for the long name would skip the file.
 #[tokio::test]
 async fn a_long_string_in_an_early_row_group_keeps_its_file_findable() {
-    use arrow::array::Int64Array;
     use floe::iceberg::spec::Datum;
 
     let fx = Fixture::new().await;
     let ident = fx.table("db.long", None).await;
-    let mut props = HashMap::new();
-    props.insert(
-        "write.parquet.row-group-size-bytes".to_string(),
-        "524288".to_string(),
-    );
-    fx.catalog
-        .set_properties(&ident, props, vec![])
-        .await
-        .unwrap();
+    fx.set_property(&ident, "write.parquet.row-group-size-bytes", "524288")
+        .await;
     let table = fx.load(&ident).await;
     let batch = crate::common::make_batch(&table, 0, 10_000);
     let long = "z".repeat(80);
@@ -275,17 +267,6 @@ async fn a_long_string_in_an_early_row_group_keeps_its_file_findable() {
             "upper bound {upper} is below a value"
         );
     }
-    let b = floe::sql::query(
-        &fx.catalog,
-        &format!("SELECT count(*) FROM db.long WHERE name = '{long}'"),
-    )
-    .await
-    .unwrap();
-    let n = b[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .unwrap()
-        .value(0);
+    let n = crate::common::count_where(&fx.catalog, "db.long", &format!("name = '{long}'")).await;
     assert_eq!(n, 1);
 }
