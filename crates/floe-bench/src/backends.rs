@@ -204,7 +204,10 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         })
         .await?;
         ops.push(json!({"op": format!("remove-orphan-files --dry-run ({} listed)", o.listed_files), "seconds": s, "requests": r}));
-        c.drop_table(&ident, true).await?;
+        floe::clean::purge::DropBuilder::new(&c, ident.clone())
+            .purge(true)
+            .execute()
+            .await?;
         report.push(json!({"backend": b.name, "ops": ops}));
     }
     // Side by side.

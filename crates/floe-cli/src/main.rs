@@ -175,8 +175,13 @@ enum TableCmd {
     /// Drops a table; --purge also deletes its files.
     Drop {
         table: String,
+        /// Also delete the files the table references (inside its location).
         #[arg(long)]
         purge: bool,
+        /// With --purge, also delete referenced files outside the table location (added with
+        /// add_files, say); by default they are kept and listed. Never another table's files.
+        #[arg(long, requires = "purge")]
+        delete_external_files: bool,
     },
     /// Sets (k=v) and removes (--unset k) table properties.
     SetProperty {
@@ -466,15 +471,41 @@ async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
             let t = catalog.load_table(&parse_table_ident(&table)?).await?;
             out.result(&output::describe_json(&t), || output::describe_text(&t));
         }
-        TableCmd::Drop { table, purge } => {
-            catalog
-                .drop_table(&parse_table_ident(&table)?, purge)
-                .await?;
-            out.result(&json!({"dropped": table, "purged": purge}), || {
-                format!(
-                    "dropped {table}{}",
-                    if purge { " and deleted its files" } else { "" }
-                )
+        TableCmd::Drop {
+            table,
+            purge,
+            delete_external_files,
+        } => {
+            let (bar, progress) = out.delete_progress();
+            let r = floe::clean::purge::DropBuilder::new(&catalog, parse_table_ident(&table)?)
+                .purge(purge)
+                .delete_external_files(delete_external_files)
+                .with_progress(progress)
+                .execute()
+                .await;
+            bar.finish_and_clear();
+            let r = r?;
+            let mut v = serde_json::to_value(&r)?;
+            v["dropped"] = json!(table);
+            out.result(&v, || {
+                let mut s = format!("dropped {table}");
+                if r.purged_by_server {
+                    s.push_str(" (the catalog server purges its files)");
+                } else if r.purged {
+                    s.push_str(&format!(
+                        " and deleted {} of its {} referenced file(s)",
+                        r.deleted.deleted, r.referenced_files
+                    ));
+                    s.push_str(&output::kept_lines(&r.kept));
+                    if r.deleted.failed > 0 {
+                        s.push_str(&format!(
+                            "\n  {} delete(s) failed: {}",
+                            r.deleted.failed,
+                            r.deleted.failures.join("; ")
+                        ));
+                    }
+                }
+                s
             });
         }
         TableCmd::SetProperty { table, set, unset } => {

@@ -36,6 +36,10 @@ pub enum HealthCmd {
         /// Keep the unreferenced files (remove-orphan-files deletes them later).
         #[arg(long)]
         no_clean_files: bool,
+        /// Also delete unreferenced files outside the table location (added with add_files,
+        /// say); by default they are kept and listed. Never another table's or the catalog's.
+        #[arg(long)]
+        delete_external_files: bool,
         /// Report what would be removed; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -101,12 +105,14 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             retain_last,
             snapshot_ids,
             no_clean_files,
+            delete_external_files,
             dry_run,
         } => {
             let mut b = floe::expire::ExpireBuilder::new(catalog, parse_table_ident(&table)?)
                 .snapshot_ids(snapshot_ids)
                 .dry_run(dry_run)
-                .clean_files(!no_clean_files);
+                .clean_files(!no_clean_files)
+                .delete_external_files(delete_external_files);
             if let Some(age) = older_than {
                 b = b.older_than(parse_duration("--older-than", &age)?);
             }
@@ -143,12 +149,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                         s.push_str(&format!(", {}", human_bytes(k.bytes)));
                     }
                 }
-                if r.kept_outside_location > 0 {
-                    s.push_str(&format!(
-                        "\n  kept {} unreferenced file(s) outside the table location",
-                        r.kept_outside_location
-                    ));
-                }
+                s.push_str(&crate::output::kept_lines(&r.kept));
                 if r.deleted.failed > 0 {
                     s.push_str(&format!(
                         "\n  {} delete(s) failed (remove-orphan-files will retry): {}",
@@ -205,6 +206,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                         r.became_referenced
                     ));
                 }
+                s.push_str(&crate::output::kept_lines(&r.kept));
                 if r.prefix_mismatches > 0 {
                     s.push_str(&format!(
                         "\n  {} file(s) differ from referenced paths only by scheme/authority",

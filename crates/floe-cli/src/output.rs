@@ -322,3 +322,24 @@ pub fn compact_text(m: &floe::compact::CompactMetrics) -> String {
     }
     s
 }
+
+/// Lines naming the files a table's delete fence kept, by reason, with a sample.
+pub fn kept_lines(kept: &floe::clean::fence::KeptFiles) -> String {
+    let mut s = String::new();
+    for (n, what) in [
+        (
+            kept.outside_location,
+            "outside the table location (--delete-external-files deletes them)",
+        ),
+        (kept.other_tables, "inside another table's location"),
+        (kept.catalog_files, "of the catalog itself"),
+    ] {
+        if n > 0 {
+            s.push_str(&format!("\n  kept {n} file(s) {what}"));
+        }
+    }
+    for p in kept.sample.iter().take(10) {
+        s.push_str(&format!("\n    {p}"));
+    }
+    s
+}

@@ -31,8 +31,12 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         Err(e) => return Err(e.into()),
     }
     let ident = parse_table_ident(TABLE)?;
-    match catalog.drop_table(&ident, true).await {
-        Ok(()) => out.say(format!("dropped the previous {TABLE}")),
+    match floe::clean::purge::DropBuilder::new(&catalog, ident.clone())
+        .purge(true)
+        .execute()
+        .await
+    {
+        Ok(_) => out.say(format!("dropped the previous {TABLE}")),
         Err(Error::TableNotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }

@@ -20,7 +20,9 @@
 //! - [`sql`]: DataFusion over tables and metadata tables.
 //! - [`diagnose`]: health report from metadata: observations, evidence, first action.
 //! - [`expire`]: snapshot expiry and cleanup of the files it unreferences.
-//! - [`clean`]: orphan files, old metadata files, manifest rewrite; reachability.
+//! - [`clean`]: orphan files, old metadata files, manifest rewrite, table drop with purge;
+//!   reachability; the delete fence (`clean::fence`): every delete in floe stays inside its
+//!   table's location, out of other tables' locations and the catalog's files.
 
 pub mod append;
 pub mod catalog;

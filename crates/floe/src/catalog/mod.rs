@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     FormatVersion, PartitionSpec, Schema, SortOrder, TableMetadata, TableMetadataBuilder,
@@ -67,6 +68,8 @@ enum Backend {
         file_io: FileIO,
         /// Root of new tables: a local path or an `s3://` URI, without trailing slash.
         warehouse: String,
+        /// The catalog's own files (a SQLite database and its journals): never deleted.
+        database_files: Vec<String>,
     },
     /// Iceberg REST catalog.
     Rest(Arc<RestBackend>),
@@ -112,6 +115,44 @@ pub fn parse_namespace(s: &str) -> Result<NamespaceIdent> {
         .map_err(|e| Error::invalid_option("namespace", s, e.to_string()))
 }
 
+/// Checks one namespace level or table name before anything is created under it. Tables live
+/// at `{warehouse}/{ns}/{table}`, so a name must be one path segment that cannot climb, nest,
+/// or be read differently by a FileIO that decodes URIs: not empty, not `.` or `..`, no `/`,
+/// `\\`, `%` or control characters, no leading or trailing whitespace, at most 255 bytes.
+/// Table names also may not contain `$`, which `floe sql` reads as a metadata table suffix.
+pub fn validate_name(kind: &str, name: &str, table: bool) -> Result<()> {
+    let bad = |reason: &str| Err(Error::invalid_option(kind, name.escape_debug(), reason));
+    if name.is_empty() {
+        return bad("must not be empty");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not names");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| matches!(c, '/' | '\\' | '%') || c.is_control() || (table && *c == '$'))
+    {
+        return bad(&format!(
+            "must not contain {:?}: names become directories of the table location",
+            c
+        ));
+    }
+    if name.trim() != name {
+        return bad("must not start or end with whitespace");
+    }
+    if name.len() > 255 {
+        return bad("longer than 255 bytes");
+    }
+    Ok(())
+}
+
+fn validate_namespace(ns: &NamespaceIdent) -> Result<()> {
+    for level in ns.as_ref() {
+        validate_name("namespace", level, false)?;
+    }
+    Ok(())
+}
+
 /// `ns.table` as users write it.
 pub fn ident_string(ident: &TableIdent) -> String {
     format!(
@@ -151,6 +192,7 @@ impl Catalog {
                     inner: Arc::new(inner),
                     file_io: storage::file_io_for(&warehouse, config.storage_props()),
                     warehouse,
+                    database_files: SqlCatalog::database_files(&config.uri),
                 }
             }
         };
@@ -173,8 +215,10 @@ impl Catalog {
         }
     }
 
-    /// Creates a namespace.
+    /// Creates a namespace. Names that would escape or nest in the warehouse are refused
+    /// ([`validate_name`]).
     pub async fn create_namespace(&self, ns: &NamespaceIdent) -> Result<()> {
+        validate_namespace(ns)?;
         match &self.backend {
             Backend::Sql { inner, .. } => inner.create_namespace(&ns_string(ns)).await,
             Backend::Rest(r) => match r.client().create_namespace(ns, HashMap::new()).await {
@@ -256,6 +300,82 @@ impl Catalog {
         }
     }
 
+    /// The location of every table in the catalog (for a SQL catalog: of every catalog name in
+    /// its database), for the delete fence ([`crate::clean::fence`]). A SQL catalog derives it
+    /// from the metadata pointer (`<location>/metadata/<file>`, no read), reading the
+    /// metadata file only when the pointer is elsewhere; a REST catalog loads each table, and a
+    /// table that cannot be loaded is skipped with a warning.
+    pub async fn table_roots(&self) -> Result<Vec<(TableIdent, String)>> {
+        match &self.backend {
+            Backend::Sql { inner, file_io, .. } => {
+                let mut out = Vec::new();
+                for (catalog, ns, name, metadata) in inner.all_tables().await? {
+                    let Ok(ns_ident) = NamespaceIdent::from_strs(ns.split('.')) else {
+                        continue;
+                    };
+                    // Another catalog name's table gets a name that cannot equal one of ours.
+                    let ident = if catalog == inner.name() {
+                        TableIdent::new(ns_ident, name)
+                    } else {
+                        TableIdent::new(ns_ident, format!("{name} (catalog {catalog})"))
+                    };
+                    let root = match metadata.rsplit_once('/') {
+                        Some((dir, _)) if dir.ends_with("/metadata") => {
+                            dir.trim_end_matches("/metadata").to_string()
+                        }
+                        _ => match read_metadata(file_io, &metadata).await {
+                            Ok(md) => md.location().to_string(),
+                            Err(e) => {
+                                tracing::warn!(table = %ident_string(&ident), error = %e, "cannot read a table's metadata; its pointer's directory stands for its location");
+                                metadata
+                                    .rsplit_once('/')
+                                    .map(|(d, _)| d.to_string())
+                                    .unwrap_or(metadata)
+                            }
+                        },
+                    };
+                    out.push((ident, root));
+                }
+                Ok(out)
+            }
+            Backend::Rest(_) => {
+                let idents = self.list_tables(None).await?;
+                let loads = futures::stream::iter(idents.into_iter().map(|ident| async move {
+                    let t = self.load_table(&ident).await;
+                    (ident, t)
+                }))
+                .buffer_unordered(8);
+                let loaded: Vec<_> = loads.collect().await;
+                Ok(loaded
+                    .into_iter()
+                    .filter_map(|(ident, t)| match t {
+                        Ok(t) => Some((ident, t.metadata().location().to_string())),
+                        Err(e) => {
+                            tracing::warn!(table = %ident_string(&ident), error = %e, "cannot load a table to learn its location");
+                            None
+                        }
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// The catalog's own files, which no delete may touch.
+    pub fn protected_files(&self) -> Vec<String> {
+        match &self.backend {
+            Backend::Sql { database_files, .. } => database_files.clone(),
+            Backend::Rest(_) => vec![],
+        }
+    }
+
+    /// The warehouse root of a SQL catalog.
+    pub fn warehouse(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Sql { warehouse, .. } => Some(warehouse),
+            Backend::Rest(_) => None,
+        }
+    }
+
     /// Default location of a new table in a SQL catalog: `{warehouse}/{ns}/{table}` (the
     /// layout of PyIceberg's SqlCatalog and Java's JdbcCatalog). REST servers choose their own.
     pub fn default_location(&self, ident: &TableIdent) -> Option<String> {
@@ -276,8 +396,11 @@ impl Catalog {
         }
     }
 
-    /// Creates a v2 table and returns it loaded.
+    /// Creates a v2 table and returns it loaded. Names that would escape or nest in the
+    /// warehouse are refused ([`validate_name`]).
     pub async fn create_table(&self, new: NewTable) -> Result<Table> {
+        validate_namespace(new.ident.namespace())?;
+        validate_name("table name", new.ident.name(), true)?;
         let ns = ns_string(new.ident.namespace());
         let name = ident_string(&new.ident);
         let mut creation = TableCreation::builder()
@@ -333,11 +456,12 @@ impl Catalog {
             .build()?
             .metadata;
         let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
-        metadata
-            .write_to(file_io, &metadata_location)
-            .await
-            .map_err(|e| storage::storage_error_on(file_io, &location, rest::describe(&e)))?;
         let loc = metadata_location.to_string();
+        if let Err(e) = metadata.write_to(file_io, &metadata_location).await {
+            // A partial file (a full disk) must not stay behind under a version number.
+            let _ = file_io.delete(&loc).await;
+            return Err(storage::storage_error_on(file_io, &loc, rest::describe(&e)));
+        }
         if let Err(e) = inner.insert_table(&ns, new.ident.name(), &loc).await {
             let _ = file_io.delete(&loc).await;
             return Err(match e {
@@ -377,34 +501,30 @@ impl Catalog {
         table_from(file_io, ident.clone(), metadata, location)
     }
 
-    /// Drops a table from the catalog; with `purge`, also deletes every file its metadata
-    /// references (data, deletes, manifests, manifest lists, metadata files). REST catalogs
-    /// are asked to purge (`purgeRequested=true`) and do it themselves.
-    pub async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()> {
-        let table = self.load_table(ident).await?;
+    /// Removes `table`'s entry from the catalog (SQL: only if its pointer is still the one
+    /// loaded). With `server_purge`, a REST catalog is asked to delete the files too
+    /// (`purgeRequested=true`); a SQL catalog never deletes files here: that is
+    /// [`crate::clean::purge::DropBuilder`]'s job, under the table's delete fence.
+    pub async fn drop_entry(&self, table: &Table, server_purge: bool) -> Result<()> {
+        let ident = table.identifier();
         match &self.backend {
             Backend::Sql { inner, .. } => {
                 let ns = ns_string(ident.namespace());
                 inner
                     .delete_table(&ns, ident.name(), table.metadata_location_result()?)
-                    .await?;
+                    .await
             }
             // REST: the server owns the purge (`purgeRequested=true`, REST spec dropTable);
             // deleting files from here too would race the server's own cleanup.
             Backend::Rest(r) => {
-                let dropped = if purge {
+                let dropped = if server_purge {
                     r.client().purge_table(ident).await
                 } else {
                     r.client().drop_table(ident).await
                 };
-                dropped.map_err(|e| r.map_err(e))?;
-                return Ok(());
+                dropped.map_err(|e| r.map_err(e))
             }
         }
-        if purge {
-            iceberg::drop_table_data(&table).await?;
-        }
-        Ok(())
     }
 
     /// Commits `updates` on top of `base` if `requirements` hold.
@@ -503,8 +623,16 @@ async fn commit_sql(
             MetadataLocation::new_with_metadata(built.metadata.location(), &built.metadata)
         })
         .with_new_metadata(&built.metadata);
-    built.metadata.write_to(file_io, &new_location).await?;
     let new_loc = new_location.to_string();
+    if let Err(e) = built.metadata.write_to(file_io, &new_location).await {
+        // A partial file (a full disk) would take the version number of the next commit.
+        let _ = file_io.delete(&new_loc).await;
+        return Err(storage::storage_error_on(
+            file_io,
+            &new_loc,
+            rest::describe(&e),
+        ));
+    }
     let swapped = match inner
         .swap(&ns, ident.name(), &current_location, &new_loc)
         .await
@@ -540,8 +668,12 @@ async fn commit_sql(
         properties::METADATA_DELETE_AFTER_COMMIT,
         false,
     )? {
+        // The metadata log is table input: only entries inside the table location go.
+        let fence = crate::clean::fence::Fence::at(built.metadata.location());
         for old in &built.expired_metadata_logs {
-            if let Err(e) = file_io.delete(&old.metadata_file).await {
+            if !fence.verdict(&old.metadata_file).deletable() {
+                tracing::warn!(file = %old.metadata_file, "old metadata file outside the table location kept");
+            } else if let Err(e) = file_io.delete(&old.metadata_file).await {
                 tracing::warn!(file = %old.metadata_file, error = %e, "could not delete old metadata file");
             }
         }

@@ -165,6 +165,47 @@ impl SqlCatalog {
             .collect()
     }
 
+    /// Every table row of the database, of every catalog name (their files are never this
+    /// catalog's to delete either): `(catalog name, namespace, table, metadata location)`.
+    pub async fn all_tables(&self) -> Result<Vec<(String, String, String, String)>> {
+        let sql = format!(
+            "SELECT catalog_name, table_namespace, table_name, metadata_location FROM iceberg_tables \
+             WHERE {TABLE_FILTER} AND metadata_location IS NOT NULL"
+        );
+        let rows = sqlx::query(&sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                let col = |i: usize| r.try_get::<String, _>(i).map_err(|e| self.err(e));
+                Ok((col(0)?, col(1)?, col(2)?, col(3)?))
+            })
+            .collect()
+    }
+
+    /// The SQLite database file and its journals, for a SQLite catalog.
+    pub fn database_files(uri: &str) -> Vec<String> {
+        let Ok(url) = normalize_uri(uri) else {
+            return vec![];
+        };
+        let Some(rest) = url.strip_prefix("sqlite:") else {
+            return vec![];
+        };
+        let path = rest.trim_start_matches("//");
+        let path = path.split('?').next().unwrap_or(path);
+        if path.is_empty() || path == ":memory:" {
+            return vec![];
+        }
+        let path = crate::catalog::absolute(std::path::Path::new(path))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| path.to_string());
+        ["", "-wal", "-shm", "-journal"]
+            .iter()
+            .map(|s| format!("{path}{s}"))
+            .collect()
+    }
+
     pub async fn metadata_location(&self, ns: &str, table: &str) -> Result<Option<String>> {
         let sql = format!(
             "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 \

@@ -98,7 +98,8 @@ pub async fn clean_metadata(
         // The pointer may have moved while listing; never delete what the new metadata keeps.
         let fresh = needed(&catalog.load_table(ident).await?);
         doomed.retain(|p| !fresh.contains(&key(p)));
-        result.deleted = delete_files(table.file_io(), doomed, None).await;
+        let fence = crate::clean::fence::Fence::own(&table);
+        result.deleted = delete_files(table.file_io(), &fence, doomed, None).await;
     }
     result.duration_ms = started.elapsed().as_millis() as u64;
     Ok(result)

@@ -8,11 +8,16 @@
 //!
 //! Every delete here is a set difference against [`reach::reachable`], computed from metadata
 //! that is re-read right before deleting; anything unreadable aborts before the first delete.
+//! Every delete in floe goes through [`delete_files`] (or [`delete_quietly`]) with a
+//! [`fence::Fence`]: nothing outside the table's own location, inside another table's location
+//! or among the catalog's files is ever deleted, however the path is spelled.
 
+pub mod fence;
 pub mod listing;
 pub mod manifests;
 pub mod metadata_files;
 pub mod orphans;
+pub mod purge;
 pub mod reach;
 
 use std::sync::Arc;
@@ -22,6 +27,7 @@ use iceberg::io::FileIO;
 
 use crate::error::{Error, Result};
 use crate::properties;
+use fence::Fence;
 
 /// Concurrent deletes.
 const DELETE_CONCURRENCY: usize = 32;
@@ -34,6 +40,8 @@ pub type DeleteProgress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 pub struct DeleteStats {
     pub deleted: u64,
     pub failed: u64,
+    /// Paths the table's fence refused (outside its location, another table's, the catalog's).
+    pub refused: u64,
     /// The first failures (path: reason), for the report.
     pub failures: Vec<String>,
 }
@@ -44,14 +52,27 @@ const DELETE_BATCH: usize = 1000;
 /// Deletes `paths`. On object stores the deletes are batched (one `DeleteObjects` request per
 /// 1,000 keys); a batch that fails is retried file by file so each failure is named. Locally,
 /// `DELETE_CONCURRENCY` files at a time. A file that cannot be deleted is counted and reported,
-/// not fatal: what it leaves is unreferenced, so a later run removes it.
+/// not fatal: what it leaves is unreferenced, so a later run removes it. Every path is checked
+/// against `fence` first (callers split their candidates with [`Fence::partition`] to report
+/// what was kept; this second check makes the rule hold for every caller).
 pub async fn delete_files(
     file_io: &FileIO,
+    fence: &Fence,
     paths: Vec<String>,
     progress: Option<DeleteProgress>,
 ) -> DeleteStats {
-    let total = paths.len() as u64;
     let mut stats = DeleteStats::default();
+    let (paths, kept) = fence.partition(paths);
+    if kept.total() > 0 {
+        tracing::warn!(
+            table = fence.table(),
+            refused = kept.total(),
+            "paths outside the table's fence were not deleted"
+        );
+        stats.refused = kept.total();
+        stats.failures.extend(kept.sample.into_iter().take(20));
+    }
+    let total = paths.len() as u64;
     let batched = paths
         .first()
         .is_some_and(|p| crate::catalog::storage::is_s3(p));
@@ -135,28 +156,20 @@ pub(crate) fn check_gc_enabled(table: &iceberg::table::Table, operation: &str) -
     }
 }
 
-/// True when `path` lies under the directory `location` (compared without scheme differences).
-pub fn is_under(path: &str, location: &str) -> bool {
-    let eq = std::collections::HashMap::new();
-    let p = listing::SplitPath::parse(path, &eq);
-    let l = listing::SplitPath::parse(location, &eq);
-    if p.mismatches(&l) {
-        return false;
+/// Deletes files an operation wrote itself after it failed, logging (not failing) on error:
+/// they are unreferenced by construction. The table's own fence still applies.
+pub async fn delete_quietly(file_io: &FileIO, fence: &Fence, paths: Vec<String>) {
+    if paths.is_empty() {
+        return;
     }
-    let dir = l.path.trim_end_matches('/');
-    p.path.len() > dir.len() && p.path.starts_with(dir) && p.path.as_bytes()[dir.len()] == b'/'
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_under;
-
-    #[test]
-    fn under_location() {
-        assert!(is_under("file:///w/ns/t/data/a.parquet", "file:///w/ns/t"));
-        assert!(is_under("/w/ns/t/data/a.parquet", "file:///w/ns/t/"));
-        assert!(!is_under("file:///w/ns/t2/a.parquet", "file:///w/ns/t"));
-        assert!(!is_under("file:///w/ns/t", "file:///w/ns/t"));
-        assert!(!is_under("s3://b/w/ns/t/a", "s3://c/w/ns/t"));
+    let stats = delete_files(file_io, fence, paths, None).await;
+    if stats.failed > 0 || stats.refused > 0 {
+        tracing::warn!(
+            table = fence.table(),
+            failed = stats.failed,
+            refused = stats.refused,
+            first = ?stats.failures.first(),
+            "some files of a failed operation were not deleted; they are orphans now"
+        );
     }
 }

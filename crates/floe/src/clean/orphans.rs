@@ -3,7 +3,11 @@
 //! options and defaults: `older_than` 3 days, `prefix_mismatch_mode`, `equal_schemes`).
 //!
 //! Safety, in order: the threshold must be at least an hour unless forced (an in-flight write
-//! is younger than that); nothing outside the table location is ever considered; reachability
+//! is younger than that); the table's fence ([`crate::clean::fence`]) decides what may be
+//! deleted: nothing outside the table location (`..`, `//`, symlinks and schemes resolved),
+//! nothing inside another table's location, none of the catalog's files, and a table whose
+//! location is shared with another table or holds the catalog's database or warehouse is
+//! refused outright (its orphans cannot be told from their files); reachability
 //! reads every manifest list and manifest and aborts before deleting if one cannot be read;
 //! fresh metadata is re-read right before deleting and anything that became referenced is
 //! skipped; a path matching a referenced one except for scheme or authority is reported, not
@@ -15,9 +19,10 @@ use std::time::{Duration, Instant, SystemTime};
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
+use crate::clean::fence::{Fence, KeptFiles};
 use crate::clean::listing::{list_files, parse_equal_schemes, SplitPath};
 use crate::clean::reach::{reachable_from_table, Reachable};
-use crate::clean::{check_gc_enabled, delete_files, is_under, DeleteProgress, DeleteStats};
+use crate::clean::{check_gc_enabled, delete_files, DeleteProgress, DeleteStats};
 use crate::error::{Error, Result};
 
 /// Iceberg's default age threshold: 3 days.
@@ -63,8 +68,9 @@ pub struct OrphanResult {
     pub older_than_ms: u64,
     pub listed_files: u64,
     pub listed_bytes: u64,
-    /// Files younger than the threshold (never deleted).
+    /// Unreferenced files younger than the threshold (never deleted).
     pub too_recent: u64,
+    /// Listed files the metadata references, whatever their age.
     pub referenced: u64,
     pub orphan_files: u64,
     pub orphan_bytes: u64,
@@ -74,6 +80,9 @@ pub struct OrphanResult {
     pub prefix_mismatches: u64,
     /// Up to 20 orphan paths, for the report.
     pub sample: Vec<String>,
+    /// Unreferenced files the table's fence kept (another table's, the catalog's, behind a
+    /// symlink out of the table).
+    pub kept: KeptFiles,
     pub deleted: DeleteStats,
     pub duration_ms: u64,
 }
@@ -172,17 +181,26 @@ impl<'a> OrphanBuilder<'a> {
             .location()
             .trim_end_matches('/')
             .to_string();
+        let fence = Fence::for_table(self.catalog, &table).await?;
+        if let Some(why) = fence.shared_location(self.catalog.warehouse()) {
+            return Err(Error::Refused {
+                operation: op.into(),
+                reason: format!(
+                    "{why}: files there cannot be told apart from this table's orphans"
+                ),
+            });
+        }
         let location = match &self.location {
             None => table_location.clone(),
             Some(l) => {
                 let l = l.trim_end_matches('/').to_string();
-                let inside = is_under(&l, &table_location)
-                    || SplitPath::parse(&l, &equal).path
-                        == SplitPath::parse(&table_location, &equal).path;
-                if !inside {
+                if !fence.holds_dir(&l) {
                     return Err(Error::Refused {
                         operation: op.into(),
-                        reason: format!("{l} is outside the table location {table_location}"),
+                        reason: format!(
+                            "{l} is not inside the table location {table_location} \
+                             (after resolving '..', '//' and symlinks)"
+                        ),
                     });
                 }
                 l
@@ -209,18 +227,24 @@ impl<'a> OrphanBuilder<'a> {
             became_referenced: 0,
             prefix_mismatches: 0,
             sample: vec![],
+            kept: KeptFiles::default(),
             deleted: DeleteStats::default(),
             duration_ms: 0,
         };
         let mut mismatched = Vec::new();
         let mut candidates = Vec::new();
         for f in listed {
+            let found = index.lookup(&f.path, &equal);
+            if found == Lookup::Referenced {
+                result.referenced += 1;
+                continue;
+            }
             if f.modified >= cutoff {
                 result.too_recent += 1;
                 continue;
             }
-            match index.lookup(&f.path, &equal) {
-                Lookup::Referenced => result.referenced += 1,
+            match found {
+                Lookup::Referenced => {}
                 Lookup::Mismatch => {
                     result.prefix_mismatches += 1;
                     match self.mode {
@@ -255,12 +279,17 @@ impl<'a> OrphanBuilder<'a> {
             candidates.retain(|f| index.lookup(&f.path, &equal) != Lookup::Referenced);
             result.became_referenced = (before - candidates.len()) as u64;
         }
+        let (allowed, kept) = fence.partition(candidates.iter().map(|f| f.path.clone()));
+        let allowed: std::collections::HashSet<String> = allowed.into_iter().collect();
+        candidates.retain(|f| allowed.contains(&f.path));
+        result.kept = kept;
         result.orphan_files = candidates.len() as u64;
         result.orphan_bytes = candidates.iter().map(|f| f.size).sum();
         result.sample = candidates.iter().take(20).map(|f| f.path.clone()).collect();
         if !self.dry_run {
             let paths = candidates.into_iter().map(|f| f.path).collect();
-            result.deleted = delete_files(table.file_io(), paths, self.progress.clone()).await;
+            result.deleted =
+                delete_files(table.file_io(), &fence, paths, self.progress.clone()).await;
         }
         result.duration_ms = started.elapsed().as_millis() as u64;
         Ok(result)

@@ -214,21 +214,24 @@ pub async fn commit_on(
     base: Option<Table>,
     update: SnapshotUpdate,
 ) -> Result<CommitOutcome> {
-    let file_io = base.as_ref().map(|t| t.file_io().clone());
+    let owner = base.clone();
     let result = try_commit(catalog, ident, base, &update).await;
     match &result {
         Err(Error::CommitStateUnknown { .. }) | Ok(_) => {}
         Err(_) => {
-            let file_io = match file_io {
-                Some(f) => Some(f),
-                None => catalog
-                    .load_table(ident)
-                    .await
-                    .ok()
-                    .map(|t| t.file_io().clone()),
+            let owner = match owner {
+                Some(t) => Some(t),
+                None => catalog.load_table(ident).await.ok(),
             };
-            match file_io {
-                Some(f) => retry::delete_quietly(&f, update.added_paths()).await,
+            match owner {
+                Some(t) => {
+                    retry::delete_quietly(
+                        t.file_io(),
+                        t.metadata().location(),
+                        update.added_paths(),
+                    )
+                    .await
+                }
                 None => tracing::warn!("cannot reach the table to delete the files of a failed commit; they are orphans now"),
             }
         }

@@ -47,7 +47,12 @@ pub async fn prepare(table: &Table, update: &SnapshotUpdate) -> Result<PreparedC
             written: ctx.written,
         }),
         Err(e) => {
-            crate::commit::retry::delete_quietly(table.file_io(), ctx.written).await;
+            crate::commit::retry::delete_quietly(
+                table.file_io(),
+                table.metadata().location(),
+                ctx.written,
+            )
+            .await;
             Err(e)
         }
     }

@@ -99,7 +99,7 @@ where
             // The outcome is unknown: the files may be referenced by a commit that landed.
             Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
             Err(e) => {
-                delete_quietly(&file_io, prepared.written).await;
+                delete_quietly(&file_io, table.metadata().location(), prepared.written).await;
                 let out_of_budget = u64::from(attempt) > policy.num_retries
                     || started.elapsed() >= policy.total_timeout;
                 match e {
@@ -122,14 +122,12 @@ where
     }
 }
 
-/// Deletes files, logging (not failing) on error: used to clean up after a failed attempt,
-/// where the files are unreferenced by construction.
-pub async fn delete_quietly(file_io: &FileIO, paths: Vec<String>) {
-    for p in paths {
-        if let Err(e) = file_io.delete(&p).await {
-            tracing::warn!(file = %p, error = %e, "could not delete a file of a failed commit; it is an orphan now");
-        }
-    }
+/// Deletes files an operation wrote under the table `location`, logging (not failing) on error:
+/// used to clean up after a failed attempt, where the files are unreferenced by construction.
+/// The table's fence applies ([`crate::clean::fence::Fence::at`]): nothing outside `location`.
+pub async fn delete_quietly(file_io: &FileIO, location: &str, paths: Vec<String>) {
+    let fence = crate::clean::fence::Fence::at(location);
+    crate::clean::delete_quietly(file_io, &fence, paths).await;
 }
 
 #[cfg(test)]

@@ -418,7 +418,8 @@ impl CompactBuilder {
                 .chain(&partial)
                 .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
                 .collect();
-            commit::retry::delete_quietly(table.file_io(), paths).await;
+            commit::retry::delete_quietly(table.file_io(), table.metadata().location(), paths)
+                .await;
             return Err(e);
         }
         if !done.is_empty() {
@@ -493,7 +494,12 @@ impl CompactBuilder {
                                 .iter()
                                 .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
                                 .collect();
-                            commit::retry::delete_quietly(start.file_io(), rest).await;
+                            commit::retry::delete_quietly(
+                                start.file_io(),
+                                start.metadata().location(),
+                                rest,
+                            )
+                            .await;
                             return Err(e);
                         }
                     }
@@ -501,14 +507,24 @@ impl CompactBuilder {
                 Ok(())
             }
             Err(Error::ValidationFailed { reason, .. }) => {
-                commit::retry::delete_quietly(start.file_io(), joint.added_paths()).await;
+                commit::retry::delete_quietly(
+                    start.file_io(),
+                    start.metadata().location(),
+                    joint.added_paths(),
+                )
+                .await;
                 self.fail(&all, reason, metrics);
                 Ok(())
             }
             // Unknown outcome: the output may be live in a commit that landed; keep it.
             Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
             Err(e) => {
-                commit::retry::delete_quietly(start.file_io(), joint.added_paths()).await;
+                commit::retry::delete_quietly(
+                    start.file_io(),
+                    start.metadata().location(),
+                    joint.added_paths(),
+                )
+                .await;
                 Err(e)
             }
         }

@@ -276,7 +276,8 @@ pub(super) async fn rewrite(
     )
     .await;
     if result.is_err() {
-        crate::commit::retry::delete_quietly(table.file_io(), written).await;
+        crate::commit::retry::delete_quietly(table.file_io(), table.metadata().location(), written)
+            .await;
     }
     result
 }
@@ -367,7 +368,12 @@ async fn rewrite_inner(
         if out.writer.flushed_row_groups().is_empty() {
             // No row left (every input row deleted): no file.
             let _ = out.sink.close().await;
-            crate::commit::retry::delete_quietly(table.file_io(), vec![out.path]).await;
+            crate::commit::retry::delete_quietly(
+                table.file_io(),
+                table.metadata().location(),
+                vec![out.path],
+            )
+            .await;
         } else {
             files.push(out.finish(table, spec, partition).await?);
         }

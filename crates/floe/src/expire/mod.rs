@@ -14,7 +14,11 @@
 //!
 //! File cleanup is reachability-based and a separate step after the metadata commit: files
 //! reached by expired snapshots minus files reached by everything the freshly reloaded table
-//! still holds; never anything outside the table location. A crash between the two steps
+//! still holds. Every manifest list and manifest of the table is read *before* the commit, so
+//! an unreadable one aborts with nothing changed (never a committed expiry whose files cannot
+//! be found). Deletes obey the table's fence ([`crate::clean::fence`]): never outside the table
+//! location (unless [`ExpireBuilder::delete_external_files`]), never inside another table's
+//! location or the catalog's files; what was kept is reported. A crash between the two steps
 //! leaves only unreferenced files, which `remove-orphan-files` proves and removes.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -25,8 +29,9 @@ use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 
 use crate::catalog::{ident_string, refs, Catalog};
-use crate::clean::reach::{reachable, reachable_from_table, FileKind, ReachIndex};
-use crate::clean::{check_gc_enabled, delete_files, is_under, DeleteProgress, DeleteStats};
+use crate::clean::fence::{Fence, KeptFiles};
+use crate::clean::reach::{metadata_files, reachable_from_table, FileKind, ReachIndex};
+use crate::clean::{check_gc_enabled, delete_files, DeleteProgress, DeleteStats};
 use crate::commit::producer::PreparedCommit;
 use crate::commit::retry::with_retry;
 use crate::error::{Error, Result};
@@ -235,6 +240,8 @@ pub struct ExpireResult {
     pub deleted: DeleteStats,
     /// Unreachable files kept because they lie outside the table location.
     pub kept_outside_location: u64,
+    /// Every unreachable file kept by the table's fence, by reason, with a sample.
+    pub kept: KeptFiles,
     pub duration_ms: u64,
 }
 
@@ -247,6 +254,7 @@ pub struct ExpireBuilder<'a> {
     snapshot_ids: Vec<i64>,
     dry_run: bool,
     clean_files: bool,
+    delete_external: bool,
     progress: Option<DeleteProgress>,
 }
 
@@ -261,6 +269,7 @@ impl<'a> ExpireBuilder<'a> {
             snapshot_ids: vec![],
             dry_run: false,
             clean_files: true,
+            delete_external: false,
             progress: None,
         }
     }
@@ -293,6 +302,14 @@ impl<'a> ExpireBuilder<'a> {
     /// `remove-orphan-files`).
     pub fn clean_files(mut self, yes: bool) -> Self {
         self.clean_files = yes;
+        self
+    }
+
+    /// Also delete unreachable files outside the table location (for example files added with
+    /// `add_files`); by default they are kept and listed. Never files inside another table's
+    /// location or the catalog's.
+    pub fn delete_external_files(mut self, yes: bool) -> Self {
+        self.delete_external = yes;
         self
     }
 
@@ -376,18 +393,33 @@ impl<'a> ExpireBuilder<'a> {
             check_gc_enabled(&table, "delete expired files")?;
         }
         let (first_plan, retention) = self.plan_for(&table, now_ms)?;
-        let (plan, base) = if self.dry_run
+        let cleaning = self.clean_files || self.dry_run;
+        // (plan, the table it was committed on, every manifest of that table read beforehand)
+        let (plan, base, index) = if self.dry_run
             || (first_plan.expired_snapshots.is_empty() && first_plan.expired_refs.is_empty())
         {
-            (first_plan, table)
+            let index = if cleaning && !first_plan.expired_snapshots.is_empty() {
+                Some(ReachIndex::load(&table, &all_snapshot_ids(&table)).await?)
+            } else {
+                None
+            };
+            (first_plan, table, index)
         } else {
-            let last: std::sync::Mutex<Option<(ExpirePlan, Table)>> = Default::default();
+            type Planned = (ExpirePlan, Table, Option<ReachIndex>);
+            let last: std::sync::Mutex<Option<Planned>> = Default::default();
             let last_ref = &last;
             let this = &self;
             with_retry(self.catalog, &self.ident, Some(table), |t| async move {
                 let (p, _) = this.plan_for(&t, now_ms)?;
+                // Read everything the cleanup needs before committing: an unreadable manifest
+                // list or manifest aborts here, with the metadata unchanged.
+                let index = if this.clean_files && !p.expired_snapshots.is_empty() {
+                    Some(ReachIndex::load(&t, &all_snapshot_ids(&t)).await?)
+                } else {
+                    None
+                };
                 let prepared = expiry_commit(&t, &p);
-                *last_ref.lock().expect("not poisoned") = Some((p, t));
+                *last_ref.lock().expect("not poisoned") = Some((p, t, index));
                 Ok(prepared)
             })
             .await?;
@@ -398,37 +430,33 @@ impl<'a> ExpireBuilder<'a> {
         // Files only the expired snapshots reached.
         let mut files: Vec<KindCount> = Vec::new();
         let mut deleted = DeleteStats::default();
-        let mut kept_outside = 0u64;
-        if (self.clean_files || self.dry_run) && !plan.expired_snapshots.is_empty() {
-            let (gone, still) = if self.dry_run {
-                // One read of every manifest answers both sides.
-                let all: Vec<i64> = base
-                    .metadata()
-                    .snapshots()
-                    .map(|s| s.snapshot_id())
-                    .collect();
-                let kept: Vec<i64> = all
-                    .iter()
-                    .copied()
+        let mut kept = KeptFiles::default();
+        if let Some(index) = index.filter(|_| cleaning && !plan.expired_snapshots.is_empty()) {
+            let gone = index.reachable(&plan.expired_snapshots);
+            let still = if self.dry_run {
+                let kept_ids: Vec<i64> = all_snapshot_ids(&base)
+                    .into_iter()
                     .filter(|id| !plan.expired_snapshots.contains(id))
                     .collect();
-                let index = ReachIndex::load(&base, &all).await?;
-                (
-                    index.reachable(&plan.expired_snapshots),
-                    index.reachable(&kept),
-                )
+                let mut still = index.reachable(&kept_ids);
+                still.extend(metadata_files(&base));
+                still
             } else {
-                let gone = reachable(&base, &plan.expired_snapshots).await?;
                 // Fresh metadata, right before deleting: includes anything committed since.
                 let fresh = self.catalog.load_table(&self.ident).await?;
-                (gone, reachable_from_table(&fresh).await?)
+                reachable_from_table(&fresh).await?
             };
-            let location = base.metadata().location().to_string();
+            let fence = Fence::for_table(self.catalog, &base)
+                .await?
+                .allow_external(self.delete_external);
+            let unreachable = gone.minus(&still);
+            let (allowed, refused) = fence.partition(unreachable.iter().map(|(p, _)| p.clone()));
+            kept = refused;
+            let allowed: HashSet<String> = allowed.into_iter().collect();
             let mut by_kind: std::collections::BTreeMap<FileKind, KindCount> = Default::default();
             let mut doomed = Vec::new();
-            for (path, r) in gone.minus(&still) {
-                if !is_under(&path, &location) {
-                    kept_outside += 1;
+            for (path, r) in unreachable {
+                if !allowed.contains(&path) {
                     continue;
                 }
                 let k = by_kind.entry(r.kind).or_insert_with(|| KindCount {
@@ -448,7 +476,7 @@ impl<'a> ExpireBuilder<'a> {
             }
             files = by_kind.into_values().collect();
             if !self.dry_run {
-                deleted = delete_files(base.file_io(), doomed, self.progress.clone()).await;
+                deleted = delete_files(base.file_io(), &fence, doomed, self.progress.clone()).await;
             }
         }
         Ok(ExpireResult {
@@ -459,10 +487,19 @@ impl<'a> ExpireBuilder<'a> {
             plan,
             files,
             deleted,
-            kept_outside_location: kept_outside,
+            kept_outside_location: kept.outside_location,
+            kept,
             duration_ms: started.elapsed().as_millis() as u64,
         })
     }
+}
+
+fn all_snapshot_ids(table: &Table) -> Vec<i64> {
+    table
+        .metadata()
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .collect()
 }
 
 /// The metadata updates of an expiry: refs, snapshots and their statistics removed. The CAS

@@ -223,16 +223,23 @@ pub async fn write_parts(
         if let Some(p) = &part.spill {
             let _ = std::fs::remove_file(p);
         }
-        match result {
-            Ok(()) => files.extend(writer.close().await?),
+        let closed = match result {
+            Ok(()) => writer.close().await,
             Err(e) => {
                 writer.abort().await;
+                Err(e)
+            }
+        };
+        match closed {
+            Ok(written) => files.extend(written),
+            Err(e) => {
                 let io = table.file_io().clone();
+                let location = table.metadata().location().to_string();
                 let paths = files
                     .iter()
                     .map(|f: &DataFile| f.file_path().to_string())
                     .collect();
-                crate::commit::retry::delete_quietly(&io, paths).await;
+                crate::commit::retry::delete_quietly(&io, &location, paths).await;
                 return Err(e);
             }
         }

@@ -491,7 +491,7 @@ impl IngestBuilder {
         }
         let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
         if let Some(e) = failure {
-            delete_quietly(table.file_io(), paths).await;
+            delete_quietly(table.file_io(), table.metadata().location(), paths).await;
             return Err(e);
         }
         let flush_ms = flush_started.elapsed().as_millis() as u64;
@@ -520,6 +520,7 @@ impl IngestBuilder {
             tokio::time::sleep(d).await;
         }
         let file_io = table.file_io().clone();
+        let location = table.metadata().location().to_string();
         let result = with_retry(&self.catalog, &self.ident, Some(table), |t| {
             let update = &update;
             let fenced = fence(&t, &writer_id, &expected);
@@ -533,7 +534,7 @@ impl IngestBuilder {
             Ok(t) => t,
             Err(e @ crate::error::Error::CommitStateUnknown { .. }) => return Err(e),
             Err(e) => {
-                delete_quietly(&file_io, paths).await;
+                delete_quietly(&file_io, &location, paths).await;
                 return Err(e);
             }
         };

@@ -59,6 +59,14 @@ pub struct TableWriter {
     spec_id: i32,
     arrow_schema: arrow_schema::SchemaRef,
     rows: u64,
+    /// The table location (the delete fence of a cleanup).
+    location: String,
+    /// Where data files go (`write.data.path`, else `<location>/data`).
+    data_dir: String,
+    /// Every file this writer creates starts with this name (a fresh UUID): after a failure
+    /// (a full disk fails the write or the close of a file the writer never returned) the
+    /// files it left are found by name and deleted.
+    prefix: String,
 }
 
 /// Parquet writer properties from table properties.
@@ -143,11 +151,13 @@ impl TableWriter {
         let schema = md.current_schema().clone();
         let parquet = ParquetWriterBuilder::new(parquet_properties(table)?, schema.clone());
         let location = DefaultLocationGenerator::new(md)?;
-        let names = DefaultFileNameGenerator::new(
-            format!("00000-{}", uuid::Uuid::now_v7()),
-            None,
-            DataFileFormat::Parquet,
-        );
+        let prefix = format!("00000-{}", uuid::Uuid::now_v7());
+        let names = DefaultFileNameGenerator::new(prefix.clone(), None, DataFileFormat::Parquet);
+        let data_dir = md
+            .properties()
+            .get("write.data.path")
+            .cloned()
+            .unwrap_or_else(|| format!("{}/data", md.location().trim_end_matches('/')));
         let rolling = RollingFileWriterBuilder::new(
             parquet,
             target as usize,
@@ -176,6 +186,9 @@ impl TableWriter {
             schema,
             spec_id: md.default_partition_spec_id(),
             rows: 0,
+            location: md.location().to_string(),
+            data_dir,
+            prefix,
         })
     }
 
@@ -217,23 +230,75 @@ impl TableWriter {
     /// Closes every open file and returns the data files written (files of several row groups
     /// get their metrics from their footer, see [`parquet_stats::exact_metrics`]).
     pub async fn close(self) -> Result<Vec<DataFile>> {
-        let files = Self::close_files(self.inner).await?;
+        let files = match Self::close_files(self.inner).await {
+            Ok(files) => files,
+            Err(e) => {
+                sweep(
+                    &self.file_io,
+                    &self.location,
+                    &self.data_dir,
+                    &self.prefix,
+                    vec![],
+                )
+                .await;
+                return Err(e);
+            }
+        };
         let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
         match parquet_stats::exact_metrics(&self.file_io, &self.schema, self.spec_id, files).await {
             Ok(files) => Ok(files),
             Err(e) => {
-                crate::commit::retry::delete_quietly(&self.file_io, paths).await;
+                sweep(
+                    &self.file_io,
+                    &self.location,
+                    &self.data_dir,
+                    &self.prefix,
+                    paths,
+                )
+                .await;
                 Err(e)
             }
         }
     }
 
-    /// Closes and deletes everything written (used when the operation fails before commit).
+    /// Closes and deletes everything written (used when the operation fails before commit),
+    /// including files left half-written by a failed write.
     pub async fn abort(self) {
-        let io = self.file_io.clone();
-        if let Ok(files) = Self::close_files(self.inner).await {
-            let paths = files.iter().map(|f| f.file_path().to_string()).collect();
-            crate::commit::retry::delete_quietly(&io, paths).await;
+        let paths = match Self::close_files(self.inner).await {
+            Ok(files) => files.iter().map(|f| f.file_path().to_string()).collect(),
+            Err(_) => vec![],
+        };
+        sweep(
+            &self.file_io,
+            &self.location,
+            &self.data_dir,
+            &self.prefix,
+            paths,
+        )
+        .await;
+    }
+}
+
+/// Deletes `known` files and every file under `data_dir` whose name starts with `prefix` (the
+/// files a failed writer created but never returned), inside the table location only.
+async fn sweep(
+    file_io: &iceberg::io::FileIO,
+    location: &str,
+    data_dir: &str,
+    prefix: &str,
+    mut known: Vec<String>,
+) {
+    match crate::clean::listing::list_files(file_io, data_dir).await {
+        Ok(listed) => known.extend(listed.into_iter().map(|f| f.path).filter(|p| {
+            p.rsplit('/')
+                .next()
+                .is_some_and(|name| name.starts_with(prefix))
+        })),
+        Err(e) => {
+            tracing::warn!(dir = data_dir, error = %e, "cannot list the files of a failed write; they are orphans now")
         }
     }
+    known.sort();
+    known.dedup();
+    crate::commit::retry::delete_quietly(file_io, location, known).await;
 }

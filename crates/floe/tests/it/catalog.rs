@@ -44,7 +44,11 @@ async fn namespaces_and_tables_round_trip_and_errors_are_clear() {
         .to_string();
     let files_before = walk(&location);
     assert!(files_before > 0);
-    fx.catalog.drop_table(&ident, true).await.unwrap();
+    floe::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
+        .purge(true)
+        .execute()
+        .await
+        .unwrap();
     assert_eq!(walk(&location), 0, "purge left files behind");
     assert!(fx.catalog.list_tables(None).await.unwrap().is_empty());
 }
@@ -114,7 +118,11 @@ async fn postgres_catalog_creates_appends_and_commits() {
         .await
         .unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (300, sum_ids(0, 300)));
-    fx.catalog.drop_table(&ident, true).await.unwrap();
+    floe::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
+        .purge(true)
+        .execute()
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -7,5 +7,6 @@ mod compact;
 mod ingest;
 mod interop;
 mod maintenance;
+mod safety;
 mod sql;
 mod write_stats;

@@ -1,0 +1,522 @@
+//! Deletes stay inside their table: every delete path (orphan removal, expiry cleanup, drop
+//! --purge, failed writes) obeys the table's fence (`crates/floe/src/clean/fence.rs`), and
+//! names that would escape or nest are refused at create time. Each test reproduces an attack
+//! that broke an earlier version.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use floe::catalog::parse_table_ident;
+use floe::clean::orphans::OrphanBuilder;
+use floe::clean::purge::DropBuilder;
+use floe::error::Error;
+use floe::expire::ExpireBuilder;
+use floe::iceberg::TableIdent;
+
+use crate::common::{run_python, Fixture};
+
+/// Every regular file under `dir` (not following symlinks).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(files_under(&e.path()));
+        } else if t.is_file() {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Makes every file under `dir` five days old, so age thresholds do not protect them.
+fn backdate(dir: &Path) {
+    let st = Command::new("find")
+        .arg(dir)
+        .args([
+            "-type",
+            "f",
+            "-exec",
+            "touch",
+            "-h",
+            "-d",
+            "5 days ago",
+            "{}",
+            "+",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn table_dir(fx: &Fixture, name: &str) -> PathBuf {
+    let (ns, t) = name.split_once('.').unwrap();
+    fx.warehouse().join(ns).join(t)
+}
+
+fn orphans<'a>(fx: &'a Fixture, ident: &TableIdent) -> OrphanBuilder<'a> {
+    OrphanBuilder::new(&fx.catalog, ident.clone())
+}
+
+fn hostile(fx: &Fixture, args: &[&str]) -> serde_json::Value {
+    let wh = fx.warehouse().display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let mut all = vec!["--catalog-uri", &uri, "--warehouse", &wh];
+    all.extend_from_slice(args);
+    run_python("tests/interop/hostile_tables.py", &all)
+}
+
+#[tokio::test]
+async fn orphan_location_with_dot_dot_cannot_reach_a_neighbour() {
+    let fx = Fixture::new().await;
+    let x = fx.table("n.x", None).await;
+    let victim = fx.table("n.victim", None).await;
+    fx.append(&x, 0, 10).await;
+    fx.append(&victim, 0, 10).await;
+    backdate(fx.warehouse());
+    let before = files_under(fx.warehouse());
+    for loc in [
+        format!("{}/..", table_dir(&fx, "n.x").display()),
+        format!("file://{}/data/../..", table_dir(&fx, "n.x").display()),
+        format!("{}//..//victim", table_dir(&fx, "n.x").display()),
+        format!("{}/data/%2e%2e/%2e%2e", table_dir(&fx, "n.x").display()),
+    ] {
+        let r = orphans(&fx, &x)
+            .older_than(std::time::Duration::from_secs(3600))
+            .force(true)
+            .location(Some(loc.clone()))
+            .execute()
+            .await;
+        assert!(
+            matches!(r, Err(Error::Refused { .. })),
+            "--location {loc} was accepted: {r:?}"
+        );
+    }
+    assert_eq!(files_under(fx.warehouse()), before, "a file was deleted");
+    assert_eq!(fx.count_and_sum(&victim).await.0, 10);
+    assert_eq!(fx.count_and_sum(&x).await.0, 10);
+}
+
+#[tokio::test]
+async fn orphan_removal_does_not_follow_a_symlink_out_of_the_table() {
+    let fx = Fixture::new().await;
+    let x = fx.table("n.x", None).await;
+    fx.append(&x, 0, 10).await;
+    let outside = fx._dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    for i in 0..3 {
+        std::fs::write(outside.join(format!("precious-{i}.parquet")), b"keep me").unwrap();
+    }
+    let link = table_dir(&fx, "n.x").join("data/linkdir");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    backdate(fx._dir.path());
+    let r = orphans(&fx, &x)
+        .location(Some(link.display().to_string()))
+        .dry_run(true)
+        .execute()
+        .await;
+    assert!(matches!(r, Err(Error::Refused { .. })), "{r:?}");
+    let r = orphans(&fx, &x).execute().await.unwrap();
+    assert_eq!(r.orphan_files, 0, "{r:?}");
+    assert_eq!(
+        files_under(&outside).len(),
+        3,
+        "files behind the symlink were deleted"
+    );
+    assert_eq!(fx.count_and_sum(&x).await.0, 10);
+}
+
+#[tokio::test]
+async fn names_that_escape_or_nest_are_refused_at_create_time() {
+    let fx = Fixture::new().await;
+    fx.table("t.a", None).await;
+    let schema = floe::schema::parse_schema("id bigint").unwrap();
+    for name in [
+        "t.a/b",
+        "t./etc",
+        "t.%2e%2e",
+        "t...",
+        "t. x",
+        "t.x\u{0}y",
+        "t.a\\b",
+        "t.x$files",
+    ] {
+        let Ok(ident) = parse_table_ident(name) else {
+            continue; // refused by the parser already
+        };
+        let r = fx
+            .catalog
+            .create_table(floe::catalog::NewTable {
+                ident,
+                schema: schema.clone(),
+                partition_spec: floe::schema::unpartitioned(),
+                sort_order: None,
+                properties: Default::default(),
+            })
+            .await;
+        assert!(
+            matches!(r, Err(Error::InvalidOption { .. })),
+            "{name:?} was accepted: {r:?}"
+        );
+    }
+    for ns in ["..", "a/b", "%2e", "x\ny"] {
+        let ident = floe::iceberg::NamespaceIdent::new(ns.to_string());
+        let r = fx.catalog.create_namespace(&ident).await;
+        assert!(
+            matches!(r, Err(Error::InvalidOption { .. })),
+            "{ns:?}: {r:?}"
+        );
+    }
+    let tables = fx.catalog.list_tables(None).await.unwrap();
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    let mut dirs: Vec<_> = std::fs::read_dir(fx.warehouse().join("t"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs, ["a"]);
+}
+
+#[tokio::test]
+async fn a_table_located_at_the_warehouse_root_cannot_delete_the_catalog_or_other_tables() {
+    let fx = Fixture::new().await;
+    let a = fx.table("n.a", None).await;
+    fx.append(&a, 0, 10).await;
+    let wh = fx.warehouse().display().to_string();
+    hostile(
+        &fx,
+        &["create-at", "--table", "other.root", "--location", &wh],
+    );
+    let parent = fx.warehouse().join("n").display().to_string();
+    hostile(
+        &fx,
+        &["create-at", "--table", "other.ns", "--location", &parent],
+    );
+    // `dots` exists, so the OS resolves `dots/..` (a reader that normalizes first agrees).
+    std::fs::create_dir_all(fx.warehouse().join("n/dots")).unwrap();
+    let dots = format!("{}/n/dots/../a", wh);
+    hostile(
+        &fx,
+        &["create-at", "--table", "other.dots", "--location", &dots],
+    );
+    // An orphan where the nesting table may legitimately delete one.
+    let stray = fx.warehouse().join("n/stray/old.parquet");
+    std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
+    std::fs::write(&stray, b"orphan").unwrap();
+    backdate(fx.warehouse());
+    let before = files_under(fx.warehouse());
+
+    for t in ["other.root", "other.dots"] {
+        let r = orphans(&fx, &parse_table_ident(t).unwrap()).execute().await;
+        assert!(matches!(r, Err(Error::Refused { .. })), "{t}: {r:?}");
+    }
+    assert_eq!(
+        files_under(fx.warehouse()),
+        before,
+        "a refused run deleted files"
+    );
+
+    // A table whose location holds n.a: its own orphan goes, n.a's files and the catalog stay.
+    let r = orphans(&fx, &parse_table_ident("other.ns").unwrap())
+        .execute()
+        .await
+        .unwrap();
+    assert!(r.kept.other_tables > 0, "{r:?}");
+    assert_eq!(r.deleted.deleted, 1, "{r:?}");
+    assert!(!stray.exists());
+    assert!(fx.warehouse().join("catalog.db").exists());
+    assert_eq!(fx.count_and_sum(&a).await.0, 10);
+    for t in ["other.root", "other.ns", "other.dots"] {
+        let ident = parse_table_ident(t).unwrap();
+        assert_eq!(fx.count_and_sum(&ident).await.0, 10, "{t}");
+    }
+}
+
+/// A table with 10 rows of its own plus a file added from `elsewhere/<name>.parquet`.
+async fn table_with_external_file(fx: &Fixture, name: &str) -> (TableIdent, PathBuf) {
+    let t = fx.table(name, None).await;
+    fx.append(&t, 0, 10).await;
+    let external = fx
+        ._dir
+        .path()
+        .join(format!("elsewhere/{}.parquet", t.name()));
+    let file = external.display().to_string();
+    hostile(fx, &["add-external", "--table", name, "--file", &file]);
+    assert_eq!(fx.count_and_sum(&t).await.0, 20);
+    (t, external)
+}
+
+#[tokio::test]
+async fn expiry_and_purge_keep_external_files_unless_asked() {
+    let fx = Fixture::new().await;
+    // Expiry: compaction makes the external file unreachable once old snapshots expire.
+    let (t, external) = table_with_external_file(&fx, "n.exp").await;
+    crate::common::rewrite_all(&fx.catalog, &t).await;
+    let r = ExpireBuilder::new(&fx.catalog, t.clone())
+        .older_than(std::time::Duration::ZERO)
+        .retain_last(1)
+        .execute()
+        .await
+        .unwrap();
+    assert!(external.exists(), "expiry deleted a file outside the table");
+    assert_eq!(r.kept.outside_location, 1, "{r:?}");
+    assert!(r.kept.sample[0].contains("exp.parquet"), "{r:?}");
+    assert!(r.deleted.deleted > 0, "{r:?}");
+    assert_eq!(fx.count_and_sum(&t).await.0, 20);
+
+    // Purge: the same rule.
+    let (t, external) = table_with_external_file(&fx, "n.pur").await;
+    let r = DropBuilder::new(&fx.catalog, t.clone())
+        .purge(true)
+        .execute()
+        .await
+        .unwrap();
+    assert!(external.exists(), "purge deleted a file outside the table");
+    assert_eq!(r.kept.outside_location, 1, "{r:?}");
+    assert!(r.kept.sample[0].contains("pur.parquet"), "{r:?}");
+    assert!(r.deleted.deleted > 0);
+    assert!(
+        files_under(&table_dir(&fx, "n.pur")).is_empty(),
+        "purge left files inside the table"
+    );
+
+    // With the explicit flag the external file goes too, in both commands.
+    let (t, external) = table_with_external_file(&fx, "n.exp2").await;
+    crate::common::rewrite_all(&fx.catalog, &t).await;
+    ExpireBuilder::new(&fx.catalog, t.clone())
+        .older_than(std::time::Duration::ZERO)
+        .retain_last(1)
+        .delete_external_files(true)
+        .execute()
+        .await
+        .unwrap();
+    assert!(!external.exists());
+    let (t, external) = table_with_external_file(&fx, "n.pur2").await;
+    let r = DropBuilder::new(&fx.catalog, t)
+        .purge(true)
+        .delete_external_files(true)
+        .execute()
+        .await
+        .unwrap();
+    assert!(!external.exists(), "{r:?}");
+    assert_eq!(r.kept.total(), 0);
+}
+
+#[tokio::test]
+async fn purge_never_deletes_another_tables_files() {
+    let fx = Fixture::new().await;
+    let a = fx.table("n.a", None).await;
+    fx.append(&a, 0, 10).await;
+    // n.b references n.a's data file (as a table registered from the same files would).
+    let b = fx.table("n.b", None).await;
+    let a_table = fx.load(&a).await;
+    let shared: Vec<_> = floe::commit::producer::live_files(&a_table)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.file)
+        .collect();
+    assert_eq!(shared.len(), 1);
+    floe::commit::commit(
+        &fx.catalog,
+        &b,
+        floe::commit::SnapshotUpdate::append(shared),
+    )
+    .await
+    .unwrap();
+    assert_eq!(fx.count_and_sum(&b).await.0, 10);
+    let r = DropBuilder::new(&fx.catalog, b)
+        .purge(true)
+        .delete_external_files(true)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(r.kept.other_tables, 1, "{r:?}");
+    assert_eq!(fx.count_and_sum(&a).await.0, 10, "n.a lost its file");
+}
+
+#[tokio::test]
+async fn expiry_reads_every_manifest_before_it_commits() {
+    let fx = Fixture::new().await;
+    let t = fx.table("n.trunc", None).await;
+    for i in 0..6 {
+        fx.append(&t, i * 10, i * 10 + 10).await;
+    }
+    let table = fx.load(&t).await;
+    assert_eq!(table.metadata().snapshots().count(), 6);
+    let list = table
+        .metadata()
+        .current_snapshot()
+        .unwrap()
+        .manifest_list()
+        .trim_start_matches("file://")
+        .to_string();
+    let bytes = std::fs::read(&list).unwrap();
+    std::fs::write(&list, &bytes[..bytes.len() / 2]).unwrap();
+    let r = ExpireBuilder::new(&fx.catalog, t.clone())
+        .older_than(std::time::Duration::ZERO)
+        .retain_last(1)
+        .execute()
+        .await;
+    assert!(
+        r.is_err(),
+        "expiry went on with an unreadable manifest list: {r:?}"
+    );
+    let after = fx.load(&t).await;
+    assert_eq!(
+        after.metadata().snapshots().count(),
+        6,
+        "the expiry was committed before its files could be read"
+    );
+    assert_eq!(after.metadata_location(), table.metadata_location());
+}
+
+/// A 2 MiB tmpfs, unmounted on drop (also when the test fails).
+struct SmallDisk {
+    dir: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(dir: PathBuf) -> Self {
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .expect("mount runs");
+        assert!(
+            st.success(),
+            "this test mounts a 2 MiB tmpfs and needs root (CI runs as root)"
+        );
+        Self { dir }
+    }
+
+    /// Fills the disk with one file, returning its path.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let p = self.dir.join("filler");
+        let mut f = std::fs::File::create(&p).unwrap();
+        let chunk = vec![7u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        p
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// Metadata and data files under a table directory, with their sizes.
+fn listing(dir: &Path) -> Vec<(String, u64)> {
+    files_under(dir)
+        .into_iter()
+        .map(|p| {
+            let n = std::fs::metadata(&p).unwrap().len();
+            (p.display().to_string(), n)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
+    let root = tempfile::tempdir().unwrap();
+    let disk = SmallDisk::mount(root.path().join("wh"));
+    let mut config = floe::CatalogConfig::embedded(Some(&disk.dir)).unwrap();
+    // The catalog database stays on the big disk: only table files hit the full one.
+    config.uri = format!("sqlite://{}", root.path().join("catalog.db").display());
+    let catalog = floe::Catalog::connect(&config).await.unwrap();
+    let ns = floe::catalog::parse_namespace("n").unwrap();
+    catalog.create_namespace(&ns).await.unwrap();
+    let ident = parse_table_ident("n.big").unwrap();
+    let schema = floe::schema::parse_schema("id bigint, s string").unwrap();
+    let new = |ident: TableIdent| floe::catalog::NewTable {
+        ident,
+        schema: schema.clone(),
+        partition_spec: floe::schema::unpartitioned(),
+        sort_order: None,
+        properties: Default::default(),
+    };
+    catalog.create_table(new(ident.clone())).await.unwrap();
+    let table_dir = disk.dir.join("n/big");
+    let before = listing(&table_dir);
+
+    // 1. An append larger than the disk: an error naming the cause, no data file left.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let arrow_schema = std::sync::Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
+    );
+    let n = 100_000u64;
+    let strings: Vec<String> = (0..n)
+        .map(|i| {
+            (0..4)
+                .map(|k| format!("{:016x}", md5ish(i * 4 + k)))
+                .collect()
+        })
+        .collect();
+    let batch = arrow::record_batch::RecordBatch::try_new(
+        arrow_schema,
+        vec![
+            std::sync::Arc::new(arrow::array::Int64Array::from_iter_values(0..n as i64)),
+            std::sync::Arc::new(arrow::array::StringArray::from(strings)),
+        ],
+    )
+    .unwrap();
+    let err = floe::append::append_batches(&catalog, &ident, vec![batch])
+        .await
+        .expect_err("6 MiB of hex text (~3 MiB compressed) cannot fit on a 2 MiB disk");
+    let msg = err.to_string().to_lowercase();
+    assert!(msg.contains("no space left"), "{msg}");
+    assert_eq!(listing(&table_dir), before, "the failed append left files");
+
+    // 2. A property commit and a table create on a full disk: no metadata.json left behind.
+    let filler = disk.fill();
+    let props = std::collections::HashMap::from([("k".to_string(), "v".to_string())]);
+    let err = catalog
+        .set_properties(&ident, props.clone(), vec![])
+        .await
+        .expect_err("the disk is full");
+    let msg = err.to_string().to_lowercase();
+    assert!(
+        msg.contains("no space left") && msg.contains("metadata.json"),
+        "{msg}"
+    );
+    assert_eq!(
+        listing(&table_dir),
+        before,
+        "a partial metadata.json stayed"
+    );
+    let other = parse_table_ident("n.other").unwrap();
+    let err = catalog.create_table(new(other.clone())).await.unwrap_err();
+    assert!(
+        err.to_string().to_lowercase().contains("no space left"),
+        "{err}"
+    );
+    assert!(listing(&disk.dir.join("n/other")).is_empty());
+    assert!(catalog.load_table(&other).await.is_err());
+
+    // 3. With space again, the next commit takes the next version and the table reads.
+    std::fs::remove_file(filler).unwrap();
+    let t = catalog.set_properties(&ident, props, vec![]).await.unwrap();
+    assert!(
+        t.metadata_location().unwrap().contains("/00001-"),
+        "{:?}",
+        t.metadata_location()
+    );
+    assert_eq!(crate::common::count_and_sum(&catalog, &ident).await.0, 0);
+}
+
+/// A cheap, well-mixed 64-bit hash (text that compresses poorly).
+fn md5ish(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ceb9fe1a85ec53);
+    x ^ (x >> 33)
+}
