@@ -204,7 +204,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         })
         .await?;
         ops.push(json!({"op": format!("remove-orphan-files --dry-run ({} listed)", o.listed_files), "seconds": s, "requests": r}));
-        floe::clean::purge::DropBuilder::new(&c, ident.clone())
+        floe::clean::purge::DropBuilder::new(c, ident.clone())
             .purge(true)
             .execute()
             .await?;

@@ -133,8 +133,7 @@ pub fn validate_name(kind: &str, name: &str, table: bool) -> Result<()> {
         .find(|c| matches!(c, '/' | '\\' | '%') || c.is_control() || (table && *c == '$'))
     {
         return bad(&format!(
-            "must not contain {:?}: names become directories of the table location",
-            c
+            "must not contain {c:?}: names become directories of the table location"
         ));
     }
     if name.trim() != name {

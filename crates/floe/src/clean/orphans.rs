@@ -198,7 +198,7 @@ impl<'a> OrphanBuilder<'a> {
                     return Err(Error::Refused {
                         operation: op.into(),
                         reason: format!(
-                            "{l} is not inside the table location {table_location} \
+                            "{l} is outside the table location {table_location} \
                              (after resolving '..', '//' and symlinks)"
                         ),
                     });

@@ -198,7 +198,7 @@ async fn a_table_located_at_the_warehouse_root_cannot_delete_the_catalog_or_othe
     );
     // `dots` exists, so the OS resolves `dots/..` (a reader that normalizes first agrees).
     std::fs::create_dir_all(fx.warehouse().join("n/dots")).unwrap();
-    let dots = format!("{}/n/dots/../a", wh);
+    let dots = format!("{wh}/n/dots/../a");
     hostile(
         &fx,
         &["create-at", "--table", "other.dots", "--location", &dots],
