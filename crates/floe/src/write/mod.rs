@@ -294,8 +294,10 @@ async fn sweep(
                 .next()
                 .is_some_and(|name| name.starts_with(prefix))
         })),
+        // Debug, not a warning: the listing fails for the reason the write failed (no
+        // credentials, no network), and the command's own error already says it.
         Err(e) => {
-            tracing::warn!(dir = data_dir, error = %e, "cannot list the files of a failed write; they are orphans now")
+            tracing::debug!(dir = data_dir, error = %e, "cannot list the files of a failed write; any left are orphans now")
         }
     }
     known.sort();
