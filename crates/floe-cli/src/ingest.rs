@@ -90,6 +90,27 @@ fn progress_line(r: &CommitReport) -> String {
     )
 }
 
+/// For a file source: the path or pattern when no file matches it (yet).
+fn nothing_to_read_yet(source: &str) -> Option<String> {
+    if source.starts_with("kafka://") || source == "-" || source == "stdin" {
+        return None;
+    }
+    let path = std::path::absolute(source.strip_prefix("file://").unwrap_or(source)).ok()?;
+    let (dir, pattern) = (path.parent()?, path.file_name()?.to_string_lossy());
+    let any = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            e.path().is_file()
+                && floe::ingest::source::file::glob_match(
+                    &pattern,
+                    &e.file_name().to_string_lossy(),
+                )
+        });
+    (!any).then(|| path.display().to_string())
+}
+
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -115,6 +136,11 @@ async fn shutdown_signal() {
 pub async fn run(catalog: &Catalog, a: IngestArgs, out: &Out) -> Result<()> {
     let ident = parse_table_ident(&a.table)?;
     let source = floe::ingest::source::open(&a.source, a.follow)?;
+    if a.follow {
+        if let Some(pattern) = nothing_to_read_yet(&a.source) {
+            eprintln!("no file matches {pattern} yet: waiting for files (--follow)");
+        }
+    }
     let mut o = IngestOptions::new(
         a.writer_id
             .clone()
@@ -145,6 +171,8 @@ pub async fn run(catalog: &Catalog, a: IngestArgs, out: &Out) -> Result<()> {
         .as_deref()
         .map(|s| parse_size("--target-file-size", s))
         .transpose()?;
+    // Zero counts, sizes and durations are refused before anything starts.
+    o.validate()?;
     let metrics = floe::ingest::metrics::Metrics::new();
     let _server = match &a.metrics_addr {
         Some(addr) => Some(floe::ingest::metrics::serve(addr, metrics.clone()).await?),

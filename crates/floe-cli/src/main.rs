@@ -6,7 +6,10 @@ mod output;
 mod quickstart;
 
 use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -16,7 +19,7 @@ use floe::properties::parse_size;
 use floe::write::WriteOptions;
 use serde_json::json;
 
-use crate::output::Out;
+use crate::output::{Failure, Out};
 
 /// floe keeps streaming-fed Apache Iceberg tables healthy.
 #[derive(Parser, Debug)]
@@ -220,8 +223,38 @@ fn catalog_config(g: &Global) -> Result<CatalogConfig> {
     Ok(config::resolve(&selection, &file, &env)?)
 }
 
+/// Catalogs this process connected to: closed before it exits.
+static CONNECTED: Mutex<Vec<Catalog>> = Mutex::new(Vec::new());
+
+async fn open(config: &CatalogConfig) -> Result<Catalog> {
+    let catalog = Catalog::connect(config).await?;
+    CONNECTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(catalog.clone());
+    Ok(catalog)
+}
+
 async fn connect(g: &Global) -> Result<Catalog> {
-    Ok(Catalog::connect(&catalog_config(g)?).await?)
+    open(&catalog_config(g)?).await
+}
+
+/// A count option that must be at least 1 (`--max-concurrent 0` would do nothing, or be
+/// silently taken as 1).
+pub(crate) fn positive(option: &str, n: u64) -> Result<u64> {
+    if n == 0 {
+        return Err(floe::Error::invalid_option(option, 0, "must be at least 1").into());
+    }
+    Ok(n)
+}
+
+/// A size option that must be greater than zero bytes.
+pub(crate) fn positive_size(option: &str, s: &str) -> Result<u64> {
+    let n = parse_size(option, s)?;
+    if n == 0 {
+        return Err(floe::Error::invalid_option(option, s, "must be greater than 0 bytes").into());
+    }
+    Ok(n)
 }
 
 async fn run(cli: Cli, out: &Out) -> Result<()> {
@@ -277,7 +310,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
         }
         Command::Catalog(CatalogCmd::Show) => {
             let config = catalog_config(g)?;
-            let catalog = Catalog::connect(&config).await?;
+            let catalog = open(&config).await?;
             let namespaces = catalog.list_namespaces().await?;
             let props = config.redacted();
             out.result(
@@ -318,15 +351,31 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             format,
             target_file_size,
         } => {
-            let catalog = connect(g).await?;
             let ident = parse_table_ident(&table)?;
             let format = format.as_deref().map(InputFormat::parse).transpose()?;
             let options = WriteOptions {
                 target_file_size_bytes: target_file_size
                     .as_deref()
-                    .map(|s| parse_size("--target-file-size", s))
+                    .map(|s| positive_size("--target-file-size", s))
                     .transpose()?,
             };
+            // Every input must be there before anything is written: a missing file (or a
+            // pattern the shell did not expand) is an error, not an empty append.
+            for f in &files {
+                let problem = if !f.exists() {
+                    "no such file"
+                } else if f.is_dir() {
+                    "is a directory"
+                } else {
+                    continue;
+                };
+                return Err(floe::Error::InputFile {
+                    path: f.clone(),
+                    reason: problem.into(),
+                }
+                .into());
+            }
+            let catalog = connect(g).await?;
             let spinner = out.spinner(format!("appending {} file(s) to {table}", files.len()));
             let metrics = floe::append::AppendBuilder::new(&catalog, ident)
                 .with_inputs(files)
@@ -358,6 +407,18 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             options,
             dry_run,
         } => {
+            let min_input_files = min_input_files
+                .map(|n| positive("--min-input-files", n))
+                .transpose()?;
+            let max_concurrent = max_concurrent
+                .map(|n| positive("--max-concurrent", n))
+                .transpose()?;
+            let max_commits = max_commits
+                .map(|n| positive("--max-commits", n))
+                .transpose()?;
+            let target_file_size = target_file_size
+                .map(|s| positive_size("--target-file-size", &s))
+                .transpose()?;
             let catalog = connect(g).await?;
             let mut b = floe::compact::CompactBuilder::new(&catalog, parse_table_ident(&table)?)
                 .with_where(filter)
@@ -367,10 +428,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 b = b.with_option(k, v);
             }
             if let Some(t) = target_file_size {
-                b = b.with_option(
-                    "target-file-size-bytes",
-                    parse_size("--target-file-size", &t)?,
-                );
+                b = b.with_option("target-file-size-bytes", t);
             }
             if let Some(n) = min_input_files {
                 b = b.with_option("min-input-files", n);
@@ -405,12 +463,48 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 .await;
             bar.finish_and_clear();
             let m = m?;
+            let failed: Vec<String> = m
+                .failed_groups
+                .iter()
+                .map(|f| {
+                    format!(
+                        "group {} ({} files): {}",
+                        f.partition, f.input_files, f.reason
+                    )
+                })
+                .collect();
+            if m.all_groups_failed() {
+                // Nothing was committed: the compaction failed, even if each failure was a
+                // clean conflict with another writer.
+                return Err(Failure {
+                    message: format!(
+                        "compaction of {} committed nothing: all {} group(s) failed: {}",
+                        m.table,
+                        failed.len(),
+                        failed.join("; ")
+                    ),
+                    details: json!({ "failed_groups": m.failed_groups }),
+                }
+                .into());
+            }
             out.result(&serde_json::to_value(&m)?, || output::compact_text(&m));
+            if !failed.is_empty() {
+                out.warn(format!(
+                    "compaction of {}: {} of {} group(s) not committed (the others were): {}",
+                    m.table,
+                    failed.len(),
+                    m.plan.groups.len(),
+                    failed.join("; ")
+                ));
+            }
             Ok(())
         }
         Command::Ingest(args) => ingest::run(&connect(g).await?, args, out).await,
         Command::Health(cmd) => maintain::run(&connect(g).await?, cmd, out).await,
         Command::Sql { query, csv } => {
+            if csv && g.json {
+                anyhow::bail!("--csv and --json are two output formats: give one");
+            }
             let catalog = connect(g).await?;
             let batches = floe::sql::query(&catalog, &query).await?;
             out.batches(&batches, csv)
@@ -537,10 +631,21 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(async_main());
+    let code = runtime.block_on(async_main());
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // Exit without dropping the runtime: its shutdown waits for every worker and blocking
+    // thread, and one stuck in a library's background task (a connection pool's maintenance
+    // loop) would keep a finished command alive. Everything is committed, printed and flushed.
+    std::process::exit(code);
 }
 
-async fn async_main() {
+/// Colours on stderr only for a terminal, and never with NO_COLOR set (https://no-color.org).
+fn stderr_colors() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+async fn async_main() -> i32 {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -549,10 +654,19 @@ async fn async_main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rskafka=error")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(stderr_colors())
         .init();
     let out = Out::new(cli.global.json);
-    if let Err(e) = run(cli, &out).await {
-        out.error(&e);
-        std::process::exit(1);
+    let code = match run(cli, &out).await {
+        Ok(()) => 0,
+        Err(e) => {
+            out.error(&e);
+            1
+        }
+    };
+    let connected = std::mem::take(&mut *CONNECTED.lock().unwrap_or_else(|e| e.into_inner()));
+    for catalog in connected {
+        catalog.close(Duration::from_secs(2)).await;
     }
+    code
 }

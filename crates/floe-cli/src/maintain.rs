@@ -117,7 +117,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 b = b.older_than(parse_duration("--older-than", &age)?);
             }
             if let Some(n) = retain_last {
-                b = b.retain_last(n);
+                b = b.retain_last(crate::positive("--retain-last", n)?);
             }
             let (bar, progress) = out.delete_progress();
             let r = b.with_progress(progress).execute().await;

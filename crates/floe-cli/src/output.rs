@@ -15,6 +15,22 @@ pub struct Out {
     json: bool,
 }
 
+/// An error whose `--json` form carries details besides the message (`{"error": ..., ...}`).
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    /// A JSON object merged into the error object.
+    pub details: Value,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
 impl Out {
     pub fn new(json: bool) -> Self {
         Self { json }
@@ -43,6 +59,11 @@ impl Out {
         }
     }
 
+    /// A warning on stderr (with `--json` too: the result on stdout stays one JSON value).
+    pub fn warn(&self, text: impl AsRef<str>) {
+        eprintln!("warning: {}", text.as_ref());
+    }
+
     pub fn error(&self, e: &anyhow::Error) {
         // Context added by the CLI, then floe's own error, whose one line is complete: the
         // library's sources (iceberg, opendal, HTTP) repeat it at length.
@@ -58,7 +79,15 @@ impl Out {
         }
         let msg = parts.join(": ");
         if self.json {
-            println!("{}", json!({ "error": msg }));
+            let mut v = json!({ "error": msg });
+            if let (Some(f), Some(obj)) = (e.downcast_ref::<Failure>(), v.as_object_mut()) {
+                if let Some(details) = f.details.as_object() {
+                    for (k, d) in details {
+                        obj.insert(k.clone(), d.clone());
+                    }
+                }
+            }
+            println!("{v}");
         }
         eprintln!("error: {msg}");
     }

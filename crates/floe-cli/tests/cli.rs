@@ -528,3 +528,537 @@ fn health_commands_report_with_json_and_refuse_unsafe_requests() {
     assert!(cm["metadata_files"].as_u64().unwrap() > 0);
     assert_eq!(count_and_sum(d, "db.t"), expected);
 }
+
+// ---- Safety: read-only SQL, explicit units and counts, prompt exits, honest exit codes ----
+
+fn fails_with(d: &Path, args: &[&str], needles: &[&str]) -> String {
+    let out = floe(d, args);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{args:?} should fail: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: expected '{n}' in: {err}");
+    }
+    err
+}
+
+/// Every path under `dir` with its contents (SQLite's own WAL/shm files excluded).
+fn snapshot_tree(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with("catalog.db") {
+                continue;
+            }
+            if p.is_dir() {
+                out.push((p.clone(), vec![]));
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn sql_is_read_only_and_refused_statements_touch_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 2, 20);
+    let metadata = ok_json(d, &["table", "describe", "db.t"])["metadata_location"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("file://")
+        .to_string();
+    std::fs::write(d.join("in.csv"), "a\n1\n").unwrap();
+    let before = snapshot_tree(d);
+    let out = d.join("out");
+    let o = out.display().to_string();
+    let input = d.join("in.csv").display().to_string();
+    let refused = [
+        format!("COPY (SELECT 'garbage' AS x) TO '{metadata}' STORED AS CSV"),
+        format!("COPY (SELECT 1 AS x) TO '{o}/a.csv' STORED AS CSV"),
+        format!("COPY (SELECT 1 AS x) TO '{o}/b.json' STORED AS JSON"),
+        format!("COPY (SELECT 1 AS x) TO '{o}/new/c.arrow' STORED AS ARROW"),
+        format!("COPY db.t TO '{o}/d.parquet'"),
+        format!("EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{o}/e.csv' STORED AS CSV"),
+        format!("EXPLAIN COPY (SELECT 1 AS x) TO '{o}/f.csv' STORED AS CSV"),
+        format!("CREATE EXTERNAL TABLE ext STORED AS CSV LOCATION '{input}'"),
+        "CREATE TABLE db.x AS SELECT 1 AS a".into(),
+        "CREATE TABLE x (a INT)".into(),
+        "CREATE VIEW v AS SELECT * FROM db.t".into(),
+        "CREATE SCHEMA s2".into(),
+        "DROP TABLE db.t".into(),
+        "INSERT INTO db.t (id) VALUES (1)".into(),
+        "DELETE FROM db.t".into(),
+        "UPDATE db.t SET id = 1".into(),
+        "WITH x AS (SELECT 1 AS id) INSERT INTO db.t (id) SELECT id FROM x".into(),
+        "SELECT 1 AS a INTO newtab".into(),
+        format!("SET datafusion.catalog.location = '{o}'"),
+        "SET datafusion.execution.target_partitions = 1".into(),
+        "RESET datafusion.execution.batch_size".into(),
+        "PREPARE p AS SELECT 1".into(),
+        "EXECUTE p".into(),
+        "START TRANSACTION".into(),
+    ];
+    for sql in &refused {
+        let err = fails_with(d, &["sql", sql], &["read-only"]);
+        assert_eq!(err.trim().lines().count(), 1, "{sql}: {err}");
+        assert!(!out.exists(), "{sql} created {o}");
+        assert_eq!(snapshot_tree(d), before, "{sql} changed or added a file");
+    }
+    // Other ways to reach files: no URL tables, no file-reading table functions, one statement.
+    for sql in [
+        format!("SELECT * FROM '{input}'"),
+        format!("SELECT * FROM read_csv('{input}')"),
+        format!("SELECT * FROM read_parquet('{o}/x.parquet')"),
+        format!("SELECT 1; COPY (SELECT 1 AS x) TO '{o}/g.csv' STORED AS CSV"),
+        format!("COPY INTO '{o}/h.csv' FROM (SELECT 1 AS x)"),
+    ] {
+        fails_with(d, &["sql", &sql], &[]);
+        assert!(!out.exists(), "{sql} created {o}");
+        assert_eq!(snapshot_tree(d), before, "{sql} changed or added a file");
+    }
+    assert_eq!(count_and_sum(d, "db.t"), expected, "the table is intact");
+    // Queries still run.
+    for sql in [
+        "SELECT count(*) AS n FROM db.t",
+        "WITH x AS (SELECT id FROM db.t) SELECT count(*) AS n FROM x",
+        "VALUES (1), (2)",
+        "EXPLAIN SELECT count(*) FROM db.t",
+        "EXPLAIN ANALYZE SELECT count(*) FROM db.t",
+        "SHOW TABLES",
+        "SHOW COLUMNS FROM db.t",
+        "DESCRIBE db.t",
+        "SELECT * FROM db.t$snapshots",
+        "SELECT * FROM generate_series(1, 3)",
+    ] {
+        let out = floe(d, &["sql", sql]);
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(snapshot_tree(d), before);
+}
+
+#[test]
+fn show_tables_lists_a_broken_table_and_a_query_on_it_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make_table_with_small_files(d, 1, 10);
+    ok_json(
+        d,
+        &["table", "create", "db.broken", "--schema", "id bigint"],
+    );
+    let metadata = ok_json(d, &["table", "describe", "db.broken"])["metadata_location"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("file://")
+        .to_string();
+    std::fs::write(&metadata, "garbage").unwrap();
+    let out = floe(d, &["sql", "--csv", "SHOW TABLES"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(",db,t,") && text.contains(",db,broken,"),
+        "{text}"
+    );
+    let out = floe(
+        d,
+        &["sql", "SELECT table_name FROM information_schema.tables"],
+    );
+    assert!(out.status.success());
+    assert_eq!(count_and_sum(d, "db.t").0, 10);
+    fails_with(d, &["sql", "SELECT * FROM db.broken"], &["db.broken"]);
+}
+
+#[test]
+fn sql_output_formats_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for args in [
+        ["--json", "sql", "--csv", "SELECT 1"],
+        ["sql", "--csv", "--json", "SELECT 1"],
+    ] {
+        let out = floe(d, &args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--csv") && err.contains("--json"), "{err}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("\"Int64(1)\""),
+            "no result printed"
+        );
+    }
+}
+
+#[test]
+fn a_cli_duration_without_a_unit_is_an_error_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 6, 10);
+    std::fs::write(d.join("in.ndjson"), "").unwrap();
+    for (args, option) in [
+        (
+            vec!["expire-snapshots", "db.t", "--older-than", "5"],
+            "--older-than",
+        ),
+        (
+            vec!["expire-snapshots", "db.t", "--older-than", "0", "--dry-run"],
+            "--older-than",
+        ),
+        (
+            vec![
+                "remove-orphan-files",
+                "db.t",
+                "--older-than",
+                "5",
+                "--force",
+            ],
+            "--older-than",
+        ),
+        (
+            vec![
+                "ingest",
+                "db.t",
+                "--source",
+                "in.ndjson",
+                "--commit-interval",
+                "60",
+            ],
+            "--commit-interval",
+        ),
+        (
+            vec![
+                "ingest",
+                "db.t",
+                "--source",
+                "in.ndjson",
+                "--stop-when-idle",
+                "5",
+            ],
+            "--stop-when-idle",
+        ),
+    ] {
+        let err = fails_with(d, &args, &[option, "ms, s, m, h, d or w"]);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert_eq!(snapshot_count(d), 6, "nothing expired");
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+    // With a unit it works; table properties stay bare milliseconds.
+    let dry = ok_json(
+        d,
+        &[
+            "expire-snapshots",
+            "db.t",
+            "--older-than",
+            "5ms",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry["expired_snapshots"].as_array().unwrap().len(), 5);
+    ok_json(
+        d,
+        &[
+            "table",
+            "set-property",
+            "db.t",
+            "history.expire.max-snapshot-age-ms=1",
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let by_property = ok_json(d, &["expire-snapshots", "db.t", "--dry-run"]);
+    assert_eq!(
+        by_property["expired_snapshots"].as_array().unwrap().len(),
+        5,
+        "max age 1 ms: all but the current snapshot (the default, 5 days, expires none)"
+    );
+}
+
+#[test]
+fn zero_counts_sizes_and_durations_are_refused_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 6, 10);
+    std::fs::write(d.join("in.ndjson"), "{\"id\": 1000}\n").unwrap();
+    let ingest = |extra: &[&'static str]| {
+        let mut v = vec![
+            "ingest",
+            "db.t",
+            "--source",
+            "in.ndjson",
+            "--stop-when-idle",
+            "1s",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["compact", "db.t", "--max-concurrent", "0"],
+            "--max-concurrent",
+        ),
+        (
+            vec![
+                "compact",
+                "db.t",
+                "--partial-progress",
+                "--max-commits",
+                "0",
+            ],
+            "--max-commits",
+        ),
+        (
+            vec!["compact", "db.t", "--min-input-files", "0"],
+            "--min-input-files",
+        ),
+        (
+            vec!["compact", "db.t", "--target-file-size", "0"],
+            "--target-file-size",
+        ),
+        (
+            vec![
+                "compact",
+                "db.t",
+                "--option",
+                "max-concurrent-file-group-rewrites=0",
+            ],
+            "max-concurrent-file-group-rewrites",
+        ),
+        (
+            vec!["compact", "db.t", "--max-concurrent", "0", "--dry-run"],
+            "--max-concurrent",
+        ),
+        (vec!["compact", "db.t", "--max-concurrent", "-1"], "-1"),
+        (ingest(&["--write-parallelism", "0"]), "--write-parallelism"),
+        (ingest(&["--commit-records", "0"]), "--commit-records"),
+        (ingest(&["--commit-bytes", "0"]), "--commit-bytes"),
+        (
+            ingest(&["--write-buffer-size", "0MiB"]),
+            "--write-buffer-size",
+        ),
+        (ingest(&["--target-file-size", "0"]), "--target-file-size"),
+        (ingest(&["--commit-interval", "0s"]), "--commit-interval"),
+        (
+            vec![
+                "ingest",
+                "db.t",
+                "--source",
+                "in.ndjson",
+                "--stop-when-idle",
+                "0s",
+            ],
+            "--stop-when-idle",
+        ),
+        (
+            vec![
+                "expire-snapshots",
+                "db.t",
+                "--retain-last",
+                "0",
+                "--older-than",
+                "0s",
+            ],
+            "--retain-last",
+        ),
+        (
+            vec!["append", "db.t", "in.ndjson", "--target-file-size", "0"],
+            "--target-file-size",
+        ),
+    ];
+    for (args, option) in cases {
+        fails_with(d, &args, &[option]);
+    }
+    assert_eq!(snapshot_count(d), 6, "nothing committed");
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+}
+
+#[test]
+fn a_source_matching_no_file_is_an_error_unless_following() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make_table_with_small_files(d, 1, 10);
+    let err = fails_with(
+        d,
+        &["ingest", "db.t", "--source", "nomatch-*.ndjson"],
+        &["nomatch-*.ndjson", "no file matches"],
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    fails_with(
+        d,
+        &["ingest", "db.t", "--source", "missing.ndjson"],
+        &["missing.ndjson"],
+    );
+    fails_with(
+        d,
+        &["append", "db.t", "missing.ndjson"],
+        &["missing.ndjson", "no such file"],
+    );
+    fails_with(
+        d,
+        &["append", "db.t", "nomatch-*.ndjson"],
+        &["nomatch-*.ndjson"],
+    );
+    assert_eq!(snapshot_count(d), 1);
+    // Following, it says it waits (and stops here once idle).
+    let out = floe(
+        d,
+        &[
+            "ingest",
+            "db.t",
+            "--source",
+            "nomatch-*.ndjson",
+            "--follow",
+            "--stop-when-idle",
+            "1s",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("waiting for files"), "{err}");
+}
+
+/// Runs floe and fails the test if it has not exited after `limit`.
+fn floe_within(d: &Path, args: &[&str], limit: std::time::Duration) -> std::process::ExitStatus {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d)
+        .args(args)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("floe {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn every_command_exits_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "db"]);
+    let limit = std::time::Duration::from_secs(20);
+    for i in 0..40 {
+        let name = format!("db.t{i}");
+        let created = floe_within(
+            d,
+            &["table", "create", &name, "--schema", "id bigint"],
+            limit,
+        );
+        assert!(created.success(), "{name}");
+        assert!(floe_within(d, &["namespace", "list"], limit).success());
+        // Failing commands exit promptly too.
+        assert!(!floe_within(d, &["table", "describe", "db.missing"], limit).success());
+    }
+}
+
+#[test]
+fn a_compaction_whose_every_group_failed_exits_non_zero_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 6, 30);
+    let run = |other_args: &[&str]| {
+        let data = d.join("warehouse/db/t/data");
+        let files_before = walk_files(&data).len();
+        // The first compaction writes its three outputs and waits before committing...
+        let child = Command::new(env!("CARGO_BIN_EXE_floe"))
+            .current_dir(d)
+            .args(["--json", "compact", "db.t"])
+            .env("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "8000")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while walk_files(&data).len() < files_before + 3 {
+            assert!(std::time::Instant::now() < deadline, "no output written");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // ... while another one rewrites the same files and commits first.
+        ok_json(d, other_args);
+        child.wait_with_output().unwrap()
+    };
+    // Every group conflicts: nothing committed, exit 1, each group named.
+    let out = run(&["compact", "db.t"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failed = v["failed_groups"].as_array().unwrap();
+    assert_eq!(failed.len(), 3, "{v}");
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains("committed nothing") && msg.contains("3 group"),
+        "{msg}"
+    );
+    for f in failed {
+        let p = f["partition"].as_str().unwrap();
+        assert!(msg.contains(p) && err.contains(p), "{p}: {msg}");
+    }
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+
+    // Only one partition conflicts: the others commit, exit 0, a warning, failed_groups kept.
+    let expected = {
+        // New small files in every partition for the next round.
+        let mut text = String::new();
+        for id in 10_000..10_090i64 {
+            text.push_str(&format!(
+                "{{\"id\": {id}, \"ts\": \"2026-05-0{}T12:00:00\", \"payload\": \"x\"}}\n",
+                1 + id % 3
+            ));
+        }
+        for b in 0..6 {
+            let f = d.join(format!("more{b}.ndjson"));
+            std::fs::write(&f, &text[..]).unwrap();
+            ok_json(d, &["append", "db.t", f.to_str().unwrap()]);
+        }
+        count_and_sum(d, "db.t")
+    };
+    let out = run(&["compact", "db.t", "--where", "ts < '2026-05-02'"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["failed_groups"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["commits"].as_array().unwrap().len(), 2, "{v}");
+    assert!(
+        err.contains("warning:") && err.contains("1 of 3 group(s) not committed"),
+        "{err}"
+    );
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+}
+
+#[test]
+fn log_lines_carry_no_colours_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make_table_with_small_files(d, 6, 10);
+    // The fault-injection pause logs a WARN line.
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d)
+        .args(["compact", "db.t"])
+        .env("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("WARN"), "{err}");
+    assert!(!err.contains('\u{1b}'), "ANSI escape in: {err:?}");
+}

@@ -66,8 +66,11 @@ pub const HISTORY_EXPIRE_MAX_REF_AGE_MS: &str = "history.expire.max-ref-age-ms";
 /// Default number of previous metadata files kept in the metadata log: 100.
 pub const METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT: u64 = 100;
 
-/// Parses a duration such as `5d`, `12h`, `30m`, `10s`, `500ms` (or a bare number of
-/// milliseconds), naming `option` in the error.
+/// Parses a command-line duration such as `5d`, `12h`, `30m`, `10s`, `500ms`, naming `option`
+/// in the error. The unit is required: a bare `5` could mean 5 ms or 5 days, and guessing wrong
+/// on `--older-than` expires or deletes the wrong things. (Table properties with durations,
+/// `history.expire.max-snapshot-age-ms` and the like, are bare milliseconds by their Iceberg
+/// names and are read with [`u64_prop`], not with this.)
 pub fn parse_duration(option: &str, s: &str) -> Result<std::time::Duration> {
     let t = s.trim();
     let split = t
@@ -82,7 +85,14 @@ pub fn parse_duration(option: &str, s: &str) -> Result<std::time::Duration> {
         )
     })?;
     let ms = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "ms" => 1.0,
+        "" => {
+            return Err(Error::invalid_option(
+                option,
+                s,
+                format!("a duration needs a unit: ms, s, m, h, d or w (e.g. {num}s or {num}d)"),
+            ))
+        }
+        "ms" => 1.0,
         "s" => 1e3,
         "m" | "min" => 60e3,
         "h" => 3600e3,
@@ -179,9 +189,35 @@ mod tests {
         assert_eq!(parse_duration("x", "5d").unwrap().as_secs(), 5 * 86_400);
         assert_eq!(parse_duration("x", "0s").unwrap().as_millis(), 0);
         assert_eq!(parse_duration("x", "1.5h").unwrap().as_secs(), 5400);
-        assert_eq!(parse_duration("x", "250").unwrap().as_millis(), 250);
+        assert_eq!(parse_duration("x", "250ms").unwrap().as_millis(), 250);
         assert!(parse_duration("x", "5 fortnights").is_err());
         assert!(parse_duration("x", "d").is_err());
+    }
+
+    #[test]
+    fn a_duration_without_a_unit_is_refused_naming_the_option_and_the_units() {
+        for bare in ["5", "0", "250", " 12 ", "1.5"] {
+            let e = parse_duration("--older-than", bare)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("--older-than") && e.contains("ms, s, m, h, d or w"),
+                "{bare}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn duration_properties_stay_bare_milliseconds() {
+        let mut p = HashMap::new();
+        p.insert(
+            HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS.to_string(),
+            "432000000".to_string(),
+        );
+        assert_eq!(
+            u64_prop(&p, HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS, 0).unwrap(),
+            432_000_000
+        );
     }
 
     #[test]

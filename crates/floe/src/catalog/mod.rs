@@ -214,6 +214,18 @@ impl Catalog {
         }
     }
 
+    /// Closes the catalog's connections (a SQL catalog's pool; a REST catalog holds none open),
+    /// waiting at most `timeout` for connections in use. Every clone shares the pool, so call
+    /// it once the work is done, before the runtime shuts down: a pool dropped with the runtime
+    /// can leave a task the shutdown waits on.
+    pub async fn close(&self, timeout: std::time::Duration) {
+        if let Backend::Sql { inner, .. } = &self.backend {
+            if tokio::time::timeout(timeout, inner.close()).await.is_err() {
+                tracing::debug!("catalog connections still in use after {timeout:?}");
+            }
+        }
+    }
+
     /// Creates a namespace. Names that would escape or nest in the warehouse are refused
     /// ([`validate_name`]).
     pub async fn create_namespace(&self, ns: &NamespaceIdent) -> Result<()> {

@@ -37,6 +37,12 @@ impl SqlCatalog {
         let pool = AnyPoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(10))
+            // No idle timeout and no max lifetime: then sqlx starts no background maintenance
+            // task. That task can spin forever on a miscounted idle queue
+            // (launchbadge/sqlx#3645), holding the process at exit. A connection the server
+            // closed meanwhile is still caught: the pool tests each one before handing it out.
+            .idle_timeout(None)
+            .max_lifetime(None)
             .connect_with(options)
             .await
             .map_err(err)?;
@@ -51,6 +57,11 @@ impl SqlCatalog {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Closes the pool: waits for connections in use, closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     fn err(&self, e: sqlx::Error) -> Error {

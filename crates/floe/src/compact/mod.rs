@@ -81,6 +81,13 @@ pub struct CompactMetrics {
     pub mb_per_s: f64,
 }
 
+impl CompactMetrics {
+    /// Whether every planned group failed: there was work and nothing was committed.
+    pub fn all_groups_failed(&self) -> bool {
+        !self.failed_groups.is_empty() && self.commits.is_empty()
+    }
+}
+
 /// A group that could not be committed, and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailedGroup {
@@ -243,13 +250,27 @@ impl CompactBuilder {
             Some(spec) => Some(Arc::new(sort::parse_sort_by(spec, &arrow_schema)?)),
             None => sort::table_sort_order(&table, &arrow_schema)?.map(Arc::new),
         };
-        let concurrency = self
-            .u64_option(&table, "max-concurrent-file-group-rewrites", 5)?
-            .max(1) as usize;
+        // Iceberg's RewriteDataFiles refuses both when not positive (max-commits only with
+        // partial progress, the only time it is read).
+        let concurrency = self.u64_option(&table, "max-concurrent-file-group-rewrites", 5)?;
+        if concurrency == 0 {
+            return Err(Error::invalid_option(
+                "max-concurrent-file-group-rewrites",
+                0,
+                "must be at least 1",
+            ));
+        }
+        let concurrency = concurrency.min(usize::MAX as u64) as usize;
         let partial = self.bool_option(&table, "partial-progress.enabled", false)?;
-        let max_commits = self
-            .u64_option(&table, "partial-progress.max-commits", 10)?
-            .max(1) as usize;
+        let max_commits = self.u64_option(&table, "partial-progress.max-commits", 10)?;
+        if partial && max_commits == 0 {
+            return Err(Error::invalid_option(
+                "partial-progress.max-commits",
+                0,
+                "must be at least 1 with partial progress",
+            ));
+        }
+        let max_commits = max_commits.clamp(1, usize::MAX as u64) as usize;
 
         let (tasks, live_before) = plan_files(&table, self.where_filter.as_deref()).await?;
         // Scan tasks carry the partition tuple but not the spec id. With a single spec (the

@@ -119,6 +119,41 @@ impl IngestOptions {
             pause_before_commit: None,
         }
     }
+
+    /// Refuses a zero count, size or duration (each would commit on every poll, stop at once or
+    /// run no writer), naming the `floe ingest` option.
+    pub fn validate(&self) -> Result<()> {
+        let zero = |option: &str, value: &str| {
+            Err(Error::invalid_option(
+                option,
+                value,
+                "must be greater than 0",
+            ))
+        };
+        if self.commit_interval.is_zero() {
+            return zero("--commit-interval", "0s");
+        }
+        if self.stop_when_idle.is_some_and(|d| d.is_zero()) {
+            return zero("--stop-when-idle", "0s");
+        }
+        for (option, value) in [
+            ("--commit-bytes", self.commit_bytes),
+            ("--commit-records", self.commit_records),
+            ("--write-buffer-size", self.write_buffer_size),
+            ("--target-file-size", self.write.target_file_size_bytes),
+        ] {
+            if value == Some(0) {
+                return zero(option, "0");
+            }
+        }
+        if self.write_parallelism == 0 {
+            return zero("--write-parallelism", "0");
+        }
+        if self.batch_records == 0 {
+            return zero("batch_records", "0");
+        }
+        Ok(())
+    }
 }
 
 /// What one commit did (for the per-commit progress line).
@@ -251,6 +286,7 @@ impl IngestBuilder {
     /// Runs until the source ends, the idle timeout, or the shutdown signal.
     pub async fn run(mut self) -> Result<IngestSummary> {
         let started = Instant::now();
+        self.options.validate()?;
         let name = ident_string(&self.ident);
         let table = self.catalog.load_table(&self.ident).await?;
         let props = table.metadata().properties().clone();
@@ -596,4 +632,42 @@ fn hash_of(s: &str) -> usize {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);
     h.finish() as usize
+}
+
+#[cfg(test)]
+mod validate_tests {
+    use super::*;
+
+    #[test]
+    fn zero_counts_sizes_and_durations_are_refused_naming_the_option() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut IngestOptions)>)> = vec![
+            (
+                "--commit-interval",
+                Box::new(|o| o.commit_interval = Duration::ZERO),
+            ),
+            (
+                "--stop-when-idle",
+                Box::new(|o| o.stop_when_idle = Some(Duration::ZERO)),
+            ),
+            ("--commit-bytes", Box::new(|o| o.commit_bytes = Some(0))),
+            ("--commit-records", Box::new(|o| o.commit_records = Some(0))),
+            (
+                "--write-buffer-size",
+                Box::new(|o| o.write_buffer_size = Some(0)),
+            ),
+            (
+                "--target-file-size",
+                Box::new(|o| o.write.target_file_size_bytes = Some(0)),
+            ),
+            ("--write-parallelism", Box::new(|o| o.write_parallelism = 0)),
+            ("batch_records", Box::new(|o| o.batch_records = 0)),
+        ];
+        assert!(IngestOptions::new("w").validate().is_ok());
+        for (option, set) in cases {
+            let mut o = IngestOptions::new("w");
+            set(&mut o);
+            let e = o.validate().unwrap_err().to_string();
+            assert!(e.contains(option) && e.contains("greater than 0"), "{e}");
+        }
+    }
 }

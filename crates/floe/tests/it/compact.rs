@@ -538,3 +538,57 @@ async fn files_of_an_older_partition_spec_are_rewritten_into_the_current_one() {
         readers["duckdb"]["checksum"]
     );
 }
+
+#[tokio::test]
+async fn zero_concurrency_or_commit_budget_is_refused_not_clamped() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", None).await;
+    for i in 0..5 {
+        fx.append(&ident, i * 10, i * 10 + 10).await;
+    }
+    let snapshots = fx.load(&ident).await.metadata().snapshots().len();
+    for (opts, needle) in [
+        (
+            vec![("max-concurrent-file-group-rewrites", "0")],
+            "max-concurrent-file-group-rewrites",
+        ),
+        (
+            vec![
+                ("partial-progress.enabled", "true"),
+                ("partial-progress.max-commits", "0"),
+            ],
+            "partial-progress.max-commits",
+        ),
+        (vec![("min-input-files", "0")], "min-input-files"),
+        (
+            vec![("target-file-size-bytes", "0")],
+            "target-file-size-bytes",
+        ),
+    ] {
+        let mut b = CompactBuilder::new(&fx.catalog, ident.clone());
+        for (k, v) in &opts {
+            b = b.with_option(*k, *v);
+        }
+        let e = b.execute().await.unwrap_err().to_string();
+        assert!(e.contains(needle), "{opts:?}: {e}");
+    }
+    // A table property gets the same answer.
+    fx.set_property(
+        &ident,
+        "floe.compact.max-concurrent-file-group-rewrites",
+        "0",
+    )
+    .await;
+    let e = CompactBuilder::new(&fx.catalog, ident.clone())
+        .execute()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("max-concurrent-file-group-rewrites"), "{e}");
+    let t = fx.load(&ident).await;
+    assert_eq!(
+        t.metadata().snapshots().len(),
+        snapshots,
+        "nothing committed"
+    );
+}

@@ -131,3 +131,101 @@ async fn unknown_tables_and_metadata_tables_are_clear_errors() {
         .to_string();
     assert!(e.contains("bogus") && e.contains("files"), "{e}");
 }
+
+/// Every file under `dir`, with its contents.
+fn tree(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            // SQLite's own files (WAL, shared memory) change on reads.
+            if e.file_name().to_string_lossy().starts_with("catalog.db") {
+                continue;
+            }
+            if p.is_dir() {
+                out.push((p.clone(), vec![]));
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn statements_that_write_or_read_files_are_refused_and_touch_nothing() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", None).await;
+    fx.append(&ident, 0, 30).await;
+    let metadata = fx
+        .load(&ident)
+        .await
+        .metadata_location()
+        .unwrap()
+        .to_string();
+    let root = fx.warehouse().parent().unwrap().to_path_buf();
+    std::fs::write(root.join("in.csv"), "a\n1\n").unwrap();
+    let before = tree(&root);
+    let out = root.join("out");
+    let o = out.display();
+    for sql in [
+        format!("COPY (SELECT 'garbage' AS x) TO '{metadata}' STORED AS CSV"),
+        format!("COPY (SELECT 1 AS x) TO '{o}/a.json' STORED AS JSON"),
+        format!("COPY db.ev TO '{o}/b.parquet'"),
+        format!("EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{o}/c.arrow' STORED AS ARROW"),
+        format!(
+            "CREATE EXTERNAL TABLE e STORED AS CSV LOCATION '{}'",
+            root.join("in.csv").display()
+        ),
+        "CREATE TABLE db.x AS SELECT 1 AS a".into(),
+        "CREATE VIEW db.v AS SELECT 1 AS a".into(),
+        "DROP TABLE db.ev".into(),
+        "INSERT INTO db.ev (id) VALUES (1)".into(),
+        format!("SET datafusion.catalog.location = '{o}'"),
+        "PREPARE p AS SELECT 1".into(),
+    ] {
+        let e = floe::sql::query(&fx.catalog, &sql).await.unwrap_err();
+        assert!(
+            matches!(e, floe::Error::Refused { .. }) && e.to_string().contains("read-only"),
+            "{sql}: {e}"
+        );
+        assert!(!out.exists(), "{sql} created {o}");
+        assert_eq!(tree(&root), before, "{sql} changed a file");
+    }
+    // Reading files some other way finds nothing to read with.
+    for sql in [
+        format!("SELECT * FROM '{}'", root.join("in.csv").display()),
+        format!(
+            "SELECT * FROM read_csv('{}')",
+            root.join("in.csv").display()
+        ),
+    ] {
+        assert!(floe::sql::query(&fx.catalog, &sql).await.is_err(), "{sql}");
+    }
+    assert_eq!(fx.count_and_sum(&ident).await, (30, sum_ids(0, 30)));
+}
+
+#[tokio::test]
+async fn listing_tables_does_not_load_them_and_a_broken_table_is_named() {
+    let fx = Fixture::new().await;
+    let good = fx.table("db.good", None).await;
+    fx.append(&good, 0, 10).await;
+    let bad = fx.table("db.bad", None).await;
+    fx.append(&bad, 0, 10).await;
+    let metadata = fx.load(&bad).await.metadata_location().unwrap().to_string();
+    std::fs::write(metadata.trim_start_matches("file://"), "garbage").unwrap();
+    let b = floe::sql::query(&fx.catalog, "SHOW TABLES").await.unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&b)
+        .unwrap()
+        .to_string();
+    assert!(text.contains("good") && text.contains("bad"), "{text}");
+    assert_eq!(scalar_i64(&fx, "SELECT count(*) FROM db.good").await, 10);
+    let e = floe::sql::query(&fx.catalog, "SELECT * FROM db.bad")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("db.bad"), "{e}");
+}

@@ -85,6 +85,15 @@ impl FileSource {
                 reason: "no such file".into(),
             });
         }
+        // Without --follow nothing would ever be read: that is a wrong pattern, not an empty
+        // stream.
+        if !follow && pattern.contains(['*', '?']) && matching(&dir, &pattern).is_empty() {
+            return Err(Error::InputFile {
+                path: p,
+                reason: "no file matches this pattern (with --follow, ingest waits for files)"
+                    .into(),
+            });
+        }
         Ok(Self {
             uri: format!("file://{}", p.display()),
             input: Input::Files {
