@@ -239,7 +239,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     Ok(c) => {
                         json!({"name": name, "type": c.kind.as_str(), "properties": c.redacted()})
                     }
-                    Err(e) => json!({"name": name, "error": e.to_string()}),
+                    Err(e) => json!({"name": name, "error": config::mask(&e.to_string())}),
                 };
                 rows.push(row);
             }
@@ -517,7 +517,8 @@ async fn async_main() {
                 // rskafka logs every reconnect attempt at warn; floe reports the failure itself.
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rskafka=error")),
         )
-        .with_writer(std::io::stderr)
+        // Log lines may quote a URI or a server answer: masked like every message floe prints.
+        .with_writer(config::masked_stderr)
         .init();
     let out = Out::new(cli.global.json);
     if let Err(e) = run(cli, &out).await {

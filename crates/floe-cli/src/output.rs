@@ -56,7 +56,8 @@ impl Out {
                 break;
             }
         }
-        let msg = parts.join(": ");
+        // Catalog clients (sqlx, reqwest, opendal) may echo a URI or a credential.
+        let msg = floe::catalog::config::mask(&parts.join(": "));
         if self.json {
             println!("{}", json!({ "error": msg }));
         }

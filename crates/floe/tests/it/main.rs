@@ -8,4 +8,5 @@ mod ingest;
 mod interop;
 mod maintenance;
 mod sql;
+mod table_properties;
 mod write_stats;
