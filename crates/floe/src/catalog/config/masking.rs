@@ -255,7 +255,9 @@ impl Write for MaskedStderr {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let text = String::from_utf8_lossy(&self.buf).into_owned();
+        // Colour codes would split `name=value` pairs (`\x1b[3mpassword\x1b[0m=...`) and hide
+        // them from the masking: logs are masked plain.
+        let text = strip_ansi(&String::from_utf8_lossy(&self.buf));
         self.buf.clear();
         let mut err = std::io::stderr().lock();
         err.write_all(mask(&text).as_bytes())?;
@@ -267,6 +269,25 @@ impl Drop for MaskedStderr {
     fn drop(&mut self) {
         let _ = self.flush();
     }
+}
+
+/// `text` without ANSI escape sequences (`ESC [ ... final-byte`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('\x40'..='\x7e').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn percent_decode(s: &str, plus_is_space: bool) -> String {
@@ -557,6 +578,13 @@ mod tests {
             m("catalog rest (http://h:1/api?token=abc) cannot connect"),
             "catalog rest (http://h:1/api?token=****) cannot connect"
         );
+    }
+
+    #[test]
+    fn log_lines_are_masked_without_colour_codes() {
+        let line = "\x1b[2m2026\x1b[0m \x1b[3mpassword\x1b[0m\x1b[2m=\x1b[0mhunter22 ok";
+        assert_eq!(strip_ansi(line), "2026 password=hunter22 ok");
+        assert_eq!(m(&strip_ansi(line)), "2026 password=**** ok");
     }
 
     #[test]
