@@ -277,7 +277,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     Ok(c) => {
                         json!({"name": name, "type": c.kind.as_str(), "properties": c.redacted()})
                     }
-                    Err(e) => json!({"name": name, "error": e.to_string()}),
+                    Err(e) => json!({"name": name, "error": config::mask(&e.to_string())}),
                 };
                 rows.push(row);
             }
@@ -653,7 +653,7 @@ async fn async_main() -> i32 {
                 // rskafka logs every reconnect attempt at warn; floe reports the failure itself.
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rskafka=error")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(config::masked_stderr)
         .with_ansi(stderr_colors())
         .init();
     let out = Out::new(cli.global.json);

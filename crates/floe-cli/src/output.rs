@@ -77,7 +77,8 @@ impl Out {
                 break;
             }
         }
-        let msg = parts.join(": ");
+        // Catalog clients (sqlx, reqwest, opendal) may echo a URI or a credential.
+        let msg = floe::catalog::config::mask(&parts.join(": "));
         if self.json {
             let mut v = json!({ "error": msg });
             if let (Some(f), Some(obj)) = (e.downcast_ref::<Failure>(), v.as_object_mut()) {

@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+use crate::catalog::config::mask;
+
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -34,6 +36,17 @@ pub enum Error {
         option: String,
         value: String,
         reason: String,
+    },
+
+    /// A table property stored in the table (by floe before it validated, or by another
+    /// engine) has a value floe cannot use. Says how to repair the table.
+    #[error("{}", bad_table_property(.table.as_deref(), .key, .value, .expected))]
+    InvalidTableProperty {
+        /// `ns.table` when known.
+        table: Option<String>,
+        key: String,
+        value: String,
+        expected: String,
     },
 
     /// A schema or partition definition could not be parsed.
@@ -138,13 +151,45 @@ impl Error {
         }
     }
 
-    /// Shorthand for an [`Error::Catalog`] error.
+    /// Shorthand for an [`Error::Catalog`] error. Both parts go through the masking function:
+    /// catalog clients (sqlx, reqwest) may echo a URI with its password or token.
     pub fn catalog(catalog: impl Into<String>, reason: impl ToString) -> Self {
         Error::Catalog {
-            catalog: catalog.into(),
-            reason: reason.to_string(),
+            catalog: mask(&catalog.into()),
+            reason: mask(&reason.to_string()),
         }
     }
+
+    /// Names the table in an [`Error::InvalidTableProperty`] that does not name one yet (the
+    /// property getters only see the property map); other errors are returned unchanged.
+    pub fn for_table(self, table: &str) -> Self {
+        match self {
+            Error::InvalidTableProperty {
+                table: None,
+                key,
+                value,
+                expected,
+            } => Error::InvalidTableProperty {
+                table: Some(table.to_string()),
+                key,
+                value,
+                expected,
+            },
+            other => other,
+        }
+    }
+}
+
+/// `table property K = 'V' is invalid (expected ...); repair: floe table set-property ...`.
+fn bad_table_property(table: Option<&str>, key: &str, value: &str, expected: &str) -> String {
+    let (t, of) = match table {
+        Some(t) => (t, format!(" of table '{t}'")),
+        None => ("NS.TABLE", String::new()),
+    };
+    format!(
+        "table property {key}{of} has an invalid value '{value}' ({expected}); fix it with \
+         `floe table set-property {t} {key}=VALUE` or `floe table set-property {t} --unset {key}`"
+    )
 }
 
 impl From<datafusion::error::DataFusionError> for Error {
@@ -164,14 +209,19 @@ impl From<datafusion::error::DataFusionError> for Error {
 
 /// One short line for an iceberg error: its message, then the root cause. Object-store causes
 /// are reduced to what a user acts on (operation, object, status, S3 error code and message);
-/// the HTTP headers and repeated contexts opendal attaches are dropped.
+/// the HTTP headers and repeated contexts opendal attaches are dropped. Secrets (a presigned
+/// URL's signature, a URI password) are masked.
 pub fn describe_iceberg(e: &iceberg::Error) -> String {
+    mask(&describe_iceberg_unmasked(e))
+}
+
+fn describe_iceberg_unmasked(e: &iceberg::Error) -> String {
     let mut out = format!("iceberg: {}", e.message().trim_end_matches('.'));
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     let mut root: Option<String> = None;
     while let Some(s) = source {
         if let Some(oe) = s.downcast_ref::<opendal::Error>() {
-            root = Some(describe_opendal(oe));
+            root = Some(describe_opendal_unmasked(oe));
             break;
         }
         let line = s.to_string();
@@ -192,8 +242,13 @@ pub fn describe_iceberg(e: &iceberg::Error) -> String {
     out
 }
 
-/// `PermissionDenied at write http://host/bucket/key: SignatureDoesNotMatch: <message>`.
+/// `PermissionDenied at write http://host/bucket/key: SignatureDoesNotMatch: <message>`,
+/// secrets masked.
 pub fn describe_opendal(e: &opendal::Error) -> String {
+    mask(&describe_opendal_unmasked(e))
+}
+
+fn describe_opendal_unmasked(e: &opendal::Error) -> String {
     let full = e.to_string();
     let field = |name: &str| -> Option<String> {
         let start = full.find(name)? + name.len();

@@ -1,5 +1,13 @@
 //! Table properties floe honours, with Iceberg's names and defaults, and typed getters that
 //! reject bad values with an error naming the property.
+//!
+//! Every property floe reads (and the typed ones iceberg-rust parses, e.g. when dropping a
+//! table with `--purge`) has a [`Rule`]: [`validate`] refuses a bad value when it is set, and
+//! the getters ([`u64_prop`], [`bool_prop`]) refuse a bad *stored* value (written by another
+//! engine, or by an older floe) with [`Error::InvalidTableProperty`], which names the key, the
+//! value, what is expected and the `floe table set-property` command that repairs the table.
+//! Integer ranges follow the Java types Iceberg reads them with (`int`, `long`), so a value floe
+//! accepts never breaks another engine.
 
 use std::collections::HashMap;
 
@@ -109,25 +117,330 @@ pub fn parse_duration(option: &str, s: &str) -> Result<std::time::Duration> {
     Ok(std::time::Duration::from_millis((n * ms).round() as u64))
 }
 
-/// Reads an unsigned integer property, or its default when unset.
-pub fn u64_prop(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64> {
-    match props.get(key) {
-        None => Ok(default),
-        Some(v) => v.trim().parse::<u64>().map_err(|_| {
-            Error::invalid_option(
-                format!("table property {key}"),
-                v,
-                "expected a non-negative integer",
-            )
+/// `write.metadata.compression-codec` (metadata.json files; read by iceberg-rust on every
+/// metadata write).
+pub const METADATA_COMPRESSION_CODEC: &str = "write.metadata.compression-codec";
+/// `write.distribution-mode` (ingest: how rows are spread over writer tasks).
+pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
+/// Prefix of the table-level defaults of `floe compact` options.
+pub const COMPACT_PREFIX: &str = "floe.compact.";
+/// Prefix of `floe ingest` table properties.
+pub const INGEST_PREFIX: &str = "floe.ingest.";
+/// `floe.ingest.write-buffer-size`: the ingest buffer budget, in bytes.
+pub const INGEST_WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
+
+const INT_MAX: i64 = i32::MAX as i64;
+const LONG_MAX: i64 = i64::MAX;
+
+/// What a known property accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// A decimal integer in `min..=max`.
+    Int { min: i64, max: i64 },
+    /// `true` or `false` (any case; stored lowercase).
+    Bool,
+    /// One of these words (any case).
+    OneOf(&'static [&'static str]),
+    /// A size such as `512MiB` or `1048576` (as `floe compact --option` parses it), at least
+    /// `min` bytes.
+    Size { min: u64 },
+    /// A count written as `floe compact --option` takes it (plain or with a size suffix), at
+    /// least `min`.
+    Count { min: u64 },
+    /// `floe compact`'s `rewrite-job-order`.
+    JobOrder,
+    /// A `floe.compact.*` or `floe.ingest.*` key floe does not know: refused when set (a typo
+    /// would silently do nothing), ignored when stored.
+    Unknown(&'static str),
+}
+
+/// `floe compact` options that may be given table-wide as `floe.compact.<option>`, with the
+/// rule `floe compact` parses each with (its `CompactBuilder::plan_options` and `execute`).
+const COMPACT_OPTIONS: [(&str, Rule); 12] = [
+    ("target-file-size-bytes", Rule::Size { min: 1 }),
+    ("min-file-size-bytes", Rule::Size { min: 0 }),
+    ("max-file-size-bytes", Rule::Size { min: 0 }),
+    ("min-input-files", Rule::Count { min: 1 }),
+    ("max-file-group-size-bytes", Rule::Size { min: 1 }),
+    ("max-concurrent-file-group-rewrites", Rule::Count { min: 0 }),
+    ("partial-progress.enabled", Rule::Bool),
+    ("partial-progress.max-commits", Rule::Count { min: 0 }),
+    ("rewrite-all", Rule::Bool),
+    ("rewrite-job-order", Rule::JobOrder),
+    ("delete-file-threshold", Rule::Count { min: 0 }),
+    ("remove-dangling-deletes", Rule::Bool),
+];
+
+/// The rule of a known property, `None` for keys floe neither reads nor owns.
+pub fn rule(key: &str) -> Option<Rule> {
+    let int = |min, max| Some(Rule::Int { min, max });
+    match key {
+        COMMIT_RETRY_NUM_RETRIES => int(0, INT_MAX),
+        COMMIT_RETRY_MIN_WAIT_MS | COMMIT_RETRY_MAX_WAIT_MS | COMMIT_RETRY_TOTAL_TIMEOUT_MS => {
+            int(0, LONG_MAX)
+        }
+        COMMIT_MANIFEST_MIN_COUNT_TO_MERGE => int(0, INT_MAX),
+        COMMIT_MANIFEST_TARGET_SIZE_BYTES => int(1, LONG_MAX),
+        COMMIT_MANIFEST_MERGE_ENABLED => Some(Rule::Bool),
+        WRITE_TARGET_FILE_SIZE_BYTES | WRITE_PARQUET_ROW_GROUP_SIZE_BYTES => int(1, LONG_MAX),
+        WRITE_PARQUET_COMPRESSION_CODEC => {
+            Some(Rule::OneOf(&["zstd", "snappy", "uncompressed", "none"]))
+        }
+        // zstd's levels, as the Parquet writer accepts them.
+        WRITE_PARQUET_COMPRESSION_LEVEL => int(1, 22),
+        METADATA_DELETE_AFTER_COMMIT => Some(Rule::Bool),
+        // Java and iceberg-rust keep at least one entry whatever the value.
+        METADATA_PREVIOUS_VERSIONS_MAX => int(0, INT_MAX),
+        METADATA_COMPRESSION_CODEC => Some(Rule::OneOf(&["none", "gzip"])),
+        // `range` is taken as `hash` by ingest (partitions still go to one writer each).
+        WRITE_DISTRIBUTION_MODE => Some(Rule::OneOf(&["none", "hash", "range"])),
+        HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS | HISTORY_EXPIRE_MAX_REF_AGE_MS => int(0, LONG_MAX),
+        // The current snapshot is never expired: at least one is kept.
+        HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP => int(1, INT_MAX),
+        GC_ENABLED => Some(Rule::Bool),
+        INGEST_WRITE_BUFFER_SIZE => int(1, LONG_MAX),
+        // Parsed by iceberg-rust's `TableProperties` (drop --purge reads them all).
+        "write.datafusion.fanout.enabled" | "write.parquet.content-defined-chunking.enabled" => {
+            Some(Rule::Bool)
+        }
+        "write.parquet.content-defined-chunking.min-chunk-size"
+        | "write.parquet.content-defined-chunking.max-chunk-size" => int(0, INT_MAX),
+        "write.parquet.content-defined-chunking.norm-level" => int(i32::MIN as i64, INT_MAX),
+        "encryption.data-key-length" => int(1, INT_MAX),
+        _ => {
+            if let Some(option) = key.strip_prefix(COMPACT_PREFIX) {
+                Some(
+                    COMPACT_OPTIONS
+                        .iter()
+                        .find(|(name, _)| *name == option)
+                        .map_or(Rule::Unknown(COMPACT_PREFIX), |(_, r)| *r),
+                )
+            } else if key.starts_with(INGEST_PREFIX) {
+                Some(Rule::Unknown(INGEST_PREFIX))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+impl Rule {
+    /// What a valid value looks like, for error messages.
+    pub fn expected(&self) -> String {
+        match *self {
+            Rule::Int { min: 0, max } if max == LONG_MAX => "expected a non-negative integer".into(),
+            Rule::Int { min: 1, max } if max == LONG_MAX => "expected a positive integer".into(),
+            Rule::Int { min, max } => format!("expected an integer from {min} to {max}"),
+            Rule::Bool => "expected true or false".into(),
+            Rule::OneOf(words) => format!("expected one of: {}", words.join(", ")),
+            Rule::Size { min: 0 } => "expected a size such as 512MiB or 1048576".into(),
+            Rule::Size { .. } => "expected a positive size such as 512MiB or 1048576".into(),
+            Rule::Count { min: 0 } => "expected a non-negative integer".into(),
+            Rule::Count { min } => format!("expected an integer of at least {min}"),
+            Rule::JobOrder => {
+                "expected none, bytes-asc, bytes-desc, files-asc or files-desc".into()
+            }
+            Rule::Unknown(COMPACT_PREFIX) => format!(
+                "not a floe compact option; expected one of: {}",
+                COMPACT_OPTIONS
+                    .iter()
+                    .map(|(n, _)| format!("{COMPACT_PREFIX}{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Rule::Unknown(_) => {
+                format!("not a floe ingest property; expected: {INGEST_WRITE_BUFFER_SIZE}")
+            }
+        }
+    }
+
+    /// The value in its canonical form (trimmed; integers in decimal; booleans lowercase),
+    /// or `Err(expected)`.
+    pub fn check(&self, value: &str) -> std::result::Result<String, String> {
+        let v = value.trim();
+        let ok = match *self {
+            Rule::Int { min, max } => {
+                let digits = v.strip_prefix('+').unwrap_or(v);
+                match digits.parse::<i64>() {
+                    Ok(n) if (min..=max).contains(&n) && !digits.starts_with('+') => {
+                        Some(n.to_string())
+                    }
+                    _ => None,
+                }
+            }
+            Rule::Bool => match v.to_ascii_lowercase().as_str() {
+                b @ ("true" | "false") => Some(b.to_string()),
+                _ => None,
+            },
+            Rule::OneOf(words) => words
+                .iter()
+                .any(|w| w.eq_ignore_ascii_case(v))
+                .then(|| v.to_string()),
+            Rule::Size { min } | Rule::Count { min } => parse_size("", v)
+                .ok()
+                .filter(|n| *n >= min)
+                .map(|_| v.to_string()),
+            Rule::JobOrder => crate::compact::JobOrder::parse(v)
+                .ok()
+                .map(|_| v.to_string()),
+            Rule::Unknown(_) => None,
+        };
+        ok.ok_or_else(|| self.expected())
+    }
+}
+
+/// Checks a property about to be set. Keys floe does not know pass unchanged; known ones must
+/// satisfy their [`Rule`] and come back in canonical form. The error names the key, the value
+/// and what is expected.
+pub fn validate(key: &str, value: &str) -> Result<String> {
+    match rule(key) {
+        None => Ok(value.to_string()),
+        Some(r) => r.check(value).map_err(|expected| {
+            Error::invalid_option(format!("table property {key}"), value, expected)
         }),
     }
 }
 
-/// Reads a boolean property, or its default when unset.
+/// Validates a property update (`set`, then `remove`) against the current properties: each
+/// value set ([`validate`], returned canonical), then the combination `floe compact` would
+/// run with (`floe.compact.*` over `write.target-file-size-bytes`) when the update touches it.
+pub fn validate_update(
+    current: &HashMap<String, String>,
+    set: &HashMap<String, String>,
+    remove: &[String],
+) -> Result<HashMap<String, String>> {
+    if let Some(k) = remove.iter().find(|k| set.contains_key(*k)) {
+        return Err(Error::invalid_option(
+            "table property update",
+            k,
+            "the same key is both set and unset",
+        ));
+    }
+    let mut canonical = HashMap::with_capacity(set.len());
+    for (k, v) in set {
+        canonical.insert(k.clone(), validate(k, v)?);
+    }
+    let touches_compaction = canonical
+        .keys()
+        .chain(remove)
+        .any(|k| k.starts_with(COMPACT_PREFIX) || k == WRITE_TARGET_FILE_SIZE_BYTES);
+    if touches_compaction {
+        let mut after = current.clone();
+        after.extend(canonical.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for k in remove {
+            after.remove(k);
+        }
+        check_compaction_defaults(&after)?;
+    }
+    Ok(canonical)
+}
+
+/// The planner options `floe compact` would start from with these properties and no
+/// `--option`, checked as it checks them (min <= target <= max, ...).
+fn check_compaction_defaults(props: &HashMap<String, String>) -> Result<()> {
+    // Malformed values are reported on their own (when set, or by the command reading them).
+    let size = |option: &str, default: u64| -> u64 {
+        props
+            .get(&format!("{COMPACT_PREFIX}{option}"))
+            .and_then(|v| parse_size(option, v).ok())
+            .unwrap_or(default)
+    };
+    let table_target = props
+        .get(WRITE_TARGET_FILE_SIZE_BYTES)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
+    let target = size("target-file-size-bytes", table_target);
+    let mut o = crate::compact::PlanOptions::for_target(target);
+    o.min_file_size_bytes = size("min-file-size-bytes", o.min_file_size_bytes);
+    o.max_file_size_bytes = size("max-file-size-bytes", o.max_file_size_bytes);
+    o.min_input_files = size("min-input-files", o.min_input_files as u64) as usize;
+    o.max_file_group_size_bytes = size("max-file-group-size-bytes", o.max_file_group_size_bytes);
+    o.validate().map_err(|e| match e {
+        Error::InvalidOption {
+            option,
+            value,
+            reason,
+        } => Error::invalid_option(
+            format!("table property {COMPACT_PREFIX}{option}"),
+            value,
+            format!("{reason} (the defaults floe compact would run with)"),
+        ),
+        other => other,
+    })
+}
+
+/// Every known property of `props` whose stored value breaks its rule, as
+/// [`Error::InvalidTableProperty`] errors naming `table` (sorted by key).
+pub fn invalid_stored(table: Option<&str>, props: &HashMap<String, String>) -> Vec<Error> {
+    let mut bad: Vec<(&String, &String, String)> = props
+        .iter()
+        .filter_map(|(k, v)| match rule(k)? {
+            // An unknown floe.* key stored by some other tool does nothing: not an error.
+            Rule::Unknown(_) => None,
+            r => r.check(v).err().map(|expected| (k, v, expected)),
+        })
+        .collect();
+    bad.sort();
+    bad.into_iter()
+        .map(|(k, v, expected)| Error::InvalidTableProperty {
+            table: table.map(str::to_string),
+            key: k.clone(),
+            value: v.clone(),
+            expected,
+        })
+        .collect()
+}
+
+/// Fails with the first bad stored value among `keys` (see [`invalid_stored`]).
+pub fn check_stored(table: Option<&str>, props: &HashMap<String, String>, keys: &[&str]) -> Result<()> {
+    for key in keys {
+        if let (Some(v), Some(r)) = (props.get(*key), rule(key)) {
+            if let Err(expected) = r.check(v) {
+                return Err(stored_error(table, key, v, expected));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn stored_error(table: Option<&str>, key: &str, value: &str, expected: String) -> Error {
+    Error::InvalidTableProperty {
+        table: table.map(str::to_string),
+        key: key.to_string(),
+        value: value.to_string(),
+        expected,
+    }
+}
+
+/// Reads an unsigned integer property, or its default when unset. A stored value that breaks
+/// the key's [`Rule`] is an [`Error::InvalidTableProperty`] (name the table with
+/// [`Error::for_table`]).
+pub fn u64_prop(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64> {
+    let Some(v) = props.get(key) else {
+        return Ok(default);
+    };
+    let checked = match rule(key) {
+        Some(r @ Rule::Int { .. }) => r.check(v),
+        _ => Rule::Int {
+            min: 0,
+            max: LONG_MAX,
+        }
+        .check(v),
+    };
+    checked
+        .and_then(|n| n.parse::<u64>().map_err(|_| "expected a non-negative integer".into()))
+        .map_err(|expected| stored_error(None, key, v, expected))
+}
+
+/// Reads a boolean property, or its default when unset; a bad stored value is an
+/// [`Error::InvalidTableProperty`].
 pub fn bool_prop(props: &HashMap<String, String>, key: &str, default: bool) -> Result<bool> {
     match props.get(key) {
         None => Ok(default),
-        Some(v) => parse_bool(&format!("table property {key}"), v),
+        Some(v) => Rule::Bool
+            .check(v)
+            .map(|b| b == "true")
+            .map_err(|expected| stored_error(None, key, v, expected)),
     }
 }
 
@@ -192,6 +505,154 @@ mod tests {
         assert_eq!(parse_duration("x", "250ms").unwrap().as_millis(), 250);
         assert!(parse_duration("x", "5 fortnights").is_err());
         assert!(parse_duration("x", "d").is_err());
+    }
+
+    /// Every table property the README's configuration table lists, plus the ones iceberg-rust
+    /// parses as typed values.
+    const KNOWN: [&str; 26] = [
+        WRITE_TARGET_FILE_SIZE_BYTES,
+        WRITE_PARQUET_ROW_GROUP_SIZE_BYTES,
+        WRITE_PARQUET_COMPRESSION_CODEC,
+        WRITE_PARQUET_COMPRESSION_LEVEL,
+        "floe.compact.min-input-files",
+        COMMIT_RETRY_NUM_RETRIES,
+        COMMIT_RETRY_MIN_WAIT_MS,
+        COMMIT_RETRY_MAX_WAIT_MS,
+        COMMIT_RETRY_TOTAL_TIMEOUT_MS,
+        COMMIT_MANIFEST_MERGE_ENABLED,
+        COMMIT_MANIFEST_MIN_COUNT_TO_MERGE,
+        COMMIT_MANIFEST_TARGET_SIZE_BYTES,
+        METADATA_DELETE_AFTER_COMMIT,
+        METADATA_PREVIOUS_VERSIONS_MAX,
+        METADATA_COMPRESSION_CODEC,
+        HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+        HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+        HISTORY_EXPIRE_MAX_REF_AGE_MS,
+        INGEST_WRITE_BUFFER_SIZE,
+        WRITE_DISTRIBUTION_MODE,
+        GC_ENABLED,
+        "write.datafusion.fanout.enabled",
+        "write.parquet.content-defined-chunking.enabled",
+        "write.parquet.content-defined-chunking.min-chunk-size",
+        "write.parquet.content-defined-chunking.norm-level",
+        "encryption.data-key-length",
+    ];
+
+    #[test]
+    fn every_property_floe_reads_refuses_garbage_naming_key_value_and_expectation() {
+        for key in KNOWN {
+            assert!(rule(key).is_some(), "{key} has no rule");
+            for bad in ["garbage", "-1x", ""] {
+                let e = validate(key, bad).unwrap_err().to_string();
+                assert!(
+                    e.contains(key) && e.contains(&format!("'{bad}'")) && e.contains("expected"),
+                    "{key}={bad}: {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn numeric_settings_are_refused_outside_the_range_engines_read() {
+        for (key, bad) in [
+            (COMMIT_RETRY_NUM_RETRIES, "-1"),
+            (COMMIT_RETRY_NUM_RETRIES, "2147483648"),
+            (COMMIT_RETRY_MIN_WAIT_MS, "-5"),
+            (COMMIT_RETRY_TOTAL_TIMEOUT_MS, "9223372036854775808"),
+            (WRITE_TARGET_FILE_SIZE_BYTES, "0"),
+            (WRITE_PARQUET_ROW_GROUP_SIZE_BYTES, "0"),
+            (WRITE_PARQUET_COMPRESSION_LEVEL, "23"),
+            (WRITE_PARQUET_COMPRESSION_LEVEL, "0"),
+            (WRITE_PARQUET_COMPRESSION_CODEC, "brotli"),
+            (COMMIT_MANIFEST_TARGET_SIZE_BYTES, "0"),
+            (HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP, "0"),
+            (HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS, "5d"),
+            (GC_ENABLED, "yes"),
+            (WRITE_DISTRIBUTION_MODE, "random"),
+            (METADATA_COMPRESSION_CODEC, "zstd"),
+            (INGEST_WRITE_BUFFER_SIZE, "256MiB"),
+            ("floe.compact.min-input-files", "0"),
+            ("floe.compact.target-file-size-bytes", "0"),
+            ("floe.compact.rewrite-job-order", "biggest-first"),
+            ("floe.compact.partial-progress.enabled", "1"),
+        ] {
+            let e = validate(key, bad).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(bad), "{key}={bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn valid_values_are_stored_canonical_and_unknown_keys_pass() {
+        assert_eq!(validate(COMMIT_RETRY_NUM_RETRIES, " +8 ").unwrap(), "8");
+        assert_eq!(validate(COMMIT_RETRY_NUM_RETRIES, "0").unwrap(), "0");
+        assert_eq!(validate(GC_ENABLED, "FALSE").unwrap(), "false");
+        assert_eq!(validate(WRITE_PARQUET_COMPRESSION_CODEC, "Snappy").unwrap(), "Snappy");
+        assert_eq!(
+            validate("floe.compact.target-file-size-bytes", "256MiB").unwrap(),
+            "256MiB"
+        );
+        assert_eq!(validate("floe.compact.rewrite-job-order", "bytes-desc").unwrap(), "bytes-desc");
+        assert_eq!(validate("owner", "-1 whatever").unwrap(), "-1 whatever");
+        assert_eq!(validate("floe.writer-id", "x").unwrap(), "x");
+    }
+
+    #[test]
+    fn unknown_floe_compact_and_ingest_keys_are_refused_with_the_known_list() {
+        let e = validate("floe.compact.min-input-file", "5").unwrap_err().to_string();
+        assert!(e.contains("floe.compact.min-input-files"), "{e}");
+        let e = validate("floe.ingest.buffer", "5").unwrap_err().to_string();
+        assert!(e.contains(INGEST_WRITE_BUFFER_SIZE), "{e}");
+        // Stored by another tool, they are ignored, not errors.
+        let props = HashMap::from([("floe.compact.typo".to_string(), "x".to_string())]);
+        assert!(invalid_stored(None, &props).is_empty());
+    }
+
+    #[test]
+    fn compaction_defaults_are_checked_together_when_updated() {
+        let current = HashMap::new();
+        let set = HashMap::from([(
+            "floe.compact.min-file-size-bytes".to_string(),
+            "1GiB".to_string(),
+        )]);
+        let e = validate_update(&current, &set, &[]).unwrap_err().to_string();
+        assert!(e.contains("floe.compact.min-file-size-bytes"), "{e}");
+        // Raising the table's target along with it makes it consistent.
+        let mut set = set;
+        set.insert(WRITE_TARGET_FILE_SIZE_BYTES.into(), (2u64 << 30).to_string());
+        validate_update(&current, &set, &[]).unwrap();
+        let e = validate_update(&current, &set, &[GC_ENABLED.to_string(), WRITE_TARGET_FILE_SIZE_BYTES.to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("both set and unset"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_stored_value_names_the_table_and_the_repair() {
+        let p = HashMap::from([(COMMIT_RETRY_NUM_RETRIES.to_string(), "-1".to_string())]);
+        let e = u64_prop(&p, COMMIT_RETRY_NUM_RETRIES, 4)
+            .unwrap_err()
+            .for_table("n.p")
+            .to_string();
+        for part in [
+            "commit.retry.num-retries",
+            "'-1'",
+            "n.p",
+            "floe table set-property n.p --unset commit.retry.num-retries",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
+        let p = HashMap::from([(GC_ENABLED.to_string(), "TRUE".to_string())]);
+        assert!(bool_prop(&p, GC_ENABLED, false).unwrap(), "any case, as Java reads it");
+        let p = HashMap::from([(GC_ENABLED.to_string(), "maybe".to_string())]);
+        let e = bool_prop(&p, GC_ENABLED, true).unwrap_err().to_string();
+        assert!(e.contains("--unset gc.enabled"), "{e}");
+        let p = HashMap::from([
+            (HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.to_string(), "0".to_string()),
+            ("owner".to_string(), "x".to_string()),
+        ]);
+        assert_eq!(invalid_stored(Some("n.p"), &p).len(), 1);
+        assert!(check_stored(Some("n.p"), &p, &[GC_ENABLED]).is_ok());
+        assert!(check_stored(Some("n.p"), &p, &[HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP]).is_err());
     }
 
     #[test]

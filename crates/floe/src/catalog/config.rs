@@ -24,13 +24,21 @@
 //! Without a catalog name floe uses the embedded default: a SQLite catalog in
 //! `<warehouse>/catalog.db` over a local warehouse directory.
 //!
-//! Secrets (credential, token, secret keys, passwords in URIs) never leave this module in clear:
-//! [`CatalogConfig`]'s `Debug` and [`CatalogConfig::redacted`] mask them.
+//! Secrets (credential, token, secret keys, passwords and secret parameters in URIs) never leave
+//! this module in clear: [`CatalogConfig`]'s `Debug` and [`CatalogConfig::redacted`] mask them,
+//! and every configuration [`resolve`] returns has its secret values registered with [`mask`],
+//! the one masking function everything floe prints goes through (`config/masking.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+
+mod masking;
+pub use masking::{
+    is_secret_name, mask, mask_property, mask_with, masked_stderr, register_config_secrets,
+    register_secrets, secret_parts, secrets_of, MaskedStderr, MASK,
+};
 
 /// Catalog implementations floe speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,8 +79,8 @@ impl std::fmt::Debug for CatalogConfig {
         f.debug_struct("CatalogConfig")
             .field("name", &self.name)
             .field("kind", &self.kind)
-            .field("uri", &redact_uri(&self.uri))
-            .field("warehouse", &self.warehouse)
+            .field("uri", &mask(&self.uri))
+            .field("warehouse", &mask(&self.warehouse))
             .field("props", &redact_props(&self.props))
             .finish()
     }
@@ -96,8 +104,10 @@ impl CatalogConfig {
         })
     }
 
-    /// A config from a flat property map (`type`, `uri`, `warehouse` and the rest).
+    /// A config from a flat property map (`type`, `uri`, `warehouse` and the rest). Its secret
+    /// values are registered with [`mask`].
     pub fn from_props(name: &str, mut props: BTreeMap<String, String>) -> Result<Self> {
+        register_config_secrets(props.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let uri = props.remove("uri").unwrap_or_default();
         let warehouse = props.remove("warehouse").unwrap_or_default();
         let kind = match props.remove("type").as_deref().map(str::to_ascii_lowercase) {
@@ -143,11 +153,29 @@ impl CatalogConfig {
     pub fn redacted(&self) -> BTreeMap<String, String> {
         let mut out = redact_props(&self.props);
         out.insert("type".into(), self.kind.as_str().into());
-        out.insert("uri".into(), redact_uri(&self.uri));
+        out.insert("uri".into(), mask(&self.uri));
         if !self.warehouse.is_empty() {
-            out.insert("warehouse".into(), self.warehouse.clone());
+            out.insert("warehouse".into(), mask(&self.warehouse));
         }
         out
+    }
+
+    /// Every property as a `(key, value)` pair, `uri` and `warehouse` included.
+    fn all_props(&self) -> impl Iterator<Item = (&str, &str)> {
+        [("uri", self.uri.as_str()), ("warehouse", self.warehouse.as_str())]
+            .into_iter()
+            .chain(self.props.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// The secret values of this configuration (see [`secrets_of`]).
+    pub fn secrets(&self) -> Vec<String> {
+        secrets_of(self.all_props())
+    }
+
+    /// Registers this configuration's secrets with [`mask`], so no message floe prints shows
+    /// them, whatever library echoed them.
+    pub fn register_secrets(&self) {
+        register_secrets(self.secrets());
     }
 
     /// Properties for the FileIO of this catalog's tables (storage keys such as `s3.*`).
@@ -159,51 +187,16 @@ impl CatalogConfig {
     }
 }
 
-/// True for keys whose values must never be shown.
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    [
-        "secret",
-        "token",
-        "credential",
-        "password",
-        "session",
-        "private-key",
-    ]
-    .iter()
-    .any(|s| k.contains(s))
-        || k.starts_with("header.")
-}
-
 fn redact_props(props: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     props
         .iter()
-        .map(|(k, v)| {
-            let v = if is_secret_key(k) {
-                "****".to_string()
-            } else {
-                redact_uri(v)
-            };
-            (k.clone(), v)
-        })
+        .map(|(k, v)| (k.clone(), mask_property(k, v)))
         .collect()
 }
 
-/// Masks the password of `scheme://user:password@host/...`.
+/// A URI as it may be shown: userinfo password and secret query parameters masked ([`mask`]).
 pub fn redact_uri(uri: &str) -> String {
-    let Some(scheme_end) = uri.find("://") else {
-        return uri.to_string();
-    };
-    let rest = &uri[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match authority.rfind('@') {
-        Some(at) => {
-            let user = authority[..at].split(':').next().unwrap_or("");
-            format!("{}://{}:****@{}", &uri[..scheme_end], user, &rest[at + 1..])
-        }
-        None => uri.to_string(),
-    }
+    mask(uri)
 }
 
 /// The parsed config file: named catalogs and the optional default.
@@ -356,8 +349,27 @@ pub struct CatalogSelection {
     pub overrides: Vec<(String, String)>,
 }
 
-/// Resolves the catalog to use from the selection, the config file and the environment.
+/// Resolves the catalog to use from the selection, the config file and the environment. The
+/// secrets of the result (and of the properties it was built from, even when they turn out
+/// invalid) are registered with [`mask`].
 pub fn resolve(
+    sel: &CatalogSelection,
+    file: &ConfigFile,
+    env: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<CatalogConfig> {
+    register_config_secrets(
+        sel.overrides
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(sel.uri.iter().map(|u| ("uri", u.as_str())))
+            .chain(sel.name.iter().map(|n| ("uri", n.as_str()))),
+    );
+    let config = resolve_unregistered(sel, file, env)?;
+    config.register_secrets();
+    Ok(config)
+}
+
+fn resolve_unregistered(
     sel: &CatalogSelection,
     file: &ConfigFile,
     env: &BTreeMap<String, BTreeMap<String, String>>,
@@ -559,6 +571,76 @@ endpoint = "http://x"
             "postgres://u:****@h:5/db"
         );
         assert_eq!(redact_uri("http://h:1/x"), "http://h:1/x");
+    }
+
+    /// The secrets a hostile configuration can hide in: a PostgreSQL URI's query, an ADLS
+    /// account key, a REST URI's token, an OAuth2 server URI's client secret, a userinfo
+    /// password, a SAS token.
+    const HOSTILE: &str = r#"
+[catalog.pg]
+uri = "postgres://floe@db:5432/catalog?password=pg-query-pass-1&sslmode=disable"
+warehouse = "abfss://c@acct.dfs.core.windows.net/wh?sig=wh-sas-sig-2"
+"adls.account-key" = "adls-account-key-3"
+"adls.sas-token.acct" = "sv=2022&sig=adls-sas-sig-4"
+
+[catalog.rest]
+uri = "https://cat.example.com/api?token=rest-uri-token-5"
+"oauth2-server-uri" = "https://idp.example.com/oauth/token?client_id=me&client_secret=oauth-secret-6"
+"s3.access-key-id" = "AKIAVISIBLE"
+
+[catalog.user]
+uri = "postgresql://floe:userinfo-pass-7@db:5432/c"
+warehouse = "/tmp/wh"
+"#;
+
+    const HOSTILE_SECRETS: [&str; 7] = [
+        "pg-query-pass-1",
+        "wh-sas-sig-2",
+        "adls-account-key-3",
+        "adls-sas-sig-4",
+        "rest-uri-token-5",
+        "oauth-secret-6",
+        "userinfo-pass-7",
+    ];
+
+    #[test]
+    fn redacted_configs_show_no_secret_of_any_shape() {
+        let f = ConfigFile::parse(HOSTILE).unwrap();
+        let mut shown = String::new();
+        for name in ["pg", "rest", "user"] {
+            let sel = CatalogSelection {
+                name: Some(name.into()),
+                ..Default::default()
+            };
+            let c = resolve(&sel, &f, &BTreeMap::new()).unwrap();
+            shown.push_str(&format!("{c:?} {:?}\n", c.redacted()));
+        }
+        for s in HOSTILE_SECRETS {
+            assert!(!shown.contains(s), "{s} shown: {shown}");
+        }
+        // What is not secret stays readable.
+        assert!(shown.contains("AKIAVISIBLE"), "{shown}");
+        assert!(shown.contains("client_id=me"), "{shown}");
+        assert!(shown.contains("https://cat.example.com/api?token=****"), "{shown}");
+        assert!(shown.contains("postgresql://floe:****@db:5432/c"), "{shown}");
+    }
+
+    #[test]
+    fn resolved_secrets_are_scrubbed_from_any_message() {
+        let f = ConfigFile::parse(HOSTILE).unwrap();
+        for name in ["pg", "rest", "user"] {
+            let sel = CatalogSelection {
+                name: Some(name.into()),
+                ..Default::default()
+            };
+            resolve(&sel, &f, &BTreeMap::new()).unwrap();
+        }
+        // A library echoing a secret bare, out of any URI or key=value shape.
+        let msg = HOSTILE_SECRETS.join(" | ");
+        let out = mask(&msg);
+        for s in HOSTILE_SECRETS {
+            assert!(!out.contains(s), "{s} survived: {out}");
+        }
     }
 
     #[test]

@@ -572,22 +572,48 @@ impl Catalog {
     }
 
     /// Sets and removes table properties in one commit.
+    ///
+    /// Known properties are validated first ([`properties::validate_update`]: every key floe
+    /// reads, named in the error with the value and what is expected) and stored in canonical
+    /// form. The commit itself needs none of the stored settings, so it succeeds on a table
+    /// whose stored values are bad (this is how such a table is repaired): bad retry settings
+    /// fall back to Iceberg's defaults with a warning. Only a bad
+    /// `write.metadata.compression-codec` that the update leaves in place stops it, since the
+    /// new metadata file could not be written.
     pub async fn set_properties(
         &self,
         ident: &TableIdent,
         set: HashMap<String, String>,
         remove: Vec<String>,
     ) -> Result<Table> {
+        let table = self.load_table(ident).await?;
+        let set = properties::validate_update(table.metadata().properties(), &set, &remove)?;
+        let name = ident_string(ident);
         let mut updates = Vec::new();
         if !set.is_empty() {
-            updates.push(TableUpdate::SetProperties { updates: set });
+            updates.push(TableUpdate::SetProperties {
+                updates: set.clone(),
+            });
         }
         if !remove.is_empty() {
-            updates.push(TableUpdate::RemoveProperties { removals: remove });
+            updates.push(TableUpdate::RemoveProperties {
+                removals: remove.clone(),
+            });
         }
-        crate::commit::retry::with_retry(self, ident, None, |_table| {
+        crate::commit::retry::with_retry_repairing(self, ident, Some(table), |table| {
             let updates = updates.clone();
+            let mut after = table.metadata().properties().clone();
+            after.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+            for k in &remove {
+                after.remove(k);
+            }
+            let writable = properties::check_stored(
+                Some(name.as_str()),
+                &after,
+                &[properties::METADATA_COMPRESSION_CODEC],
+            );
             async move {
+                writable?;
                 Ok(crate::commit::producer::PreparedCommit {
                     requirements: vec![],
                     updates,
@@ -674,11 +700,19 @@ async fn commit_sql(
             reason: "the table pointer moved during the commit".into(),
         });
     }
-    if properties::bool_prop(
+    // The pointer has moved: the commit landed. A bad stored value must not turn it into an
+    // error now (callers would delete the files of a landed commit): keep the old metadata
+    // files and say why.
+    let delete_old = properties::bool_prop(
         built.metadata.properties(),
         properties::METADATA_DELETE_AFTER_COMMIT,
         false,
-    )? {
+    )
+    .unwrap_or_else(|e| {
+        tracing::warn!("{}; old metadata files were kept", e.for_table(&name));
+        false
+    });
+    if delete_old {
         // The metadata log is table input: only entries inside the table location go.
         let fence = crate::clean::fence::Fence::at(built.metadata.location());
         for old in &built.expired_metadata_logs {

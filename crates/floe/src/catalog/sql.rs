@@ -352,16 +352,10 @@ fn normalize_uri(uri: &str) -> Result<String> {
     ))
 }
 
-/// Hides a password in `scheme://user:password@host` URIs.
+/// The URI as it may be shown: floe's one masking function (userinfo password, secret query
+/// parameters, any registered secret).
 fn redact(uri: &str) -> String {
-    if let Some((scheme, rest)) = uri.split_once("://") {
-        if let Some((userinfo, host)) = rest.split_once('@') {
-            if let Some((user, _)) = userinfo.split_once(':') {
-                return format!("{scheme}://{user}:***@{host}");
-            }
-        }
-    }
-    uri.to_string()
+    super::config::redact_uri(uri)
 }
 
 fn describe_sqlx(e: &sqlx::Error) -> String {
@@ -408,7 +402,11 @@ mod tests {
     fn passwords_never_show() {
         assert_eq!(
             redact("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
+            "postgres://u:****@h:5432/db"
+        );
+        assert_eq!(
+            redact("postgres://u@h:5432/db?password=secret&sslmode=disable"),
+            "postgres://u@h:5432/db?password=****&sslmode=disable"
         );
         assert_eq!(redact("sqlite:///x.db"), "sqlite:///x.db");
     }

@@ -2,7 +2,14 @@
 //! lost race reload, re-prepare (which re-validates) and retry with exponential backoff and
 //! jitter, per `commit.retry.num-retries`, `commit.retry.min-wait-ms`, `commit.retry.max-wait-ms`
 //! and `commit.retry.total-timeout-ms` (Iceberg's names and defaults).
+//!
+//! A bad stored value of a property the commit path reads fails the commit before anything is
+//! written, with an error naming the table, the key and the repair command; except for a
+//! property update ([`with_retry_repairing`]), which must be able to fix such a table: it never
+//! needs those values, and retries with Iceberg's defaults (and a warning) when the stored retry
+//! settings are bad.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -25,32 +32,78 @@ pub struct RetryPolicy {
     pub total_timeout: Duration,
 }
 
+/// The retry settings: key and Iceberg's default.
+const RETRY_KEYS: [(&str, u64); 4] = [
+    (
+        properties::COMMIT_RETRY_NUM_RETRIES,
+        properties::COMMIT_RETRY_NUM_RETRIES_DEFAULT,
+    ),
+    (
+        properties::COMMIT_RETRY_MIN_WAIT_MS,
+        properties::COMMIT_RETRY_MIN_WAIT_MS_DEFAULT,
+    ),
+    (
+        properties::COMMIT_RETRY_MAX_WAIT_MS,
+        properties::COMMIT_RETRY_MAX_WAIT_MS_DEFAULT,
+    ),
+    (
+        properties::COMMIT_RETRY_TOTAL_TIMEOUT_MS,
+        properties::COMMIT_RETRY_TOTAL_TIMEOUT_MS_DEFAULT,
+    ),
+];
+
+/// Properties every commit through the SQL catalog reads besides the retry settings: iceberg
+/// writes `metadata.json` per `write.metadata.compression-codec` and trims the log per
+/// `previous-versions-max`; floe deletes trimmed files per `delete-after-commit.enabled`.
+const COMMIT_PATH_KEYS: [&str; 3] = [
+    properties::METADATA_COMPRESSION_CODEC,
+    properties::METADATA_PREVIOUS_VERSIONS_MAX,
+    properties::METADATA_DELETE_AFTER_COMMIT,
+];
+
 impl RetryPolicy {
-    /// Reads the policy from a table's properties.
+    /// Iceberg's defaults.
+    pub fn iceberg_defaults() -> Self {
+        Self::from_values(RETRY_KEYS.map(|(_, default)| default))
+    }
+
+    fn from_values([num_retries, min_wait, max_wait, total_timeout]: [u64; 4]) -> Self {
+        Self {
+            num_retries,
+            min_wait: Duration::from_millis(min_wait),
+            max_wait: Duration::from_millis(max_wait),
+            total_timeout: Duration::from_millis(total_timeout),
+        }
+    }
+
+    /// Reads the policy from a table's properties; a bad value is an error naming the table,
+    /// the key and the repair.
     pub fn from_table(table: &Table) -> Result<Self> {
         let p = table.metadata().properties();
-        Ok(Self {
-            num_retries: u64_prop(
-                p,
-                properties::COMMIT_RETRY_NUM_RETRIES,
-                properties::COMMIT_RETRY_NUM_RETRIES_DEFAULT,
-            )?,
-            min_wait: Duration::from_millis(u64_prop(
-                p,
-                properties::COMMIT_RETRY_MIN_WAIT_MS,
-                properties::COMMIT_RETRY_MIN_WAIT_MS_DEFAULT,
-            )?),
-            max_wait: Duration::from_millis(u64_prop(
-                p,
-                properties::COMMIT_RETRY_MAX_WAIT_MS,
-                properties::COMMIT_RETRY_MAX_WAIT_MS_DEFAULT,
-            )?),
-            total_timeout: Duration::from_millis(u64_prop(
-                p,
-                properties::COMMIT_RETRY_TOTAL_TIMEOUT_MS,
-                properties::COMMIT_RETRY_TOTAL_TIMEOUT_MS_DEFAULT,
-            )?),
-        })
+        let mut values = [0u64; 4];
+        for (slot, (key, default)) in values.iter_mut().zip(RETRY_KEYS) {
+            *slot = u64_prop(p, key, default)
+                .map_err(|e| e.for_table(&ident_string(table.identifier())))?;
+        }
+        Ok(Self::from_values(values))
+    }
+
+    /// Reads the policy, taking Iceberg's default (with a warning) for each bad value: for the
+    /// commit that repairs the table.
+    pub fn from_table_or_defaults(table: &Table) -> Self {
+        Self::or_defaults(&ident_string(table.identifier()), table.metadata().properties())
+    }
+
+    fn or_defaults(table: &str, p: &HashMap<String, String>) -> Self {
+        Self::from_values(RETRY_KEYS.map(|(key, default)| {
+            u64_prop(p, key, default).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "{}; this property update retries with Iceberg's default {key}={default}",
+                    e.for_table(table)
+                );
+                default
+            })
+        }))
     }
 
     /// Backoff before retry number `attempt` (1-based): min * 2^(attempt-1), capped, with
@@ -66,19 +119,60 @@ impl RetryPolicy {
     }
 }
 
+/// How a commit treats bad stored values of the properties the commit path reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadSettings {
+    /// Fail before preparing, naming the property and the repair.
+    Fail,
+    /// A property update: carry on with Iceberg's defaults, warning.
+    UseDefaults,
+}
+
 /// Prepares a commit with `prepare` on `base` (or the freshly loaded table when `None`) and
 /// commits it; a lost race reloads the table and prepares again. Files an attempt wrote
-/// (manifests, manifest lists) are deleted when that attempt loses.
+/// (manifests, manifest lists) are deleted when that attempt loses. A bad stored value of a
+/// property the commit reads fails it first, naming the table, the key and the repair.
 pub async fn with_retry<F, Fut>(
     catalog: &Catalog,
     ident: &TableIdent,
     base: Option<Table>,
-    mut prepare: F,
+    prepare: F,
 ) -> Result<Table>
 where
     F: FnMut(Table) -> Fut,
     Fut: Future<Output = Result<PreparedCommit>>,
 {
+    retry_loop(catalog, ident, base, prepare, BadSettings::Fail).await
+}
+
+/// [`with_retry`] for a commit that only updates table properties: it must succeed on a table
+/// whose stored settings are bad (it is how such a table is repaired), so bad retry settings
+/// fall back to Iceberg's defaults with a warning instead of failing.
+pub async fn with_retry_repairing<F, Fut>(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    base: Option<Table>,
+    prepare: F,
+) -> Result<Table>
+where
+    F: FnMut(Table) -> Fut,
+    Fut: Future<Output = Result<PreparedCommit>>,
+{
+    retry_loop(catalog, ident, base, prepare, BadSettings::UseDefaults).await
+}
+
+async fn retry_loop<F, Fut>(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    base: Option<Table>,
+    mut prepare: F,
+    bad_settings: BadSettings,
+) -> Result<Table>
+where
+    F: FnMut(Table) -> Fut,
+    Fut: Future<Output = Result<PreparedCommit>>,
+{
+    let name = ident_string(ident);
     let started = Instant::now();
     let mut attempt: u32 = 0;
     let mut base = base;
@@ -88,9 +182,20 @@ where
             Some(t) => t,
             None => catalog.load_table(ident).await?,
         };
-        let policy = RetryPolicy::from_table(&table)?;
+        let policy = match bad_settings {
+            BadSettings::Fail => {
+                properties::check_stored(
+                    Some(name.as_str()),
+                    table.metadata().properties(),
+                    &COMMIT_PATH_KEYS,
+                )?;
+                RetryPolicy::from_table(&table)?
+            }
+            BadSettings::UseDefaults => RetryPolicy::or_defaults(&name, table.metadata().properties()),
+        };
         let file_io = table.file_io().clone();
-        let prepared = prepare(table.clone()).await?;
+        // Getters deep in the producers see only the property map: name the table here.
+        let prepared = prepare(table.clone()).await.map_err(|e| e.for_table(&name))?;
         match catalog
             .commit(&table, &prepared.requirements, prepared.updates)
             .await
@@ -105,17 +210,17 @@ where
                 match e {
                     Error::CommitConflict { reason, .. } if !out_of_budget => {
                         let wait = policy.backoff(attempt);
-                        tracing::info!(table = %ident_string(ident), attempt, ?wait, %reason, "commit conflict, retrying");
+                        tracing::info!(table = %name, attempt, ?wait, %reason, "commit conflict, retrying");
                         tokio::time::sleep(wait).await;
                     }
                     Error::CommitConflict { reason, .. } => {
                         return Err(Error::CommitConflict {
-                            table: ident_string(ident),
+                            table: name,
                             attempts: attempt,
                             reason,
                         });
                     }
-                    other => return Err(other),
+                    other => return Err(other.for_table(&name)),
                 }
             }
         }
@@ -153,5 +258,22 @@ mod tests {
             "{third:?}"
         );
         assert!(p.backoff(30) <= Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn bad_retry_settings_fall_back_to_iceberg_defaults_one_by_one() {
+        let props = HashMap::from([
+            (properties::COMMIT_RETRY_NUM_RETRIES.to_string(), "-1".to_string()),
+            (properties::COMMIT_RETRY_MIN_WAIT_MS.to_string(), "7".to_string()),
+            (properties::COMMIT_RETRY_MAX_WAIT_MS.to_string(), "soon".to_string()),
+        ]);
+        let p = RetryPolicy::or_defaults("n.p", &props);
+        let d = RetryPolicy::iceberg_defaults();
+        assert_eq!(p.num_retries, d.num_retries);
+        assert_eq!(p.min_wait, Duration::from_millis(7), "valid values are kept");
+        assert_eq!(p.max_wait, d.max_wait);
+        assert_eq!(p.total_timeout, d.total_timeout);
+        assert_eq!(d.num_retries, 4);
+        assert_eq!(d.min_wait, Duration::from_millis(100));
     }
 }

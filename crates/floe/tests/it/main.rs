@@ -9,4 +9,5 @@ mod interop;
 mod maintenance;
 mod safety;
 mod sql;
+mod table_properties;
 mod write_stats;

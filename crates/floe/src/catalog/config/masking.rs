@@ -1,0 +1,690 @@
+//! The one masking function: [`mask`] turns any text floe prints (a property value, a URI, an
+//! error message, a log line) into one without secrets.
+//!
+//! Two layers, both always applied:
+//! - **Known values.** Every secret of a resolved catalog configuration (values of secret-named
+//!   keys, URI passwords, secret query parameters; see [`register_config_secrets`]) is
+//!   remembered for the process, and every occurrence of it is replaced, whatever the library
+//!   that echoed it (sqlx, reqwest, opendal) did to the text around it.
+//! - **Shape.** Secrets floe was never told about are recognised by their place: the password
+//!   of a URI's userinfo (`scheme://user:PASSWORD@host`), the value of a secret-named
+//!   `name=value` pair (URI query and fragment parameters, `key=value` connection strings,
+//!   form bodies), of a secret-named JSON member (`"token": "..."`), and `Bearer` / `Basic`
+//!   credentials.
+//!
+//! A name is secret when it says so ([`is_secret_name`]): secret, password, token, credential,
+//! account key, SAS token, session token, private key, signature, API key, a bare `key`,
+//! `sig` or `pwd` segment, and every REST `header.*`; but not an identifier or a location
+//! (`s3.access-key-id`, `encryption.key-id`, `oauth2-server-uri`, `token-refresh-enabled`),
+//! whose values are still masked by shape.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::sync::{LazyLock, RwLock};
+
+/// What a secret is replaced with.
+pub const MASK: &str = "****";
+
+/// Secrets shorter than this are masked by shape only: replacing every occurrence of a
+/// two-letter string would make every message unreadable.
+const MIN_REGISTERED_LEN: usize = 4;
+
+/// Secret values of the configurations resolved in this process, longest first when used.
+static SECRETS: LazyLock<RwLock<BTreeSet<String>>> =
+    LazyLock::new(|| RwLock::new(BTreeSet::new()));
+
+/// Masks every secret in `text`: the registered secret values, then URI passwords, secret
+/// `name=value` pairs, secret JSON members and `Bearer`/`Basic` credentials.
+pub fn mask(text: &str) -> String {
+    let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
+    mask_with(text, secrets.iter().map(String::as_str))
+}
+
+/// [`mask`] with an explicit list of known secret values instead of the registered ones.
+pub fn mask_with<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> String {
+    let mut forms: Vec<String> = Vec::new();
+    for s in secrets {
+        for form in [s.to_string(), percent_decode(s, false)] {
+            if form.chars().count() >= MIN_REGISTERED_LEN && !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
+    }
+    let out = replace_ranges(text, known_secret_ranges(text, &forms));
+    let out = mask_userinfo(&out);
+    let out = mask_pairs(&out);
+    let out = mask_json_members(&out);
+    mask_auth_schemes(&out)
+}
+
+/// Byte ranges of `text` that show one of `secrets`: as is, or percent-encoded in any way
+/// (upper or lower case hex, some characters or all, `+` for a space), as URI libraries print
+/// them.
+fn known_secret_ranges(text: &str, secrets: &[String]) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    if secrets.is_empty() {
+        return ranges;
+    }
+    let raw: Vec<(usize, usize)> = (0..text.len()).map(|i| (i, i + 1)).collect();
+    let views = [
+        (text.as_bytes().to_vec(), raw),
+        decoded_view(text, false),
+        decoded_view(text, true),
+    ];
+    for secret in secrets {
+        let needle = secret.as_bytes();
+        for (bytes, origin) in &views {
+            if needle.is_empty() || bytes.len() < needle.len() {
+                continue;
+            }
+            for start in 0..=bytes.len() - needle.len() {
+                if &bytes[start..start + needle.len()] == needle {
+                    ranges.push((origin[start].0, origin[start + needle.len() - 1].1));
+                }
+            }
+        }
+    }
+    ranges
+}
+
+/// `text` percent-decoded (and `+` as a space when `plus_is_space`), with the byte range of
+/// `text` each decoded byte comes from.
+fn decoded_view(text: &str, plus_is_space: bool) -> (Vec<u8>, Vec<(usize, usize)>) {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut origin = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                origin.push((i, i + 3));
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if plus_is_space && b[i] == b'+' {
+            b' '
+        } else {
+            b[i]
+        });
+        origin.push((i, i + 1));
+        i += 1;
+    }
+    (out, origin)
+}
+
+/// The value of property `key` as it may be shown: masked whole when the key names a secret,
+/// else with its secret parts masked.
+pub fn mask_property(key: &str, value: &str) -> String {
+    if is_secret_name(key) {
+        MASK.to_string()
+    } else {
+        mask(value)
+    }
+}
+
+/// True for a property key, query parameter or field name whose value is a secret.
+pub fn is_secret_name(name: &str) -> bool {
+    let n: String = name
+        .trim()
+        .chars()
+        .map(|c| match c {
+            '_' | ' ' => '-',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect();
+    // REST catalog headers (`header.Authorization`, `header.X-Api-Key`, ...) carry credentials.
+    if n.starts_with("header.") {
+        return true;
+    }
+    let segments: Vec<&str> = n.split(['.', '-']).filter(|s| !s.is_empty()).collect();
+    let Some(last) = segments.last() else {
+        return false;
+    };
+    // Identifiers, locations and switches: not secrets themselves (a URI value is still masked
+    // by shape).
+    if matches!(
+        *last,
+        "id" | "uri" | "url" | "endpoint" | "enabled" | "name" | "region" | "type"
+    ) {
+        return false;
+    }
+    const WORDS: [&str; 17] = [
+        "secret",
+        "password",
+        "passwd",
+        "token",
+        "credential",
+        "private-key",
+        "privatekey",
+        "account-key",
+        "accountkey",
+        "signature",
+        "api-key",
+        "apikey",
+        "authorization",
+        "session",
+        "connection-string",
+        "connectionstring",
+        "sas",
+    ];
+    const SEGMENTS: [&str; 6] = ["key", "sig", "pwd", "pw", "pass", "passphrase"];
+    WORDS.iter().any(|w| {
+        if *w == "sas" {
+            segments.contains(w) || n.contains("sas-")
+        } else {
+            n.contains(w)
+        }
+    }) || segments.iter().any(|s| SEGMENTS.contains(s))
+}
+
+/// Remembers secret values for [`mask`], which masks each wherever it shows, percent-encoded
+/// or decoded.
+pub fn register_secrets<I, S>(values: I)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let values: Vec<String> = values
+        .into_iter()
+        .map(|v| v.as_ref().trim().to_string())
+        .filter(|v| v.chars().count() >= MIN_REGISTERED_LEN && v != "true" && v != "false")
+        .collect();
+    if values.is_empty() {
+        return;
+    }
+    let mut set = SECRETS.write().unwrap_or_else(|e| e.into_inner());
+    set.extend(values);
+}
+
+/// The secret values in a set of properties: values of secret-named keys (and, for
+/// `id:secret` credentials, the part after the colon), and the secret parts of every value
+/// that holds a URI or a `name=value` list.
+pub fn secrets_of<'a>(props: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in props {
+        if is_secret_name(k) {
+            out.push(v.to_string());
+            if let Some((_, secret)) = v.split_once(':') {
+                out.push(secret.to_string());
+            }
+        }
+        out.extend(secret_parts(v));
+    }
+    out
+}
+
+/// Registers the secrets of properties (see [`secrets_of`]).
+pub fn register_config_secrets<'a>(props: impl IntoIterator<Item = (&'a str, &'a str)>) {
+    register_secrets(secrets_of(props));
+}
+
+/// Secret parts of one value: the userinfo password of each URI in it and the values of its
+/// secret-named `name=value` pairs.
+pub fn secret_parts(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (start, end) in userinfo_passwords(value) {
+        out.push(value[start..end].to_string());
+    }
+    for (start, end) in secret_pair_values(value) {
+        out.push(value[start..end].to_string());
+    }
+    out
+}
+
+/// `Write` for log output: each event (tracing writes one per writer) is masked before it
+/// reaches stderr. Use as `tracing_subscriber::fmt().with_writer(masked_stderr)`.
+pub fn masked_stderr() -> MaskedStderr {
+    MaskedStderr { buf: Vec::new() }
+}
+
+/// See [`masked_stderr`].
+pub struct MaskedStderr {
+    buf: Vec<u8>,
+}
+
+impl Write for MaskedStderr {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        // Colour codes would split `name=value` pairs (`\x1b[3mpassword\x1b[0m=...`) and hide
+        // them from the masking: logs are masked plain.
+        let text = strip_ansi(&String::from_utf8_lossy(&self.buf));
+        self.buf.clear();
+        let mut err = std::io::stderr().lock();
+        err.write_all(mask(&text).as_bytes())?;
+        err.flush()
+    }
+}
+
+impl Drop for MaskedStderr {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// `text` without ANSI escape sequences (`ESC [ ... final-byte`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('\x40'..='\x7e').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn percent_decode(s: &str, plus_is_space: bool) -> String {
+    String::from_utf8_lossy(&decoded_view(s, plus_is_space).0).into_owned()
+}
+
+/// Characters that end a URI or a value inside a message.
+fn ends_token(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>')
+}
+
+/// Byte ranges of the userinfo passwords (`scheme://user:PASSWORD@host`) in `text`.
+fn userinfo_passwords(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("://") {
+        let start = from + i + 3;
+        let rest = &text[start..];
+        let token_end = rest.find(ends_token).unwrap_or(rest.len());
+        let token = &rest[..token_end];
+        // The authority ends at the first '/', but a password may hold '?' or '#': the
+        // userinfo is everything before the last '@' of that part.
+        let authority = &token[..token.find('/').unwrap_or(token.len())];
+        if let Some(at) = authority.rfind('@') {
+            if let Some(colon) = authority[..at].find(':') {
+                if colon + 1 < at {
+                    out.push((start + colon + 1, start + at));
+                }
+            }
+        }
+        from = start;
+    }
+    out
+}
+
+fn mask_userinfo(text: &str) -> String {
+    replace_ranges(text, userinfo_passwords(text))
+}
+
+/// Byte ranges of the values of secret-named `name=value` pairs: query and fragment
+/// parameters, form bodies, `key=value;...` connection strings, `--flag name=value`.
+fn secret_pair_values(text: &str) -> Vec<(usize, usize)> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let mut out = Vec::new();
+    for (eq, _) in text.match_indices('=') {
+        let name_start = text[..eq]
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| is_name(*c))
+            .last()
+            .map_or(eq, |(i, _)| i);
+        let name = &text[name_start..eq];
+        if name.is_empty() || !is_secret_name(name) {
+            continue;
+        }
+        let value_start = eq + 1;
+        let rest = &text[value_start..];
+        let len = pair_value_len(rest);
+        if len > 0 && &rest[..len] != MASK {
+            out.push((value_start, value_start + len));
+        }
+    }
+    out
+}
+
+/// Length of the value at the start of `rest`: up to a separator (`&`, `;`, `#`), a space or
+/// quote, or a closing bracket the value did not open (`label (uri?token=X)` keeps its `)`).
+fn pair_value_len(rest: &str) -> usize {
+    let mut depth = 0usize;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => return i,
+            ')' | ']' | '}' => depth -= 1,
+            c if ends_token(c) || matches!(c, '&' | ';' | '#') => return i,
+            _ => {}
+        }
+    }
+    rest.len()
+}
+
+fn mask_pairs(text: &str) -> String {
+    replace_ranges(text, secret_pair_values(text))
+}
+
+/// Masks the string values of secret-named JSON members: `"token": "..."`.
+fn mask_json_members(text: &str) -> String {
+    let mut ranges = Vec::new();
+    let bytes = text.as_bytes();
+    for (colon, _) in text.match_indices(':') {
+        // `"name"` right before the colon (spaces allowed).
+        let before = text[..colon].trim_end();
+        let Some(name_body) = before.strip_suffix('"') else {
+            continue;
+        };
+        let Some(open) = name_body.rfind('"') else {
+            continue;
+        };
+        if !is_secret_name(&name_body[open + 1..]) {
+            continue;
+        }
+        let after = &text[colon + 1..];
+        let ws = after.len() - after.trim_start().len();
+        let value_start = colon + 1 + ws;
+        if bytes.get(value_start) != Some(&b'"') {
+            continue;
+        }
+        let mut i = value_start + 1;
+        while i < bytes.len() && bytes[i] != b'"' {
+            i += if bytes[i] == b'\\' { 2 } else { 1 };
+        }
+        let end = i.min(bytes.len());
+        if end > value_start + 1 && &text[value_start + 1..end] != MASK {
+            ranges.push((value_start + 1, end));
+        }
+    }
+    replace_ranges(text, ranges)
+}
+
+/// Masks `Bearer <token>` and `Basic <credentials>` (HTTP Authorization schemes).
+fn mask_auth_schemes(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut ranges = Vec::new();
+    for scheme in ["bearer ", "basic "] {
+        for (i, _) in lower.match_indices(scheme) {
+            if i > 0 && lower.as_bytes()[i - 1].is_ascii_alphanumeric() {
+                continue;
+            }
+            let start = i + scheme.len();
+            let rest = &text[start..];
+            let len = rest
+                .find(|c: char| ends_token(c) || matches!(c, ',' | ';'))
+                .unwrap_or(rest.len());
+            // "Basic auth" in prose is not a credential: require a token-like value.
+            let value = &rest[..len];
+            if len >= 8 && value != MASK {
+                ranges.push((start, start + len));
+            }
+        }
+    }
+    replace_ranges(text, ranges)
+}
+
+/// Replaces byte ranges (possibly overlapping, unordered) with [`MASK`].
+fn replace_ranges(text: &str, mut ranges: Vec<(usize, usize)>) -> String {
+    if ranges.is_empty() {
+        return text.to_string();
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (s, e) in ranges {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    for (mut s, mut e) in merged {
+        // Whole characters only (a match may end inside a multi-byte one).
+        while !text.is_char_boundary(s) {
+            s -= 1;
+        }
+        while e < text.len() && !text.is_char_boundary(e) {
+            e += 1;
+        }
+        let s = s.max(pos);
+        out.push_str(&text[pos..s]);
+        out.push_str(MASK);
+        pos = e.max(pos);
+    }
+    out.push_str(&text[pos..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn m(text: &str) -> String {
+        mask_with(text, [])
+    }
+
+    #[test]
+    fn secret_names_are_recognised_but_not_identifiers() {
+        for k in [
+            "credential",
+            "token",
+            "s3.secret-access-key",
+            "s3.session-token",
+            "adls.account-key",
+            "adls.sas-token.acct.dfs.core.windows.net",
+            "gcs.oauth2.token",
+            "client_secret",
+            "client-secret",
+            "password",
+            "sslpassword",
+            "private-key",
+            "X-Amz-Signature",
+            "X-Amz-Credential",
+            "X-Amz-Security-Token",
+            "sig",
+            "key",
+            "api_key",
+            "access_token",
+            "refresh_token",
+            "AccountKey",
+            "SharedAccessSignature",
+            "header.Authorization",
+            "s3.sse.key",
+            "adls.connection-string",
+            "pwd",
+        ] {
+            assert!(is_secret_name(k), "{k} should be secret");
+        }
+        for k in [
+            "s3.access-key-id",
+            "uri",
+            "warehouse",
+            "oauth2-server-uri",
+            "s3.endpoint",
+            "s3.region",
+            "token-refresh-enabled",
+            "encryption.key-id",
+            "client_id",
+            "scope",
+            "grant_type",
+            "prefix",
+            "sv",
+            "se",
+        ] {
+            assert!(!is_secret_name(k), "{k} should not be secret");
+        }
+    }
+
+    #[test]
+    fn uri_passwords_and_secret_query_parameters_are_masked() {
+        assert_eq!(m("postgres://u:pw@h:5/db"), "postgres://u:****@h:5/db");
+        assert_eq!(
+            m("postgres://floe@db:5432/cat?password=hunter22&sslmode=require"),
+            "postgres://floe@db:5432/cat?password=****&sslmode=require"
+        );
+        assert_eq!(
+            m("https://cat.example.com/api?token=abc.def-ghi"),
+            "https://cat.example.com/api?token=****"
+        );
+        assert_eq!(
+            m("https://idp/oauth/token?client_id=me&client_secret=s3cr3t&scope=x"),
+            "https://idp/oauth/token?client_id=me&client_secret=****&scope=x"
+        );
+        assert_eq!(
+            m("https://b.s3.amazonaws.com/k?X-Amz-Credential=AK%2F2026&X-Amz-Signature=f00d"),
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=****&X-Amz-Signature=****"
+        );
+        assert_eq!(
+            m("https://acct.blob.core.windows.net/c?sv=2022&sig=AbC%2B%3D"),
+            "https://acct.blob.core.windows.net/c?sv=2022&sig=****"
+        );
+        // A password holding '?' or '#' is masked whole.
+        assert_eq!(m("postgres://u:p?a#s@h/db"), "postgres://u:****@h/db");
+        // Users, hosts, paths and harmless parameters stay.
+        assert_eq!(m("http://h:1/x?a=b"), "http://h:1/x?a=b");
+        assert_eq!(m("sqlite:///tmp/c.db"), "sqlite:///tmp/c.db");
+        assert_eq!(m("s3://bucket/key@v2"), "s3://bucket/key@v2");
+    }
+
+    #[test]
+    fn messages_lose_pairs_json_members_and_bearer_tokens() {
+        assert_eq!(
+            m("error: connect host=db password=pw123 dbname=c"),
+            "error: connect host=db password=**** dbname=c"
+        );
+        assert_eq!(
+            m(r#"body {"access_token": "eyJhbGciOi", "token_type": "bearer"}"#),
+            r#"body {"access_token": "****", "token_type": "bearer"}"#
+        );
+        assert_eq!(
+            m("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.x"),
+            "Authorization: Bearer ****"
+        );
+        assert_eq!(
+            m("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=Zm9vYmFy;Suffix=x"),
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=****;Suffix=x"
+        );
+        assert_eq!(m("uses basic auth"), "uses basic auth");
+        assert_eq!(
+            m("catalog rest (http://h:1/api?token=abc) cannot connect"),
+            "catalog rest (http://h:1/api?token=****) cannot connect"
+        );
+    }
+
+    #[test]
+    fn log_lines_are_masked_without_colour_codes() {
+        let line = "\x1b[2m2026\x1b[0m \x1b[3mpassword\x1b[0m\x1b[2m=\x1b[0mhunter22 ok";
+        assert_eq!(strip_ansi(line), "2026 password=hunter22 ok");
+        assert_eq!(m(&strip_ansi(line)), "2026 password=**** ok");
+    }
+
+    #[test]
+    fn known_secrets_are_masked_in_any_form() {
+        let out = mask_with(
+            "sqlx: password authentication failed (p@ss w0rd) [p%40ss%20w0rd]",
+            ["p@ss w0rd", "p%40ss%20w0rd"],
+        );
+        assert!(!out.contains("p@ss") && !out.contains("p%40ss"), "{out}");
+        let secrets = secrets_of([
+            ("credential", "client:the-client-secret"),
+            ("uri", "postgres://u:urlpass1@h/db?sslpassword=keyphrase"),
+            ("s3.access-key-id", "AKIAEXAMPLE"),
+        ]);
+        assert!(secrets.contains(&"the-client-secret".to_string()));
+        assert!(secrets.contains(&"urlpass1".to_string()));
+        assert!(secrets.contains(&"keyphrase".to_string()));
+        assert!(!secrets.contains(&"AKIAEXAMPLE".to_string()));
+        let out = mask_with(
+            "invalid_client: the-client-secret rejected",
+            secrets.iter().map(String::as_str),
+        );
+        assert!(!out.contains("the-client-secret"), "{out}");
+    }
+
+    #[test]
+    fn registered_secrets_are_masked_by_the_process_wide_mask() {
+        register_config_secrets([("adls.account-key", "registered-account-key-0042")]);
+        let out = mask("GET failed: key registered-account-key-0042 rejected");
+        assert!(!out.contains("registered-account-key-0042"), "{out}");
+    }
+
+    /// A secret: 8 to 24 characters from the URI-safe set plus a few that need encoding.
+    fn secret() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9._~+/=!$-]{8,24}"
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "password",
+            "token",
+            "client_secret",
+            "secret",
+            "key",
+            "sig",
+            "signature",
+            "X-Amz-Signature",
+            "X-Amz-Security-Token",
+            "credential",
+            "access_token",
+            "api_key",
+            "sslpassword",
+        ])
+        .prop_map(str::to_string)
+    }
+
+    proptest! {
+        #[test]
+        fn a_secret_in_a_uri_query_never_survives(
+            s in secret(), n in name(), scheme in "(https?|postgres|postgresql|s3|abfss)",
+            before in "[a-z]{0,6}", after in "[a-z]{0,6}",
+        ) {
+            let enc: String = url::form_urlencoded::byte_serialize(s.as_bytes()).collect();
+            for value in [&s, &enc] {
+                let uri = format!("{scheme}://host:1/p?a=1&{n}={value}&b=2");
+                let msg = format!("{before} error: cannot connect to {uri}: refused {after}");
+                let out = m(&msg);
+                prop_assert!(!out.contains(value.as_str()), "{} -> {}", msg, out);
+            }
+        }
+
+        #[test]
+        fn a_uri_password_never_survives(
+            s in "[A-Za-z0-9._~!$+,;=:-]{8,24}", user in "[a-z]{1,8}",
+            scheme in "(https?|postgres|postgresql)", tail in "(/db|/db\\?x=1|)",
+        ) {
+            let msg = format!("error: catalog {scheme}://{user}:{s}@db.example:5432{tail} refused");
+            let out = m(&msg);
+            prop_assert!(!out.contains(&s), "{} -> {}", msg, out);
+            prop_assert!(out.contains("db.example:5432"), "{}", out);
+        }
+
+        #[test]
+        fn a_registered_secret_never_survives_anywhere(
+            s in secret(), before in ".{0,20}", after in ".{0,20}",
+        ) {
+            let enc: String = url::form_urlencoded::byte_serialize(s.as_bytes()).collect();
+            let lower_hex: String = s.bytes().map(|b| format!("%{b:02x}")).collect();
+            let secrets = secrets_of([("adls.account-key", s.as_str())]);
+            for shown in [&s, &enc, &lower_hex] {
+                let msg = format!("{before}{shown}{after}");
+                let out = mask_with(&msg, secrets.iter().map(String::as_str));
+                prop_assert!(!out.contains(shown.as_str()), "{} -> {}", msg, out);
+            }
+        }
+
+        #[test]
+        fn masking_is_idempotent_and_keeps_harmless_text(text in "[a-z ]{0,40}") {
+            prop_assert_eq!(m(&text), text.clone());
+            prop_assert_eq!(m(&m(&text)), text);
+        }
+    }
+}
