@@ -8,4 +8,5 @@ mod ingest;
 mod interop;
 mod maintenance;
 mod sql;
+mod strict_input;
 mod write_stats;
