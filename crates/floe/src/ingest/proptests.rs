@@ -75,7 +75,7 @@ fn via_json(col: &str, literal: &str) -> Option<i128> {
 /// `text` as the field of `col` in a CSV file read by `append`.
 fn via_csv(col: &str, text: &str) -> Option<i128> {
     let mut f = tempfile::Builder::new().suffix(".csv").tempfile().unwrap();
-    write!(f, "id,{col}\n0,{text}\n").unwrap();
+    writeln!(f, "id,{col}\n0,{text}").unwrap();
     let mut r = InputReader::open(f.path(), Some(InputFormat::Csv), schema()).unwrap();
     match r.next_batch() {
         Ok(Some(b)) => Some(stored(&b, col).expect("not null")),

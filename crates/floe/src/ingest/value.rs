@@ -523,6 +523,8 @@ impl Matcher {
 pub(crate) struct Node {
     pub(crate) field: FieldRef,
     kind: Kind,
+    /// The Iceberg type name, for messages.
+    name: String,
 }
 
 #[derive(Debug)]
@@ -570,11 +572,12 @@ impl Node {
         Self {
             field: field.clone(),
             kind,
+            name: type_name(field.data_type()),
         }
     }
 
-    fn type_name(&self) -> String {
-        type_name(self.field.data_type())
+    fn type_name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -683,12 +686,12 @@ pub(crate) fn text_to(
 
 fn hex(t: &str) -> Option<Vec<u8>> {
     let b = t.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     let val = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
     b.chunks(2)
-        .map(|p| Some(val(p[0])? << 4 | val(p[1])?))
+        .map(|p| Some((val(p[0])? << 4) | val(p[1])?))
         .collect()
 }
 
