@@ -839,6 +839,12 @@ fn a_cli_duration_without_a_unit_is_an_error_naming_the_option() {
         err.contains("floe table set-property n.p --unset commit.retry.num-retries"),
         "{err}"
     );
+
+#[test]
+fn append_rejects_two_json_values_on_a_line_and_values_that_do_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "db"]);
     ok_json(
         d,
         &[
@@ -1290,4 +1296,42 @@ fn catalog_show_and_failing_connections_never_print_a_secret() {
             }
         }
     }
+
+            "create",
+            "db.t",
+            "--schema",
+            "id bigint not null, d decimal(10, 2)",
+        ],
+    );
+    for (body, want) in [
+        (
+            "{\"id\": 1}\n{\"id\": 11}{\"id\": 12}\n",
+            "in.ndjson: line 2: column '-' value {\"id\": 11}{\"id\": 12}: more than one JSON value",
+        ),
+        (
+            "{\"id\":10} garbage\n",
+            "in.ndjson: line 1: column '-' value {\"id\":10} garbage: unexpected characters",
+        ),
+        (
+            "{\"id\": -9223372036854775900}\n",
+            "in.ndjson: line 1: column 'id' value -9223372036854775900: out of range for bigint",
+        ),
+        (
+            "{\"id\": 1.9}\n",
+            "column 'id' value 1.9: has a fractional part",
+        ),
+        (
+            "{\"id\": 1, \"d\": 1.239}\n",
+            "column 'd' value 1.239: has more than 2 digit(s) after the decimal point",
+        ),
+    ] {
+        std::fs::write(d.join("in.ndjson"), body).unwrap();
+        let out = floe(d, &["append", "db.t", "in.ndjson"]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{want}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    let described = ok_json(d, &["table", "describe", "db.t"]);
+    assert!(described["current_snapshot"].is_null(), "nothing committed");
 }

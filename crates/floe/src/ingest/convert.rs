@@ -1,19 +1,23 @@
-//! Conversion of decoded columns to a table's Arrow schema, naming the first bad value.
+//! Conversion of decoded input columns (CSV text, Parquet) to a table's Arrow schema, naming
+//! the first bad value.
 //!
-//! Source columns are matched to table columns by name (exact, then case-insensitive); missing
-//! optional columns become nulls. Values are cast with Arrow's cast kernels; a value that was
-//! present but did not cast, or a null in a required column, is an [`Error::BadRecord`] with the
-//! file, the line/row, the column and the value.
+//! Input columns are matched to table columns by name (exact, then the one column equal up to
+//! ASCII case); missing optional columns become nulls; two input columns matching one table
+//! column, or an input with none of the table's columns, is an error (either would drop data
+//! silently). Values go through the checked conversions of [`crate::ingest::value`], the same
+//! rules NDJSON records follow; an input column already of the column's exact type is kept as
+//! is. A value that does not fit, or a null in a required column, is an [`Error::BadRecord`]
+//! with the file, the line/row, the column and the value.
 
-use std::sync::Arc;
-
-use arrow::array::{new_null_array, Array, ArrayRef};
-use arrow::compute::{cast_with_options, CastOptions};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray};
+use arrow::datatypes::Decimal128Type;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::DataType;
 
 use crate::error::{Error, Result};
+use crate::ingest::value::{arrow_value, build, match_columns, BadValue, Cell, Node, Plan};
+
+pub use crate::ingest::value::TextSource;
 
 /// Where a batch came from, to name bad records.
 #[derive(Debug, Clone)]
@@ -23,6 +27,8 @@ pub struct Origin {
     pub unit: &'static str,
     /// Unit number of the batch's first record.
     pub first: u64,
+    /// How text columns are read (CSV: a blank field is null, a NUL byte is bad).
+    pub text: TextSource,
 }
 
 impl Origin {
@@ -31,124 +37,144 @@ impl Origin {
     }
 }
 
-fn value_at(a: &dyn Array, i: usize) -> String {
-    let opts = FormatOptions::default().with_null("null");
-    match ArrayFormatter::try_new(a, &opts) {
-        Ok(f) => {
-            let s = f.value(i).to_string();
-            let s: String = s.chars().take(80).collect();
-            if matches!(
-                a.data_type(),
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-            ) {
-                format!("'{s}'")
-            } else {
-                s
-            }
-        }
-        Err(_) => "?".into(),
-    }
-}
-
-/// Converts `batch` (any column types, matched by name) to `target`.
-pub fn conform(batch: &RecordBatch, target: &SchemaRef, origin: &Origin) -> Result<RecordBatch> {
+/// Converts `batch` (any column types, matched by name) to the table of `plan`.
+pub fn conform(batch: &RecordBatch, plan: &Plan, origin: &Origin) -> Result<RecordBatch> {
     let src = batch.schema();
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
-    for field in target.fields() {
-        let idx = src.index_of(field.name()).ok().or_else(|| {
-            src.fields()
-                .iter()
-                .position(|f| f.name().eq_ignore_ascii_case(field.name()))
-        });
-        let Some(idx) = idx else {
-            if !field.is_nullable() && batch.num_rows() > 0 {
-                return Err(Error::BadRecord {
-                    file: origin.file.clone(),
-                    location: origin.at(0),
-                    column: field.name().clone(),
-                    value: "missing".into(),
-                    reason: "required column is not in the input".into(),
-                });
-            }
-            columns.push(new_null_array(field.data_type(), batch.num_rows()));
-            continue;
+    let input_error = |reason: String| Error::InputFile {
+        path: origin.file.clone().into(),
+        reason,
+    };
+    let map = match_columns(&plan.cols, src.fields()).map_err(input_error)?;
+    if !src.fields().is_empty() && !plan.cols.nodes.is_empty() && map.iter().all(Option::is_none) {
+        let names = |it: &mut dyn Iterator<Item = &String>| {
+            it.take(10).cloned().collect::<Vec<_>>().join(", ")
         };
-        let input = batch.column(idx);
-        let input = blank_strings_to_null(input, field.data_type())?;
-        let out = if input.data_type() == field.data_type() {
-            input.clone()
-        } else {
-            let opts = CastOptions {
-                safe: true,
-                ..Default::default()
-            };
-            let out = cast_with_options(&input, field.data_type(), &opts).map_err(|e| {
-                Error::BadRecord {
-                    file: origin.file.clone(),
-                    location: origin.at(0),
-                    column: field.name().clone(),
-                    value: format!("of type {}", input.data_type()),
-                    reason: format!("cannot convert to {}: {e}", field.data_type()),
-                }
-            })?;
-            if out.null_count() != input.null_count() {
-                if let Some(i) = (0..input.len()).find(|&i| input.is_valid(i) && out.is_null(i)) {
-                    return Err(Error::BadRecord {
-                        file: origin.file.clone(),
-                        location: origin.at(i),
-                        column: field.name().clone(),
-                        value: value_at(input.as_ref(), i),
-                        reason: format!("not a valid {}", field.data_type()),
-                    });
-                }
-            }
-            out
-        };
-        if !field.is_nullable() && out.null_count() > 0 {
-            let i = (0..out.len()).find(|&i| out.is_null(i)).unwrap_or(0);
-            return Err(Error::BadRecord {
-                file: origin.file.clone(),
-                location: origin.at(i),
-                column: field.name().clone(),
-                value: "null".into(),
-                reason: "required column is null".into(),
-            });
+        return Err(input_error(format!(
+            "none of its columns ({}) is a column of the table ({})",
+            names(&mut src.fields().iter().map(|f| f.name())),
+            names(&mut plan.cols.fields.iter().map(|f| f.name())),
+        )));
+    }
+    // The first bad value by row, over all columns.
+    let mut first: Option<(usize, BadValue)> = None;
+    let mut keep = |row: usize, bad: BadValue| {
+        if first.as_ref().is_none_or(|(r, _)| row < *r) {
+            first = Some((row, bad));
         }
+    };
+    if origin.text == TextSource::Csv {
+        for (j, f) in src.fields().iter().enumerate() {
+            if let Some(s) = batch.column(j).as_string_opt::<i32>() {
+                if let Some(i) = (0..s.len()).find(|&i| s.is_valid(i) && s.value(i).contains('\0'))
+                {
+                    keep(
+                        i,
+                        BadValue {
+                            column: f.name().clone(),
+                            value: crate::ingest::value::show(s, i),
+                            reason: "contains a NUL byte".into(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(plan.cols.nodes.len());
+    for (node, from) in plan.cols.nodes.iter().zip(&map) {
+        let out = match from {
+            None if !node.field.is_nullable() && batch.num_rows() > 0 => {
+                keep(
+                    0,
+                    BadValue {
+                        column: node.field.name().clone(),
+                        value: "missing".into(),
+                        reason: "required column is not in the input".into(),
+                    },
+                );
+                continue;
+            }
+            None => new_null_array(node.field.data_type(), batch.num_rows()),
+            Some(j) => match convert_column(node, batch.column(*j), origin.text)? {
+                Ok(a) => a,
+                Err((row, bad)) => {
+                    keep(row, bad);
+                    continue;
+                }
+            },
+        };
         columns.push(out);
+    }
+    if let Some((row, bad)) = first {
+        return Err(Error::BadRecord {
+            file: origin.file.clone(),
+            location: origin.at(row),
+            column: bad.column,
+            value: bad.value,
+            reason: bad.reason,
+        });
     }
     let opts = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
     Ok(RecordBatch::try_new_with_options(
-        target.clone(),
+        plan.schema.clone(),
         columns,
         &opts,
     )?)
 }
 
-/// Empty strings in a text column that becomes a non-string type mean "no value" (CSV habit).
-fn blank_strings_to_null(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
-    if matches!(
-        to,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    ) {
-        return Ok(a.clone());
-    }
-    let Some(s) = a.as_any().downcast_ref::<arrow::array::StringArray>() else {
-        return Ok(a.clone());
+type Converted = std::result::Result<ArrayRef, (usize, BadValue)>;
+
+/// One input column in `node`'s type: `Ok(Err((row, bad)))` names the first bad value.
+fn convert_column(node: &Node, input: &ArrayRef, text: TextSource) -> Result<Converted> {
+    let input: ArrayRef = match input.data_type() {
+        // Unpacking a dictionary is lossless.
+        DataType::Dictionary(_, v) => arrow::compute::cast(input, v)?,
+        _ => input.clone(),
     };
-    if !s.iter().any(|v| v.is_some_and(|v| v.trim().is_empty())) {
-        return Ok(a.clone());
+    let name = node.field.name();
+    if input.data_type() == node.field.data_type() {
+        if !node.field.is_nullable() && input.null_count() > 0 {
+            let i = (0..input.len()).find(|&i| input.is_null(i)).unwrap_or(0);
+            return Ok(Err((
+                i,
+                BadValue {
+                    column: name.clone(),
+                    value: "null".into(),
+                    reason: "required column is missing or null".into(),
+                },
+            )));
+        }
+        // A Parquet decimal's values are not checked against its precision by the reader.
+        if let DataType::Decimal128(p, s) = input.data_type() {
+            let d = input.as_primitive::<Decimal128Type>();
+            if let Some(i) = (0..d.len()).find(|&i| {
+                d.is_valid(i)
+                    && !<Decimal128Type as arrow::datatypes::DecimalType>::is_valid_decimal_precision(
+                        d.value(i),
+                        *p,
+                    )
+            }) {
+                return Ok(Err((
+                    i,
+                    BadValue {
+                        column: name.clone(),
+                        value: crate::ingest::value::show(d, i),
+                        reason: format!(
+                            "out of range for decimal({p},{s}) (at most {} digit(s) before the decimal point)",
+                            *p as i64 - *s as i64
+                        ),
+                    },
+                )));
+            }
+        }
+        return Ok(Ok(input));
     }
-    let cleaned: arrow::array::StringArray = s
-        .iter()
-        .map(|v| {
-            v.and_then(|v| {
-                if v.trim().is_empty() {
-                    None
-                } else {
-                    Some(v.trim())
-                }
-            })
-        })
-        .collect();
-    Ok(Arc::new(cleaned))
+    let mut cells: Vec<Cell> = Vec::with_capacity(input.len());
+    for i in 0..input.len() {
+        match arrow_value(node, input.as_ref(), i, text) {
+            Ok(c) => cells.push(c),
+            Err(b) => return Ok(Err((i, b.under(name)))),
+        }
+    }
+    let refs: Vec<&Cell> = cells.iter().collect();
+    Ok(Ok(build(node, &refs)?))
 }

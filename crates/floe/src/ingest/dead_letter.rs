@@ -11,7 +11,7 @@ use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandl
 use rskafka::record::Record;
 
 use crate::error::{Error, Result};
-use crate::ingest::files::BadValue;
+use crate::ingest::value::BadValue;
 
 /// One rejected record.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -21,8 +21,11 @@ pub struct DeadLetter {
     /// Stream and position of the record (Kafka offset, file byte offset, stdin line).
     pub stream: String,
     pub position: i64,
-    /// The original payload (lossy UTF-8).
+    /// The original payload (lossy UTF-8: bytes that are not UTF-8 become U+FFFD).
     pub payload: String,
+    /// The original payload in hex, when it is not valid UTF-8 (so no byte is lost).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_hex: Option<String>,
     pub column: String,
     pub value: String,
     pub reason: String,
@@ -38,6 +41,9 @@ impl DeadLetter {
             stream: stream.to_string(),
             position,
             payload: String::from_utf8_lossy(payload).into_owned(),
+            payload_hex: std::str::from_utf8(payload)
+                .is_err()
+                .then(|| payload.iter().map(|b| format!("{b:02x}")).collect()),
             column: bad.column,
             value: bad.value,
             reason: bad.reason,

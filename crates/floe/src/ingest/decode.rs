@@ -2,13 +2,14 @@
 //! table schema, and every record that does not fit is set aside with the reason (it goes to
 //! the dead-letter sink; the stream goes on).
 //!
-//! The fast path decodes the whole micro-batch at once; only when that fails is each record
-//! checked on its own, so bad records cost time only when they occur.
+//! Each payload goes through the same record rule and checked conversions as `floe append`'s
+//! NDJSON lines ([`crate::ingest::ndjson`], [`crate::ingest::value`]): exactly one JSON object,
+//! every value stored exactly or the whole record set aside.
 
 use arrow::record_batch::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use crate::ingest::files::{decode_json, explain_line, BadValue};
+use crate::ingest::value::{BadValue, Plan};
 
 /// A decoded micro-batch: the good records as one batch, and the index and reason of every bad
 /// record.
@@ -18,78 +19,57 @@ pub struct Decoded {
     pub bad: Vec<(usize, BadValue)>,
 }
 
-fn bad(reason: &str, value: &[u8]) -> BadValue {
-    BadValue {
-        column: "-".into(),
-        value: String::from_utf8_lossy(&value[..value.len().min(80)]).into_owned(),
-        reason: reason.into(),
-    }
-}
-
-fn join(payloads: &[&str]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(payloads.iter().map(|p| p.len() + 1).sum());
-    for p in payloads {
-        body.extend_from_slice(p.as_bytes());
-        body.push(b'\n');
-    }
-    body
-}
-
 /// Decodes `payloads` (one JSON object each) into `target`.
 pub fn decode_records(target: &SchemaRef, payloads: &[&[u8]]) -> Decoded {
+    let plan = Plan::new(target);
     let mut out = Decoded::default();
-    let mut good: Vec<(usize, &str)> = Vec::with_capacity(payloads.len());
+    let mut rows = Vec::with_capacity(payloads.len());
+    let mut index = Vec::with_capacity(payloads.len());
     for (i, p) in payloads.iter().enumerate() {
-        match std::str::from_utf8(p) {
-            Err(_) => out.bad.push((i, bad("payload is not UTF-8", p))),
-            Ok(s) if s.trim().is_empty() => out.bad.push((i, bad("empty record", p))),
-            Ok(s) if s.contains('\n') && serde_json::from_str::<serde_json::Value>(s).is_err() => {
-                // Several lines that are not one JSON document: never split a record.
-                out.bad
-                    .push((i, bad("invalid JSON spanning several lines", p)))
+        match plan.decode_record(p) {
+            Ok(r) => {
+                rows.push(r);
+                index.push(i);
             }
-            Ok(s) => good.push((i, s)),
+            Err(b) => out.bad.push((i, b)),
         }
     }
-    if good.is_empty() {
+    if rows.is_empty() {
         return out;
     }
-    let texts: Vec<&str> = good.iter().map(|(_, s)| *s).collect();
-    if let Ok(b) = decode_json(target, &join(&texts), texts.len()) {
-        if b.num_rows() == texts.len() {
-            out.batch = Some(b);
-            return out;
-        }
-    }
-    // Slow path: find the bad records, then decode the rest together.
-    let mut keep: Vec<(usize, &str)> = Vec::with_capacity(good.len());
-    for (i, s) in good {
-        match explain_line(target, s) {
-            Some(b) => out.bad.push((i, b)),
-            None => keep.push((i, s)),
-        }
-    }
-    if !keep.is_empty() {
-        let texts: Vec<&str> = keep.iter().map(|(_, s)| *s).collect();
-        match decode_json(target, &join(&texts), texts.len()) {
-            Ok(b) if b.num_rows() == texts.len() => out.batch = Some(b),
-            _ => {
-                // Records that decode alone but not together: decode one by one.
-                let mut batches = Vec::new();
-                for (i, s) in keep {
-                    match decode_json(target, &join(&[s]), 1) {
-                        Ok(b) if b.num_rows() == 1 => batches.push(b),
-                        Ok(_) => out
-                            .bad
-                            .push((i, bad("record did not decode to one row", s.as_bytes()))),
-                        Err(e) => out.bad.push((i, bad(&e.to_string(), s.as_bytes()))),
+    match plan.build(&rows) {
+        Ok(b) => out.batch = Some(b),
+        Err(_) => {
+            // Values that convert but do not build together (should not happen): find the
+            // records that cannot be stored, one by one, and keep the rest.
+            let mut batches = Vec::new();
+            let mut kept = Vec::new();
+            for (row, i) in rows.iter().zip(index) {
+                match plan.build(std::slice::from_ref(row)) {
+                    Ok(b) => {
+                        batches.push(b);
+                        kept.push(i);
                     }
+                    Err(e) => out.bad.push((
+                        i,
+                        BadValue::record(payloads[i], format!("cannot be stored: {e}")),
+                    )),
                 }
-                out.batch = arrow::compute::concat_batches(target, &batches).ok();
             }
+            if !batches.is_empty() {
+                match arrow::compute::concat_batches(target, &batches) {
+                    Ok(b) => out.batch = Some(b),
+                    Err(e) => out.bad.extend(kept.into_iter().map(|i| {
+                        (
+                            i,
+                            BadValue::record(payloads[i], format!("cannot be stored: {e}")),
+                        )
+                    })),
+                }
+            }
+            out.bad.sort_by_key(|(i, _)| *i);
         }
     }
-    out.bad.sort_by_key(|(i, _)| *i);
     out
 }
 

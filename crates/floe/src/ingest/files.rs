@@ -1,19 +1,22 @@
 //! Input files for `floe append`: NDJSON, CSV (with a header) and Parquet, read in batches and
-//! converted to the table schema. A record that does not fit names file, line/row, column and
-//! value.
+//! converted to the table schema by the checked rules of [`crate::ingest::value`] (NDJSON
+//! lines by the record rule of [`crate::ingest::ndjson`], the one `floe ingest` uses). A record
+//! that does not fit names file, line/row, column and value.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::json::ReaderBuilder as JsonReaderBuilder;
 use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
 use crate::error::{Error, Result};
-use crate::ingest::convert::{conform, Origin};
+use crate::ingest::convert::{conform, Origin, TextSource};
+use crate::ingest::ndjson;
+pub use crate::ingest::value::BadValue;
+use crate::ingest::value::Plan;
 
 /// Records per batch read from an input file.
 pub const BATCH_ROWS: usize = 8192;
@@ -55,7 +58,7 @@ impl InputFormat {
 
 enum Source {
     Ndjson {
-        lines: std::io::Lines<BufReader<File>>,
+        reader: BufReader<File>,
     },
     Csv {
         reader: Box<arrow::csv::reader::BufReader<BufReader<File>>>,
@@ -68,7 +71,7 @@ enum Source {
 /// Reads one input file as batches in the table's Arrow schema.
 pub struct InputReader {
     path: PathBuf,
-    target: SchemaRef,
+    plan: Plan,
     source: Source,
     /// Number (line or row) of the next record.
     next: u64,
@@ -93,7 +96,7 @@ impl InputReader {
         let (source, next) = match format {
             InputFormat::Ndjson => (
                 Source::Ndjson {
-                    lines: BufReader::new(file).lines(),
+                    reader: BufReader::with_capacity(1 << 20, file),
                 },
                 1,
             ),
@@ -104,11 +107,21 @@ impl InputReader {
                     .infer_schema(&mut file, Some(0))
                     .map_err(|e| input_err(path, e))?;
                 file.rewind().map_err(|e| input_err(path, e))?;
+                // Every field is read as text and converted by the checked rules. A UTF-8 byte
+                // order mark (as spreadsheet tools write) is not part of the first name.
                 let text_schema = Arc::new(Schema::new(
                     inferred
                         .fields()
                         .iter()
-                        .map(|f| Field::new(f.name(), DataType::Utf8, true))
+                        .enumerate()
+                        .map(|(i, f)| {
+                            let name = if i == 0 {
+                                f.name().trim_start_matches('\u{feff}')
+                            } else {
+                                f.name()
+                            };
+                            Field::new(name, DataType::Utf8, true)
+                        })
                         .collect::<Vec<_>>(),
                 ));
                 let reader = arrow::csv::ReaderBuilder::new(text_schema)
@@ -134,18 +147,19 @@ impl InputReader {
         };
         Ok(Self {
             path: path.to_path_buf(),
-            target,
+            plan: Plan::new(&target),
             source,
             next,
             done: false,
         })
     }
 
-    fn origin(&self, unit: &'static str) -> Origin {
+    fn origin(&self, unit: &'static str, text: TextSource) -> Origin {
         Origin {
             file: self.path.display().to_string(),
             unit,
             first: self.next,
+            text,
         }
     }
 
@@ -169,7 +183,7 @@ impl InputReader {
                     reason: e.to_string(),
                 }),
                 Some(Ok(b)) => {
-                    let out = conform(&b, &self.target, &self.origin("line"))?;
+                    let out = conform(&b, &self.plan, &self.origin("line", TextSource::Csv))?;
                     self.next += b.num_rows() as u64;
                     Ok(Some(out))
                 }
@@ -181,7 +195,7 @@ impl InputReader {
                 }
                 Some(Err(e)) => Err(input_err(&self.path, e)),
                 Some(Ok(b)) => {
-                    let out = conform(&b, &self.target, &self.origin("row"))?;
+                    let out = conform(&b, &self.plan, &self.origin("row", TextSource::Typed))?;
                     self.next += b.num_rows() as u64;
                     Ok(Some(out))
                 }
@@ -189,146 +203,58 @@ impl InputReader {
         }
     }
 
+    /// Up to [`BATCH_ROWS`] records, each line decoded by the shared NDJSON record rule
+    /// ([`crate::ingest::ndjson`]); the first bad line fails the file.
     fn next_ndjson(&mut self) -> Result<Option<RecordBatch>> {
-        let Source::Ndjson { lines } = &mut self.source else {
+        let Source::Ndjson { reader } = &mut self.source else {
             unreachable!("called on ndjson only")
         };
-        let first = self.next;
-        let mut chunk: Vec<(u64, String)> = Vec::with_capacity(BATCH_ROWS);
-        let mut n = first;
-        for line in lines.by_ref() {
-            let line = line.map_err(|e| input_err(&self.path, e))?;
+        let mut lines: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut n = self.next;
+        loop {
+            let mut line = Vec::new();
+            let read = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| input_err(&self.path, e))?;
+            if read == 0 {
+                self.done = true;
+                break;
+            }
             let this = n;
             n += 1;
-            if !line.trim().is_empty() {
-                chunk.push((this, line));
+            if line.last() == Some(&b'\n') {
+                line.pop();
             }
-            if chunk.len() >= BATCH_ROWS {
+            if ndjson::is_blank(&line) {
+                continue;
+            }
+            lines.push((this, line));
+            if lines.len() >= BATCH_ROWS {
                 break;
             }
         }
         self.next = n;
-        if chunk.is_empty() {
+        if lines.is_empty() {
             self.done = true;
             return Ok(None);
         }
-        let mut body = String::with_capacity(chunk.iter().map(|(_, l)| l.len() + 1).sum());
-        for (_, l) in &chunk {
-            body.push_str(l);
-            body.push('\n');
-        }
-        match decode_json(&self.target, body.as_bytes(), chunk.len()) {
-            Ok(b) => Ok(Some(b)),
-            Err(_) => Err(self.explain_json(&chunk)),
-        }
-    }
-
-    /// Finds the first bad line of a chunk that failed to decode and names column and value.
-    fn explain_json(&self, chunk: &[(u64, String)]) -> Error {
-        let file = self.path.display().to_string();
-        for (line_no, line) in chunk {
-            if let Some(bad) = explain_line(&self.target, line) {
-                return Error::BadRecord {
-                    file,
-                    location: format!("line {line_no}"),
-                    column: bad.column,
-                    value: bad.value,
-                    reason: bad.reason,
-                };
+        let mut rows = Vec::with_capacity(lines.len());
+        for (line_no, line) in &lines {
+            match self.plan.decode_record(line) {
+                Ok(r) => rows.push(r),
+                Err(bad) => {
+                    return Err(Error::BadRecord {
+                        file: self.path.display().to_string(),
+                        location: format!("line {line_no}"),
+                        column: bad.column,
+                        value: bad.value,
+                        reason: bad.reason,
+                    })
+                }
             }
         }
-        Error::BadRecord {
-            file,
-            location: format!("lines {}..{}", chunk[0].0, chunk[chunk.len() - 1].0),
-            column: "-".into(),
-            value: "-".into(),
-            reason: "records do not decode together (mixed types across lines?)".into(),
-        }
+        Ok(Some(self.plan.build(&rows)?))
     }
-}
-
-/// Why one JSON record does not fit the table schema.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct BadValue {
-    /// The column, or "-" when the record itself is not a JSON object.
-    pub column: String,
-    /// The offending value (first 80 characters).
-    pub value: String,
-    pub reason: String,
-}
-
-/// Checks one NDJSON record against `target`: `None` when it decodes, otherwise the first bad
-/// column and value.
-pub fn explain_line(target: &SchemaRef, line: &str) -> Option<BadValue> {
-    let value: serde_json::Value = match serde_json::from_str(line) {
-        Ok(v) => v,
-        Err(e) => {
-            return Some(BadValue {
-                column: "-".into(),
-                value: line.chars().take(80).collect(),
-                reason: format!("invalid JSON: {e}"),
-            })
-        }
-    };
-    let Some(obj) = value.as_object() else {
-        return Some(BadValue {
-            column: "-".into(),
-            value: line.chars().take(80).collect(),
-            reason: "expected a JSON object per line".into(),
-        });
-    };
-    for field in target.fields() {
-        let v = obj.get(field.name()).unwrap_or(&serde_json::Value::Null);
-        if v.is_null() {
-            if !field.is_nullable() {
-                return Some(BadValue {
-                    column: field.name().clone(),
-                    value: "null".into(),
-                    reason: "required column is missing or null".into(),
-                });
-            }
-            continue;
-        }
-        let one = Arc::new(Schema::new(vec![field
-            .as_ref()
-            .clone()
-            .with_nullable(true)]));
-        let doc = serde_json::json!({ field.name(): v }).to_string();
-        if let Err(e) = decode_json(&one, doc.as_bytes(), 1) {
-            return Some(BadValue {
-                column: field.name().clone(),
-                value: v.to_string().chars().take(80).collect(),
-                reason: format!(
-                    "not a valid {}: {}",
-                    field.data_type(),
-                    short(&e.to_string())
-                ),
-            });
-        }
-    }
-    None
-}
-
-fn short(s: &str) -> String {
-    s.rsplit(": ").next().unwrap_or(s).to_string()
-}
-
-/// Decodes `rows` NDJSON records in `body` into one batch of `schema`.
-pub fn decode_json(schema: &SchemaRef, body: &[u8], rows: usize) -> Result<RecordBatch> {
-    let mut decoder = JsonReaderBuilder::new(schema.clone())
-        .with_batch_size(rows.max(1))
-        .build_decoder()?;
-    let mut rest = body;
-    while !rest.is_empty() {
-        let read = decoder.decode(rest)?;
-        if read == 0 {
-            break;
-        }
-        rest = &rest[read..];
-    }
-    decoder
-        .flush()?
-        .ok_or_else(|| Error::Arrow(arrow_schema::ArrowError::JsonError("no records".into())))
 }
 
 #[cfg(test)]

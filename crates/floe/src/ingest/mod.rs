@@ -1,5 +1,7 @@
 //! Getting records in.
 //!
+//! - [`ndjson`]: what one NDJSON record is (one JSON object), and [`value`]: the checked
+//!   conversion of every input value to its column type; both shared by `append` and `ingest`.
 //! - [`files`], [`convert`]: input files (NDJSON, CSV, Parquet) decoded and converted to a
 //!   table's schema with per-record errors (`floe append`).
 //! - [`stream`]: `floe ingest`, built from [`source`] (Kafka, files, stdin) -> [`decode`]
@@ -12,5 +14,9 @@ pub mod dead_letter;
 pub mod decode;
 pub mod files;
 pub mod metrics;
+pub mod ndjson;
+#[cfg(test)]
+mod proptests;
 pub mod source;
 pub mod stream;
+pub mod value;

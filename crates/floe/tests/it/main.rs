@@ -10,4 +10,5 @@ mod maintenance;
 mod safety;
 mod sql;
 mod table_properties;
+mod strict_input;
 mod write_stats;

@@ -170,7 +170,7 @@ fn read_file(
     )
 }
 
-/// Sends every non-blank line of `reader` as a record, counting positions from `start` in
+/// Sends every non-blank line of `reader` (see [`crate::ingest::ndjson::is_blank`]) as a record, counting positions from `start` in
 /// `unit`; returns the position after the last consumed line (`Err` once the receiver is gone
 /// or reading failed, the error sent first).
 fn read_lines(
@@ -206,7 +206,9 @@ fn read_lines(
         };
         pos = next;
         let body = trim_newline(&line);
-        if body.iter().all(u8::is_ascii_whitespace) {
+        // The record rule `floe append` uses too: only JSON whitespace makes a line blank; any
+        // other content is a record (and a bad one if it is not exactly one JSON object).
+        if crate::ingest::ndjson::is_blank(body) {
             continue;
         }
         let rec = SourceRecord {
@@ -221,12 +223,10 @@ fn read_lines(
     }
 }
 
+/// The line without its `\n` or `\r\n` terminator (a `\r` is JSON whitespace anyway).
 fn trim_newline(line: &[u8]) -> &[u8] {
-    let mut end = line.len();
-    while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
-        end -= 1;
-    }
-    &line[..end]
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 #[async_trait::async_trait]
