@@ -663,72 +663,6 @@ fn show_tables_lists_a_broken_table_and_a_query_on_it_names_it() {
     std::fs::write(&metadata, "garbage").unwrap();
     let out = floe(d, &["sql", "--csv", "SHOW TABLES"]);
     let text = String::from_utf8_lossy(&out.stdout);
-
-/// Runs floe with extra environment variables.
-fn floe_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_floe"))
-        .current_dir(dir)
-        .args(args)
-        .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
-        .env_remove("FLOE_CONFIG")
-        .envs(env.iter().copied())
-        .output()
-        .expect("floe runs")
-}
-
-#[test]
-fn set_property_refuses_a_bad_value_and_a_bad_stored_one_is_repaired() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    ok_json(d, &["namespace", "create", "n"]);
-    ok_json(d, &["table", "create", "n.p", "--schema", "id bigint not null"]);
-    for (kv, key, value) in [
-        (
-            "commit.retry.num-retries=-1",
-            "commit.retry.num-retries",
-            "-1",
-        ),
-        ("gc.enabled=sometimes", "gc.enabled", "sometimes"),
-        (
-            "floe.compact.min-input-files=zero",
-            "floe.compact.min-input-files",
-            "zero",
-        ),
-    ] {
-        let out = floe(d, &["table", "set-property", "n.p", kv]);
-        assert!(!out.status.success(), "{kv} was accepted");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains(key) && err.contains(value) && err.contains("expected"),
-            "{kv}: {err}"
-        );
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
-    }
-    let described = ok_json(d, &["table", "describe", "n.p"]);
-    assert!(described["properties"]
-        .get("commit.retry.num-retries")
-        .is_none());
-    std::fs::write(d.join("a.ndjson"), "{\"id\": 1}\n").unwrap();
-    ok_json(d, &["append", "n.p", "a.ndjson"]);
-
-    // A bad value written by another engine (PyIceberg) is named by the commands that need it,
-    // with the repair, and the repair works.
-    let Ok(py) = std::env::var("FLOE_PYTHON") else {
-        panic!("FLOE_PYTHON (run .ci/setup)");
-    };
-    let interop = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop");
-    let db = d.join("warehouse/catalog.db");
-    let script = format!(
-        "import sys\nsys.path.insert(0, {interop:?})\nfrom read_table import open_catalog\n\
-         cat = open_catalog('sqlite:///' + {db:?}, 'floe', {wh:?})\n\
-         t = cat.load_table('n.p')\n\
-         with t.transaction() as tx:\n    tx.set_properties({{'commit.retry.num-retries': '-1'}})\n",
-        interop = interop.display().to_string(),
-        db = db.display().to_string(),
-        wh = d.join("warehouse").display().to_string(),
-    );
-    let out = Command::new(py).arg("-c").arg(&script).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -831,20 +765,6 @@ fn a_cli_duration_without_a_unit_is_an_error_naming_the_option() {
         ],
     );
     assert_eq!(dry["expired_snapshots"].as_array().unwrap().len(), 5);
-
-    let out = floe(d, &["append", "n.p", "a.ndjson"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("floe table set-property n.p --unset commit.retry.num-retries"),
-        "{err}"
-    );
-
-#[test]
-fn append_rejects_two_json_values_on_a_line_and_values_that_do_not_fit() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    ok_json(d, &["namespace", "create", "db"]);
     ok_json(
         d,
         &[
@@ -1143,6 +1063,88 @@ fn log_lines_carry_no_colours_when_stderr_is_not_a_terminal() {
     assert!(!err.contains('\u{1b}'), "ANSI escape in: {err:?}");
 }
 
+/// Runs floe with extra environment variables.
+fn floe_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG")
+        .env_remove("FLOE_CONFIG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("floe runs")
+}
+
+#[test]
+fn set_property_refuses_a_bad_value_and_a_bad_stored_one_is_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "n"]);
+    ok_json(d, &["table", "create", "n.p", "--schema", "id bigint not null"]);
+    for (kv, key, value) in [
+        (
+            "commit.retry.num-retries=-1",
+            "commit.retry.num-retries",
+            "-1",
+        ),
+        ("gc.enabled=sometimes", "gc.enabled", "sometimes"),
+        (
+            "floe.compact.min-input-files=zero",
+            "floe.compact.min-input-files",
+            "zero",
+        ),
+    ] {
+        let out = floe(d, &["table", "set-property", "n.p", kv]);
+        assert!(!out.status.success(), "{kv} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(key) && err.contains(value) && err.contains("expected"),
+            "{kv}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let described = ok_json(d, &["table", "describe", "n.p"]);
+    assert!(described["properties"]
+        .get("commit.retry.num-retries")
+        .is_none());
+    std::fs::write(d.join("a.ndjson"), "{\"id\": 1}\n").unwrap();
+    ok_json(d, &["append", "n.p", "a.ndjson"]);
+
+    // A bad value written by another engine (PyIceberg) is named by the commands that need it,
+    // with the repair, and the repair works.
+    let Ok(py) = std::env::var("FLOE_PYTHON") else {
+        panic!("FLOE_PYTHON (run .ci/setup)");
+    };
+    let interop = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop");
+    let db = d.join("warehouse/catalog.db");
+    let script = format!(
+        "import sys\nsys.path.insert(0, {interop:?})\nfrom read_table import open_catalog\n\
+         cat = open_catalog('sqlite:///' + {db:?}, 'floe', {wh:?})\n\
+         t = cat.load_table('n.p')\n\
+         with t.transaction() as tx:\n    tx.set_properties({{'commit.retry.num-retries': '-1'}})\n",
+        interop = interop.display().to_string(),
+        db = db.display().to_string(),
+        wh = d.join("warehouse").display().to_string(),
+    );
+    let out = Command::new(py).arg("-c").arg(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = floe(d, &["append", "n.p", "a.ndjson"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("floe table set-property n.p --unset commit.retry.num-retries"),
+        "{err}"
+    );
+    ok_json(
+        d,
+        &[
+            "table",
+            "set-property",
             "n.p",
             "--unset",
             "commit.retry.num-retries",
@@ -1296,7 +1298,17 @@ fn catalog_show_and_failing_connections_never_print_a_secret() {
             }
         }
     }
+}
 
+#[test]
+fn append_rejects_two_json_values_on_a_line_and_values_that_do_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "db"]);
+    ok_json(
+        d,
+        &[
+            "table",
             "create",
             "db.t",
             "--schema",
