@@ -23,7 +23,7 @@ pub use crate::ingest::value::TextSource;
 #[derive(Debug, Clone)]
 pub struct Origin {
     pub file: String,
-    /// "line" for text formats (1-based, counting a CSV header), "row" for Parquet (0-based).
+    /// "line" for text formats (1-based, counting a CSV header), "row" for Parquet (1-based, as a reader counts).
     pub unit: &'static str,
     /// Unit number of the batch's first record.
     pub first: u64,

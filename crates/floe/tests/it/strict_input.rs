@@ -373,7 +373,7 @@ async fn values_that_do_not_fit_are_bad_records_in_every_format() {
         let p = write_parquet(dir.path(), &format!("m{k}.parquet"), columns);
         let e = append_fails(&fx, &a, &[&p]).await;
         assert!(
-            e.contains(&format!("m{k}.parquet: row 1: column '{col}'")) && e.contains(why),
+            e.contains(&format!("m{k}.parquet: row 2: column '{col}'")) && e.contains(why),
             "parquet {col}: {e}"
         );
     }
