@@ -1081,7 +1081,10 @@ fn set_property_refuses_a_bad_value_and_a_bad_stored_one_is_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     ok_json(d, &["namespace", "create", "n"]);
-    ok_json(d, &["table", "create", "n.p", "--schema", "id bigint not null"]);
+    ok_json(
+        d,
+        &["table", "create", "n.p", "--schema", "id bigint not null"],
+    );
     for (kv, key, value) in [
         (
             "commit.retry.num-retries=-1",
@@ -1255,7 +1258,10 @@ fn catalog_show_and_failing_connections_never_print_a_secret() {
         (vec!["catalog", "show"], true),
         (vec!["--json", "catalog", "show"], false),
         (vec!["--catalog", "rest", "catalog", "show"], true),
-        (vec!["--json", "--catalog", "rest", "catalog", "show"], false),
+        (
+            vec!["--json", "--catalog", "rest", "catalog", "show"],
+            false,
+        ),
         (vec!["--catalog", "user", "namespace", "list"], false),
         (vec!["--json", "--catalog", "envy", "table", "list"], false),
         (vec!["--catalog", "rest", "table", "describe", "a.b"], true),

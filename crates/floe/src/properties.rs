@@ -228,7 +228,9 @@ impl Rule {
     /// What a valid value looks like, for error messages.
     pub fn expected(&self) -> String {
         match *self {
-            Rule::Int { min: 0, max } if max == LONG_MAX => "expected a non-negative integer".into(),
+            Rule::Int { min: 0, max } if max == LONG_MAX => {
+                "expected a non-negative integer".into()
+            }
             Rule::Int { min: 1, max } if max == LONG_MAX => "expected a positive integer".into(),
             Rule::Int { min, max } => format!("expected an integer from {min} to {max}"),
             Rule::Bool => "expected true or false".into(),
@@ -392,7 +394,11 @@ pub fn invalid_stored(table: Option<&str>, props: &HashMap<String, String>) -> V
 }
 
 /// Fails with the first bad stored value among `keys` (see [`invalid_stored`]).
-pub fn check_stored(table: Option<&str>, props: &HashMap<String, String>, keys: &[&str]) -> Result<()> {
+pub fn check_stored(
+    table: Option<&str>,
+    props: &HashMap<String, String>,
+    keys: &[&str],
+) -> Result<()> {
     for key in keys {
         if let (Some(v), Some(r)) = (props.get(*key), rule(key)) {
             if let Err(expected) = r.check(v) {
@@ -428,7 +434,10 @@ pub fn u64_prop(props: &HashMap<String, String>, key: &str, default: u64) -> Res
         .check(v),
     };
     checked
-        .and_then(|n| n.parse::<u64>().map_err(|_| "expected a non-negative integer".into()))
+        .and_then(|n| {
+            n.parse::<u64>()
+                .map_err(|_| "expected a non-negative integer".into())
+        })
         .map_err(|expected| stored_error(None, key, v, expected))
 }
 
@@ -586,19 +595,27 @@ mod tests {
         assert_eq!(validate(COMMIT_RETRY_NUM_RETRIES, " +8 ").unwrap(), "8");
         assert_eq!(validate(COMMIT_RETRY_NUM_RETRIES, "0").unwrap(), "0");
         assert_eq!(validate(GC_ENABLED, "FALSE").unwrap(), "false");
-        assert_eq!(validate(WRITE_PARQUET_COMPRESSION_CODEC, "Snappy").unwrap(), "Snappy");
+        assert_eq!(
+            validate(WRITE_PARQUET_COMPRESSION_CODEC, "Snappy").unwrap(),
+            "Snappy"
+        );
         assert_eq!(
             validate("floe.compact.target-file-size-bytes", "256MiB").unwrap(),
             "256MiB"
         );
-        assert_eq!(validate("floe.compact.rewrite-job-order", "bytes-desc").unwrap(), "bytes-desc");
+        assert_eq!(
+            validate("floe.compact.rewrite-job-order", "bytes-desc").unwrap(),
+            "bytes-desc"
+        );
         assert_eq!(validate("owner", "-1 whatever").unwrap(), "-1 whatever");
         assert_eq!(validate("floe.writer-id", "x").unwrap(), "x");
     }
 
     #[test]
     fn unknown_floe_compact_and_ingest_keys_are_refused_with_the_known_list() {
-        let e = validate("floe.compact.min-input-file", "5").unwrap_err().to_string();
+        let e = validate("floe.compact.min-input-file", "5")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("floe.compact.min-input-files"), "{e}");
         let e = validate("floe.ingest.buffer", "5").unwrap_err().to_string();
         assert!(e.contains(INGEST_WRITE_BUFFER_SIZE), "{e}");
@@ -614,15 +631,27 @@ mod tests {
             "floe.compact.min-file-size-bytes".to_string(),
             "1GiB".to_string(),
         )]);
-        let e = validate_update(&current, &set, &[]).unwrap_err().to_string();
+        let e = validate_update(&current, &set, &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("floe.compact.min-file-size-bytes"), "{e}");
         // Raising the table's target along with it makes it consistent.
         let mut set = set;
-        set.insert(WRITE_TARGET_FILE_SIZE_BYTES.into(), (2u64 << 30).to_string());
+        set.insert(
+            WRITE_TARGET_FILE_SIZE_BYTES.into(),
+            (2u64 << 30).to_string(),
+        );
         validate_update(&current, &set, &[]).unwrap();
-        let e = validate_update(&current, &set, &[GC_ENABLED.to_string(), WRITE_TARGET_FILE_SIZE_BYTES.to_string()])
-            .unwrap_err()
-            .to_string();
+        let e = validate_update(
+            &current,
+            &set,
+            &[
+                GC_ENABLED.to_string(),
+                WRITE_TARGET_FILE_SIZE_BYTES.to_string(),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("both set and unset"), "{e}");
     }
 
@@ -642,12 +671,18 @@ mod tests {
             assert!(e.contains(part), "{part}: {e}");
         }
         let p = HashMap::from([(GC_ENABLED.to_string(), "TRUE".to_string())]);
-        assert!(bool_prop(&p, GC_ENABLED, false).unwrap(), "any case, as Java reads it");
+        assert!(
+            bool_prop(&p, GC_ENABLED, false).unwrap(),
+            "any case, as Java reads it"
+        );
         let p = HashMap::from([(GC_ENABLED.to_string(), "maybe".to_string())]);
         let e = bool_prop(&p, GC_ENABLED, true).unwrap_err().to_string();
         assert!(e.contains("--unset gc.enabled"), "{e}");
         let p = HashMap::from([
-            (HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.to_string(), "0".to_string()),
+            (
+                HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.to_string(),
+                "0".to_string(),
+            ),
             ("owner".to_string(), "x".to_string()),
         ]);
         assert_eq!(invalid_stored(Some("n.p"), &p).len(), 1);

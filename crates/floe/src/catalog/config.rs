@@ -162,9 +162,12 @@ impl CatalogConfig {
 
     /// Every property as a `(key, value)` pair, `uri` and `warehouse` included.
     fn all_props(&self) -> impl Iterator<Item = (&str, &str)> {
-        [("uri", self.uri.as_str()), ("warehouse", self.warehouse.as_str())]
-            .into_iter()
-            .chain(self.props.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        [
+            ("uri", self.uri.as_str()),
+            ("warehouse", self.warehouse.as_str()),
+        ]
+        .into_iter()
+        .chain(self.props.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     }
 
     /// The secret values of this configuration (see [`secrets_of`]).
@@ -621,8 +624,14 @@ warehouse = "/tmp/wh"
         // What is not secret stays readable.
         assert!(shown.contains("AKIAVISIBLE"), "{shown}");
         assert!(shown.contains("client_id=me"), "{shown}");
-        assert!(shown.contains("https://cat.example.com/api?token=****"), "{shown}");
-        assert!(shown.contains("postgresql://floe:****@db:5432/c"), "{shown}");
+        assert!(
+            shown.contains("https://cat.example.com/api?token=****"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("postgresql://floe:****@db:5432/c"),
+            "{shown}"
+        );
     }
 
     #[test]

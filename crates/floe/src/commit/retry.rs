@@ -91,7 +91,10 @@ impl RetryPolicy {
     /// Reads the policy, taking Iceberg's default (with a warning) for each bad value: for the
     /// commit that repairs the table.
     pub fn from_table_or_defaults(table: &Table) -> Self {
-        Self::or_defaults(&ident_string(table.identifier()), table.metadata().properties())
+        Self::or_defaults(
+            &ident_string(table.identifier()),
+            table.metadata().properties(),
+        )
     }
 
     fn or_defaults(table: &str, p: &HashMap<String, String>) -> Self {
@@ -191,11 +194,15 @@ where
                 )?;
                 RetryPolicy::from_table(&table)?
             }
-            BadSettings::UseDefaults => RetryPolicy::or_defaults(&name, table.metadata().properties()),
+            BadSettings::UseDefaults => {
+                RetryPolicy::or_defaults(&name, table.metadata().properties())
+            }
         };
         let file_io = table.file_io().clone();
         // Getters deep in the producers see only the property map: name the table here.
-        let prepared = prepare(table.clone()).await.map_err(|e| e.for_table(&name))?;
+        let prepared = prepare(table.clone())
+            .await
+            .map_err(|e| e.for_table(&name))?;
         match catalog
             .commit(&table, &prepared.requirements, prepared.updates)
             .await
@@ -263,14 +270,27 @@ mod tests {
     #[test]
     fn bad_retry_settings_fall_back_to_iceberg_defaults_one_by_one() {
         let props = HashMap::from([
-            (properties::COMMIT_RETRY_NUM_RETRIES.to_string(), "-1".to_string()),
-            (properties::COMMIT_RETRY_MIN_WAIT_MS.to_string(), "7".to_string()),
-            (properties::COMMIT_RETRY_MAX_WAIT_MS.to_string(), "soon".to_string()),
+            (
+                properties::COMMIT_RETRY_NUM_RETRIES.to_string(),
+                "-1".to_string(),
+            ),
+            (
+                properties::COMMIT_RETRY_MIN_WAIT_MS.to_string(),
+                "7".to_string(),
+            ),
+            (
+                properties::COMMIT_RETRY_MAX_WAIT_MS.to_string(),
+                "soon".to_string(),
+            ),
         ]);
         let p = RetryPolicy::or_defaults("n.p", &props);
         let d = RetryPolicy::iceberg_defaults();
         assert_eq!(p.num_retries, d.num_retries);
-        assert_eq!(p.min_wait, Duration::from_millis(7), "valid values are kept");
+        assert_eq!(
+            p.min_wait,
+            Duration::from_millis(7),
+            "valid values are kept"
+        );
         assert_eq!(p.max_wait, d.max_wait);
         assert_eq!(p.total_timeout, d.total_timeout);
         assert_eq!(d.num_retries, 4);

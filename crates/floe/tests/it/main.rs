@@ -9,6 +9,6 @@ mod interop;
 mod maintenance;
 mod safety;
 mod sql;
-mod table_properties;
 mod strict_input;
+mod table_properties;
 mod write_stats;

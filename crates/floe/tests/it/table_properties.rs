@@ -58,7 +58,12 @@ fn data_files(fx: &Fixture) -> usize {
 async fn set_property_refuses_a_bad_value_of_a_known_key_and_commits_nothing() {
     let fx = Fixture::new().await;
     let ident = fx.table("props.refused", None).await;
-    let before = fx.load(&ident).await.metadata_location().unwrap().to_string();
+    let before = fx
+        .load(&ident)
+        .await
+        .metadata_location()
+        .unwrap()
+        .to_string();
     for (key, value) in [
         ("commit.retry.num-retries", "-1"),
         ("commit.retry.min-wait-ms", "soon"),
@@ -86,7 +91,12 @@ async fn set_property_refuses_a_bad_value_of_a_known_key_and_commits_nothing() {
             "{key}={value}: {msg}"
         );
     }
-    let after = fx.load(&ident).await.metadata_location().unwrap().to_string();
+    let after = fx
+        .load(&ident)
+        .await
+        .metadata_location()
+        .unwrap()
+        .to_string();
     assert_eq!(before, after, "no commit for a refused update");
     // Valid values still go through, in canonical form.
     fx.catalog
@@ -129,7 +139,11 @@ async fn a_bad_stored_retry_setting_fails_commits_by_name_and_unsetting_it_repai
     ] {
         assert!(msg.contains(part), "{part}: {msg}");
     }
-    assert_eq!(data_files(&fx), files_before, "the failed append left files");
+    assert_eq!(
+        data_files(&fx),
+        files_before,
+        "the failed append left files"
+    );
 
     // Another property update still commits (with Iceberg's default retries)...
     fx.catalog
@@ -143,7 +157,11 @@ async fn a_bad_stored_retry_setting_fails_commits_by_name_and_unsetting_it_repai
     // ...and so does the repair.
     let t = fx
         .catalog
-        .set_properties(&ident, HashMap::new(), vec!["commit.retry.num-retries".into()])
+        .set_properties(
+            &ident,
+            HashMap::new(),
+            vec!["commit.retry.num-retries".into()],
+        )
         .await
         .unwrap();
     assert!(!t
@@ -160,7 +178,10 @@ async fn a_bad_stored_value_can_be_replaced_by_a_valid_one() {
     let ident = fx.table("props.replace", None).await;
     store_raw(&fx, &ident, "commit.retry.max-wait-ms", "later").await;
     store_raw(&fx, &ident, "commit.manifest.min-count-to-merge", "many").await;
-    let e = try_append(&fx, &ident, 0, 10).await.unwrap_err().to_string();
+    let e = try_append(&fx, &ident, 0, 10)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("commit.retry.max-wait-ms"), "{e}");
     fx.catalog
         .set_properties(
@@ -171,7 +192,10 @@ async fn a_bad_stored_value_can_be_replaced_by_a_valid_one() {
         .await
         .unwrap();
     // The next bad value read on the commit path is named in turn, with the table.
-    let e = try_append(&fx, &ident, 0, 10).await.unwrap_err().to_string();
+    let e = try_append(&fx, &ident, 0, 10)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("commit.manifest.min-count-to-merge") && e.contains("props.replace"),
         "{e}"
@@ -210,7 +234,10 @@ async fn bad_stored_metadata_settings_never_turn_a_landed_commit_into_an_error()
         .unwrap();
     assert_eq!(fx.load(&ident).await.metadata().properties()["owner"], "me");
     // An append is refused before it writes anything, naming the key.
-    let e = try_append(&fx, &ident, 10, 20).await.unwrap_err().to_string();
+    let e = try_append(&fx, &ident, 10, 20)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("write.metadata.delete-after-commit.enabled") && e.contains("--unset"),
         "{e}"
@@ -272,7 +299,10 @@ async fn a_metadata_codec_iceberg_cannot_write_blocks_every_commit_but_its_repai
         &[("write.metadata.compression-codec", "brotli")],
     );
     for e in [
-        try_append(&fx, &ident, 10, 20).await.unwrap_err().to_string(),
+        try_append(&fx, &ident, 10, 20)
+            .await
+            .unwrap_err()
+            .to_string(),
         fx.catalog
             .set_properties(
                 &ident,
@@ -318,7 +348,10 @@ async fn a_bad_value_written_by_pyiceberg_is_repaired_by_floe() {
         ],
     );
 
-    let e = try_append(&fx, &ident, 10, 20).await.unwrap_err().to_string();
+    let e = try_append(&fx, &ident, 10, 20)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("commit.retry.num-retries") && e.contains("--unset"),
         "{e}"

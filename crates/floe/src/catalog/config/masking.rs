@@ -30,8 +30,7 @@ pub const MASK: &str = "****";
 const MIN_REGISTERED_LEN: usize = 4;
 
 /// Secret values of the configurations resolved in this process, longest first when used.
-static SECRETS: LazyLock<RwLock<BTreeSet<String>>> =
-    LazyLock::new(|| RwLock::new(BTreeSet::new()));
+static SECRETS: LazyLock<RwLock<BTreeSet<String>>> = LazyLock::new(|| RwLock::new(BTreeSet::new()));
 
 /// Masks every secret in `text`: the registered secret values, then URI passwords, secret
 /// `name=value` pairs, secret JSON members and `Bearer`/`Basic` credentials.
