@@ -638,9 +638,11 @@ fn hash_of(s: &str) -> usize {
 mod validate_tests {
     use super::*;
 
+    type Edit = Box<dyn Fn(&mut IngestOptions)>;
+
     #[test]
     fn zero_counts_sizes_and_durations_are_refused_naming_the_option() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut IngestOptions)>)> = vec![
+        let cases: Vec<(&str, Edit)> = vec![
             (
                 "--commit-interval",
                 Box::new(|o| o.commit_interval = Duration::ZERO),

@@ -925,10 +925,10 @@ fn json_value<'a>(node: &Node, v: Json<'a>) -> std::result::Result<Cell<'a>, Bad
         Kind::Leaf(leaf) => match v {
             Json::Str(s) if *leaf == Leaf::Str => Ok(Cell::Str(s)),
             Json::Str(s) => {
-                text_to(*leaf, &s, &name()).map_err(|r| BadValue::value(quote(&s), r))
+                text_to(*leaf, &s, name()).map_err(|r| BadValue::value(quote(&s), r))
             }
             Json::Num(t) if leaf.is_numeric() => {
-                number_to(*leaf, Number::Text(t), &name()).map_err(|r| BadValue::value(t.into(), r))
+                number_to(*leaf, Number::Text(t), name()).map_err(|r| BadValue::value(t.into(), r))
             }
             Json::Bool(b) if *leaf == Leaf::Bool => Ok(Cell::Bool(b)),
             Json::Num(t) if matches!(leaf, Leaf::Date | Leaf::Time(_) | Leaf::Timestamp(..)) => {
@@ -980,7 +980,7 @@ fn json_value<'a>(node: &Node, v: Json<'a>) -> std::result::Result<Cell<'a>, Bad
                 for (k, val) in members {
                     let kc = match k {
                         Cow::Borrowed(s) if key_leaf == Leaf::Str => Cell::Str(Cow::Borrowed(s)),
-                        k => text_to(key_leaf, &k, &key_name)
+                        k => text_to(key_leaf, &k, key_name)
                             .map_err(|r| BadValue::value(quote(&k), format!("map key: {r}")))?,
                     };
                     // Map keys are unique (Iceberg spec): keeping both entries, or either,
@@ -1149,7 +1149,7 @@ fn arrow_leaf<'a>(
         return match leaf {
             Leaf::Str => Ok(Cell::Str(Cow::Borrowed(s))),
             _ if src == TextSource::Csv && s.trim().is_empty() => Ok(Cell::Null),
-            _ => text_to(leaf, s, &name),
+            _ => text_to(leaf, s, name),
         };
     }
     let mismatch = || {
@@ -1160,7 +1160,7 @@ fn arrow_leaf<'a>(
     };
     if let Some(v) = int_at(a, i) {
         return if leaf.is_numeric() {
-            number_to(leaf, Number::Int(v), &name)
+            number_to(leaf, Number::Int(v), name)
         } else {
             Err(mismatch())
         };
@@ -1169,7 +1169,7 @@ fn arrow_leaf<'a>(
         (DataType::Boolean, Leaf::Bool) => return Ok(Cell::Bool(a.as_boolean().value(i))),
         (DataType::Float16, l) if l.is_numeric() => {
             let v = a.as_primitive::<arrow::datatypes::Float16Type>().value(i);
-            return number_to(leaf, Number::Float(v.to_f64()), &name);
+            return number_to(leaf, Number::Float(v.to_f64()), name);
         }
         (DataType::Float32, l) if l.is_numeric() => {
             let v = a.as_primitive::<Float32Type>().value(i);
@@ -1180,18 +1180,18 @@ fn arrow_leaf<'a>(
                 // value meant it; integral values exactly.
                 _ if v.is_finite() && v.fract() != 0.0 => {
                     let text = format!("{v:e}");
-                    number_to(l, Number::Text(&text), &name)
+                    number_to(l, Number::Text(&text), name)
                 }
-                _ => number_to(l, Number::Float(v as f64), &name),
+                _ => number_to(l, Number::Float(v as f64), name),
             };
         }
         (DataType::Float64, l) if l.is_numeric() => {
             let v = a.as_primitive::<Float64Type>().value(i);
-            return number_to(leaf, Number::Float(v), &name);
+            return number_to(leaf, Number::Float(v), name);
         }
         (DataType::Decimal128(_, s), l) if l.is_numeric() => {
             let v = a.as_primitive::<Decimal128Type>().value(i);
-            return number_to(leaf, Number::Scaled(v, *s), &name);
+            return number_to(leaf, Number::Scaled(v, *s), name);
         }
         (DataType::Decimal256(_, s), l) if l.is_numeric() => {
             let v = a
@@ -1200,7 +1200,7 @@ fn arrow_leaf<'a>(
             let v = v
                 .to_i128()
                 .ok_or_else(|| format!("out of range for {name}"))?;
-            return number_to(leaf, Number::Scaled(v, *s), &name);
+            return number_to(leaf, Number::Scaled(v, *s), name);
         }
         (DataType::Null, _) => return Ok(Cell::Null),
         _ => {}
@@ -1211,9 +1211,9 @@ fn arrow_leaf<'a>(
             ('d', Leaf::Timestamp(to, _)) => v
                 .checked_mul(86_400)
                 .ok_or_else(|| format!("out of range for {name}"))
-                .and_then(|s| rescale(s, 0, to, &name))
+                .and_then(|s| rescale(s, 0, to, name))
                 .map(Cell::I64),
-            ('D' | 't', Leaf::Timestamp(to, _)) => rescale(v, from, to, &name).map(Cell::I64),
+            ('D' | 't', Leaf::Timestamp(to, _)) => rescale(v, from, to, name).map(Cell::I64),
             ('D' | 't', Leaf::Date) => {
                 let per_day = 86_400 * 10i64.pow(from);
                 if v.rem_euclid(per_day) != 0 {
@@ -1224,7 +1224,7 @@ fn arrow_leaf<'a>(
                         .map_err(|_| format!("out of range for {name}"))
                 }
             }
-            ('h', Leaf::Time(to)) => rescale(v, from, to, &name).map(Cell::I64),
+            ('h', Leaf::Time(to)) => rescale(v, from, to, name).map(Cell::I64),
             _ => Err(mismatch()),
         };
     }
@@ -1646,13 +1646,13 @@ mod tests {
     fn num(dt: DataType, text: &str) -> std::result::Result<Cell<'static>, String> {
         let n = leaf(dt);
         let Kind::Leaf(l) = n.kind else { panic!() };
-        number_to(l, Number::Text(text), &n.type_name())
+        number_to(l, Number::Text(text), n.type_name())
     }
 
     fn text(dt: DataType, t: &str) -> std::result::Result<Cell<'static>, String> {
         let n = leaf(dt);
         let Kind::Leaf(l) = n.kind else { panic!() };
-        text_to(l, t, &n.type_name())
+        text_to(l, t, n.type_name())
     }
 
     fn err(r: std::result::Result<Cell<'static>, String>) -> String {

@@ -465,7 +465,7 @@ async fn values_that_fit_exactly_are_stored_unchanged_by_append_and_ingest() {
         vec![
             (
                 "id",
-                Arc::new(Float64Array::from(vec![-9.223372036854775808e18, 1.0])),
+                Arc::new(Float64Array::from(vec![-9.223_372_036_854_776e18, 1.0])),
             ),
             (
                 "n",
