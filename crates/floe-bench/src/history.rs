@@ -11,9 +11,9 @@ use anyhow::Result;
 use arrow::array::{Int32Array, Int64Array, StringArray};
 use arrow::record_batch::RecordBatch;
 use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
-use floe::clean::listing::local_dir;
 use floe::iceberg::spec::{DataFile, DataFileBuilder, TableMetadataBuilder};
 use floe::iceberg::table::Table;
+use floe::storage::listing::local_dir;
 use serde_json::json;
 
 /// Appends `n` snapshots whose files `make_files(table, i)` provides.
@@ -69,10 +69,10 @@ pub async fn create_table(
     if !catalog.namespace_exists(ident.namespace()).await? {
         catalog.create_namespace(ident.namespace()).await?;
     }
-    let schema = floe::schema::parse_schema(columns)?;
+    let schema = floe::table::schema::parse_schema(columns)?;
     let partition_spec = match partition {
-        Some(p) => floe::schema::parse_partition(p, &schema)?,
-        None => floe::schema::unpartitioned(),
+        Some(p) => floe::table::schema::parse_partition(p, &schema)?,
+        None => floe::table::schema::unpartitioned(),
     };
     let table = catalog
         .create_table(NewTable {

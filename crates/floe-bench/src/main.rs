@@ -344,7 +344,7 @@ async fn small_files(
             .await?
             .table;
         }
-        let live = floe::commit::producer::live_files(&table).await?;
+        let live = floe::table::manifests::live_files(&table).await?;
         let bytes: u64 = live.iter().map(|f| f.file.file_size_in_bytes()).sum();
         out.insert(
             name.clone(),

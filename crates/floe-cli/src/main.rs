@@ -1,7 +1,7 @@
 //! The `floe` command line: arguments -> library calls -> human or `--json` output.
 
+mod health;
 mod ingest;
-mod maintain;
 mod output;
 mod quickstart;
 
@@ -126,7 +126,7 @@ enum Command {
     /// exactly-once commits, bad records to a dead-letter sink.
     Ingest(ingest::IngestArgs),
     #[command(flatten)]
-    Health(maintain::HealthCmd),
+    Health(health::HealthCmd),
     /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...).
     Sql {
         /// The statement.
@@ -500,7 +500,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             Ok(())
         }
         Command::Ingest(args) => ingest::run(&connect(g).await?, args, out).await,
-        Command::Health(cmd) => maintain::run(&connect(g).await?, cmd, out).await,
+        Command::Health(cmd) => health::run(&connect(g).await?, cmd, out).await,
         Command::Sql { query, csv } => {
             if csv && g.json {
                 anyhow::bail!("--csv and --json are two output formats: give one");
@@ -524,19 +524,21 @@ async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
         } => {
             let ident = parse_table_ident(&table)?;
             let schema = match (schema, schema_file) {
-                (Some(s), _) => floe::schema::parse_schema(&s)?,
+                (Some(s), _) => floe::table::schema::parse_schema(&s)?,
                 (None, Some(f)) => {
                     let text = std::fs::read_to_string(&f)
                         .with_context(|| format!("cannot read schema file {}", f.display()))?;
-                    floe::schema::parse_schema_json(&text)?
+                    floe::table::schema::parse_schema_json(&text)?
                 }
                 (None, None) => {
                     anyhow::bail!("give the columns with --schema '...' or --schema-file FILE")
                 }
             };
             let spec = match partition.as_deref() {
-                Some(p) if !p.trim().is_empty() => floe::schema::parse_partition(p, &schema)?,
-                _ => floe::schema::unpartitioned(),
+                Some(p) if !p.trim().is_empty() => {
+                    floe::table::schema::parse_partition(p, &schema)?
+                }
+                _ => floe::table::schema::unpartitioned(),
             };
             let t = catalog
                 .create_table(NewTable {

@@ -78,7 +78,7 @@ impl Out {
             }
         }
         // Catalog clients (sqlx, reqwest, opendal) may echo a URI or a credential.
-        let msg = floe::catalog::config::mask(&parts.join(": "));
+        let msg = floe::secrets::mask(&parts.join(": "));
         if self.json {
             let mut v = json!({ "error": msg });
             if let (Some(f), Some(obj)) = (e.downcast_ref::<Failure>(), v.as_object_mut()) {
@@ -354,7 +354,7 @@ pub fn compact_text(m: &floe::compact::CompactMetrics) -> String {
 }
 
 /// Lines naming the files a table's delete fence kept, by reason, with a sample.
-pub fn kept_lines(kept: &floe::clean::fence::KeptFiles) -> String {
+pub fn kept_lines(kept: &floe::storage::fence::KeptFiles) -> String {
     let mut s = String::new();
     for (n, what) in [
         (

@@ -40,9 +40,10 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         Err(Error::TableNotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let schema =
-        floe::schema::parse_schema("id bigint not null, ts timestamp, kind string, amount double")?;
-    let spec = floe::schema::parse_partition("day(ts)", &schema)?;
+    let schema = floe::table::schema::parse_schema(
+        "id bigint not null, ts timestamp, kind string, amount double",
+    )?;
+    let spec = floe::table::schema::parse_partition("day(ts)", &schema)?;
     catalog
         .create_table(NewTable {
             ident: ident.clone(),
@@ -332,7 +333,7 @@ async fn leave_crashed_write(
     )?;
     let files = floe::append::write_files(&table, vec![batch], &Default::default()).await?;
     let path = files[0].file_path().to_string();
-    let local = floe::clean::listing::local_dir(&path).expect("the embedded warehouse is local");
+    let local = floe::storage::listing::local_dir(&path).expect("the embedded warehouse is local");
     let f = std::fs::File::options().write(true).open(&local)?;
     f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(4 * 86_400))?;
     Ok(path)
@@ -341,9 +342,9 @@ async fn leave_crashed_write(
 /// Files, manifests and the time of one query (best of 3) on the table's current snapshot.
 async fn shape(catalog: &Catalog, ident: &floe::iceberg::TableIdent, probe: &str) -> Result<Shape> {
     let table = catalog.load_table(ident).await?;
-    let files = floe::commit::producer::live_files(&table).await?.len();
+    let files = floe::table::manifests::live_files(&table).await?.len();
     let manifests = match table.metadata().current_snapshot() {
-        Some(s) => floe::commit::producer::manifests_of(&table, s).await?.len(),
+        Some(s) => floe::table::manifests::manifests_of(&table, s).await?.len(),
         None => 0,
     };
     let mut best = f64::MAX;
@@ -355,7 +356,7 @@ async fn shape(catalog: &Catalog, ident: &floe::iceberg::TableIdent, probe: &str
         answer = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
     }
     let storage_bytes =
-        floe::clean::listing::list_files(table.file_io(), table.metadata().location())
+        floe::storage::listing::list_files(table.file_io(), table.metadata().location())
             .await?
             .iter()
             .map(|f| f.size)

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::catalog::config::mask;
+use crate::secrets::mask;
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,29 +1,70 @@
 //! # floe
 //!
 //! Keeps streaming-fed Apache Iceberg tables healthy: writes streams into tables without a flood
-//! of small files, shows what is wrong with a table, and fixes it.
+//! of small files, shows what is wrong with a table, and fixes it (compaction, snapshot expiry,
+//! orphan and metadata cleanup).
+//!
+//! ## Architecture
+//!
+//! floe is a stack of layers. Every `use crate::` points down the stack (or sideways inside the
+//! operations layer, without cycles); `tests/layers.rs` fails the build on an import that
+//! points up or a module cycle.
 //!
 //! ```text
-//!  input/stream ──> ingest ──> write ──> commit ──> [table: metadata.json, manifests, data files]
-//!                                          ^                 │
-//!                                          │                 v
-//!                      compact / expire / clean <── inspect / sql (metadata tables)
+//!  operations   append  ingest  compact  expire  clean  diagnose  inspect  sql  alter
+//!      │            each reads tables, plans, writes files and commits through the layers below
+//!      v
+//!  write        partitioned, size-rolled Parquet writer; deletes what a failed write left
+//!      v
+//!  commit       snapshot producers (append, replace, delete), validation, retry, cleanup
+//!      v
+//!  catalog      connect, load, create, drop, and the compare-and-swap of the table pointer
+//!      v        (SQLite/PostgreSQL in the Iceberg JDBC schema, or an Iceberg REST server)
+//!  table        identifiers, metadata and manifest readers, reachability, writer watermarks,
+//!      v        schema/partition text
+//!  storage      FileIO by scheme, S3 listing, the delete fence and the only delete functions
+//!      v
+//!  base         error, properties (every table property floe reads), secrets, fault
 //! ```
 //!
-//! - [`catalog`]: SQL catalog (SQLite, PostgreSQL) in the Iceberg JDBC schema; compare-and-swap.
-//! - [`commit`]: the only commit path: snapshot producers for append, replace and delete, with
-//!   validation and retry.
-//! - [`write`]: partitioned, size-rolled Parquet writer.
-//! - [`ingest`]: input decoding and conversion to the table schema.
-//! - [`append`]: the `append` operation.
-//! - [`inspect`]: metadata tables (`$files`, `$snapshots`, ...) as Arrow.
-//! - [`sql`]: DataFusion over tables and metadata tables.
-//! - [`diagnose`]: health report from metadata: observations, evidence, first action.
-//! - [`expire`]: snapshot expiry and cleanup of the files it unreferences.
-//! - [`clean`]: orphan files, old metadata files, manifest rewrite, table drop with purge;
-//!   reachability; the delete fence (`clean::fence`): every delete in floe stays inside its
-//!   table's location, out of other tables' locations and the catalog's files.
+//! ## The data flow
+//!
+//! ```text
+//!  input/stream ──> ingest ──> write ──> commit ──> catalog CAS ──> [metadata.json, manifests,
+//!                                          ^                         data files on storage]
+//!                                          │                                │
+//!           compact / expire / clean ──────┘ <── inspect / sql / diagnose <─┘
+//! ```
+//!
+//! A compaction, end to end: the CLI builds [`compact::CompactBuilder`], which loads the table
+//! through [`catalog::Catalog::load_table`], lists live files with
+//! [`table::manifests::live_files`], plans file groups ([`compact::plan`]), rewrites each group
+//! with [`write::TableWriter`], and commits a replace through [`commit::commit_on`]: the
+//! producer ([`commit::producer`]) writes manifests and a manifest list, the retry loop
+//! ([`commit::retry`]) hands them to [`catalog::Catalog::commit`], whose compare-and-swap makes
+//! the snapshot current; on a definite failure the files written are deleted through the
+//! table's fence ([`storage::delete`]).
+//!
+//! ## Where things live
+//!
+//! - [`error`]: one error type; every variant names what to fix. [`properties`]: names,
+//!   defaults and validation of table properties. [`secrets`]: the one masking function for
+//!   everything printed. [`fault`]: fault injection for crash tests.
+//! - [`storage`]: FileIO construction, the S3 lister, listings ([`storage::listing`]), the delete
+//!   fence ([`storage::fence`]: nothing outside the table's own location is ever deleted) and
+//!   batched deletes ([`storage::delete`]).
+//! - [`table`]: `ns.table` identifiers and the name rule, manifests and live files,
+//!   reachability, writer watermarks, schema text.
+//! - [`catalog`]: the catalogs and their configuration (`floe.toml`, environment).
+//! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers).
+//! - [`write`]: Parquet data and delete files with full column metrics.
+//! - Operations: [`append`], [`ingest`] (streams with exactly-once), [`compact`]
+//!   (`rewrite_data_files`), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
+//!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
+//!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
+//!   DataFusion), [`alter`] (table property updates).
 
+pub mod alter;
 pub mod append;
 pub mod catalog;
 pub mod clean;
@@ -36,9 +77,14 @@ pub mod fault;
 pub mod ingest;
 pub mod inspect;
 pub mod properties;
-pub mod schema;
+pub mod secrets;
 pub mod sql;
+pub mod storage;
+pub mod table;
 pub mod write;
+
+#[cfg(test)]
+mod layers;
 
 pub use catalog::{Catalog, CatalogConfig};
 pub use error::{Error, Result};

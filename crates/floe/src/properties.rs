@@ -156,6 +156,10 @@ pub enum Rule {
 
 /// `floe compact` options that may be given table-wide as `floe.compact.<option>`, with the
 /// rule `floe compact` parses each with (its `CompactBuilder::plan_options` and `execute`).
+/// Values of `floe.compact.rewrite-job-order` (Iceberg's `rewrite-job-order`), as
+/// `crate::compact::JobOrder` parses them.
+pub const JOB_ORDERS: [&str; 5] = ["none", "bytes-asc", "bytes-desc", "files-asc", "files-desc"];
+
 const COMPACT_OPTIONS: [(&str, Rule); 12] = [
     ("target-file-size-bytes", Rule::Size { min: 1 }),
     ("min-file-size-bytes", Rule::Size { min: 0 }),
@@ -282,9 +286,10 @@ impl Rule {
                 .ok()
                 .filter(|n| *n >= min)
                 .map(|_| v.to_string()),
-            Rule::JobOrder => crate::compact::JobOrder::parse(v)
-                .ok()
-                .map(|_| v.to_string()),
+            Rule::JobOrder => JOB_ORDERS
+                .iter()
+                .find(|w| w.eq_ignore_ascii_case(v))
+                .map(|w| w.to_string()),
             Rule::Unknown(_) => None,
         };
         ok.ok_or_else(|| self.expected())
@@ -303,11 +308,10 @@ pub fn validate(key: &str, value: &str) -> Result<String> {
     }
 }
 
-/// Validates a property update (`set`, then `remove`) against the current properties: each
-/// value set ([`validate`], returned canonical), then the combination `floe compact` would
-/// run with (`floe.compact.*` over `write.target-file-size-bytes`) when the update touches it.
+/// Validates a property update (`set`, then `remove`): each value set ([`validate`], returned
+/// canonical); a key may not be both set and removed. The combination `floe compact` would run
+/// with is checked by the caller (`crate::alter`) when [`touches_compaction`] says so.
 pub fn validate_update(
-    current: &HashMap<String, String>,
     set: &HashMap<String, String>,
     remove: &[String],
 ) -> Result<HashMap<String, String>> {
@@ -322,53 +326,27 @@ pub fn validate_update(
     for (k, v) in set {
         canonical.insert(k.clone(), validate(k, v)?);
     }
-    let touches_compaction = canonical
-        .keys()
-        .chain(remove)
-        .any(|k| k.starts_with(COMPACT_PREFIX) || k == WRITE_TARGET_FILE_SIZE_BYTES);
-    if touches_compaction {
-        let mut after = current.clone();
-        after.extend(canonical.iter().map(|(k, v)| (k.clone(), v.clone())));
-        for k in remove {
-            after.remove(k);
-        }
-        check_compaction_defaults(&after)?;
-    }
     Ok(canonical)
 }
 
-/// The planner options `floe compact` would start from with these properties and no
-/// `--option`, checked as it checks them (min <= target <= max, ...).
-fn check_compaction_defaults(props: &HashMap<String, String>) -> Result<()> {
-    // Malformed values are reported on their own (when set, or by the command reading them).
-    let size = |option: &str, default: u64| -> u64 {
-        props
-            .get(&format!("{COMPACT_PREFIX}{option}"))
-            .and_then(|v| parse_size(option, v).ok())
-            .unwrap_or(default)
-    };
-    let table_target = props
-        .get(WRITE_TARGET_FILE_SIZE_BYTES)
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
-    let target = size("target-file-size-bytes", table_target);
-    let mut o = crate::compact::PlanOptions::for_target(target);
-    o.min_file_size_bytes = size("min-file-size-bytes", o.min_file_size_bytes);
-    o.max_file_size_bytes = size("max-file-size-bytes", o.max_file_size_bytes);
-    o.min_input_files = size("min-input-files", o.min_input_files as u64) as usize;
-    o.max_file_group_size_bytes = size("max-file-group-size-bytes", o.max_file_group_size_bytes);
-    o.validate().map_err(|e| match e {
-        Error::InvalidOption {
-            option,
-            value,
-            reason,
-        } => Error::invalid_option(
-            format!("table property {COMPACT_PREFIX}{option}"),
-            value,
-            format!("{reason} (the defaults floe compact would run with)"),
-        ),
-        other => other,
-    })
+/// True when an update of these keys changes what `floe compact` plans with
+/// (`floe.compact.*` or `write.target-file-size-bytes`).
+pub fn touches_compaction<'a>(mut keys: impl Iterator<Item = &'a String>) -> bool {
+    keys.any(|k| k.starts_with(COMPACT_PREFIX) || k == WRITE_TARGET_FILE_SIZE_BYTES)
+}
+
+/// `current` with `set` applied, then `remove`.
+pub fn updated(
+    current: &HashMap<String, String>,
+    set: &HashMap<String, String>,
+    remove: &[String],
+) -> HashMap<String, String> {
+    let mut after = current.clone();
+    after.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for k in remove {
+        after.remove(k);
+    }
+    after
 }
 
 /// Every known property of `props` whose stored value breaks its rule, as
@@ -625,33 +603,11 @@ mod tests {
     }
 
     #[test]
-    fn compaction_defaults_are_checked_together_when_updated() {
-        let current = HashMap::new();
-        let set = HashMap::from([(
-            "floe.compact.min-file-size-bytes".to_string(),
-            "1GiB".to_string(),
-        )]);
-        let e = validate_update(&current, &set, &[])
+    fn a_key_both_set_and_unset_is_refused() {
+        let set = HashMap::from([(GC_ENABLED.to_string(), "true".to_string())]);
+        let e = validate_update(&set, &[GC_ENABLED.to_string()])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("floe.compact.min-file-size-bytes"), "{e}");
-        // Raising the table's target along with it makes it consistent.
-        let mut set = set;
-        set.insert(
-            WRITE_TARGET_FILE_SIZE_BYTES.into(),
-            (2u64 << 30).to_string(),
-        );
-        validate_update(&current, &set, &[]).unwrap();
-        let e = validate_update(
-            &current,
-            &set,
-            &[
-                GC_ENABLED.to_string(),
-                WRITE_TARGET_FILE_SIZE_BYTES.to_string(),
-            ],
-        )
-        .unwrap_err()
-        .to_string();
         assert!(e.contains("both set and unset"), "{e}");
     }
 

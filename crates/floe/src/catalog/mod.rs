@@ -18,7 +18,6 @@
 pub mod config;
 mod rest;
 mod sql;
-pub mod storage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,8 +27,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    FormatVersion, PartitionSpec, Schema, SortOrder, TableMetadata, TableMetadataBuilder,
-    UnboundPartitionSpec,
+    FormatVersion, Schema, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
 use iceberg::Catalog as _;
@@ -39,6 +37,12 @@ use iceberg::{
 
 use crate::error::{Error, Result};
 use crate::properties;
+use crate::storage::fence::Fence;
+use crate::table::ident::validate_namespace;
+pub use crate::table::{
+    default_spec, ident_string, parse_namespace, parse_table_ident, read_metadata, refs,
+    validate_name,
+};
 pub use config::{CatalogConfig, CatalogKind, DEFAULT_CATALOG_NAME};
 use rest::RestBackend;
 pub use sql::SqlCatalog;
@@ -87,80 +91,6 @@ impl std::fmt::Debug for Catalog {
     }
 }
 
-/// Parses `ns.table` (the last dot separates the table name; namespaces may be nested).
-pub fn parse_table_ident(s: &str) -> Result<TableIdent> {
-    let (ns, name) = s
-        .rsplit_once('.')
-        .ok_or_else(|| Error::invalid_option("table", s, "expected NAMESPACE.TABLE"))?;
-    if ns.is_empty() || name.is_empty() {
-        return Err(Error::invalid_option(
-            "table",
-            s,
-            "expected NAMESPACE.TABLE",
-        ));
-    }
-    Ok(TableIdent::new(parse_namespace(ns)?, name.to_string()))
-}
-
-/// Parses `a` or `a.b` into a namespace.
-pub fn parse_namespace(s: &str) -> Result<NamespaceIdent> {
-    if s.is_empty() || s.split('.').any(str::is_empty) {
-        return Err(Error::invalid_option(
-            "namespace",
-            s,
-            "empty namespace level",
-        ));
-    }
-    NamespaceIdent::from_strs(s.split('.'))
-        .map_err(|e| Error::invalid_option("namespace", s, e.to_string()))
-}
-
-/// Checks one namespace level or table name before anything is created under it. Tables live
-/// at `{warehouse}/{ns}/{table}`, so a name must be one path segment that cannot climb, nest,
-/// or be read differently by a FileIO that decodes URIs: not empty, not `.` or `..`, no `/`,
-/// `\\`, `%` or control characters, no leading or trailing whitespace, at most 255 bytes.
-/// Table names also may not contain `$`, which `floe sql` reads as a metadata table suffix.
-pub fn validate_name(kind: &str, name: &str, table: bool) -> Result<()> {
-    let bad = |reason: &str| Err(Error::invalid_option(kind, name.escape_debug(), reason));
-    if name.is_empty() {
-        return bad("must not be empty");
-    }
-    if name == "." || name == ".." {
-        return bad("'.' and '..' are not names");
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| matches!(c, '/' | '\\' | '%') || c.is_control() || (table && *c == '$'))
-    {
-        return bad(&format!(
-            "must not contain {c:?}: names become directories of the table location"
-        ));
-    }
-    if name.trim() != name {
-        return bad("must not start or end with whitespace");
-    }
-    if name.len() > 255 {
-        return bad("longer than 255 bytes");
-    }
-    Ok(())
-}
-
-fn validate_namespace(ns: &NamespaceIdent) -> Result<()> {
-    for level in ns.as_ref() {
-        validate_name("namespace", level, false)?;
-    }
-    Ok(())
-}
-
-/// `ns.table` as users write it.
-pub fn ident_string(ident: &TableIdent) -> String {
-    format!(
-        "{}.{}",
-        ident.namespace().clone().inner().join("."),
-        ident.name()
-    )
-}
-
 /// A table to create.
 #[derive(Debug, Clone)]
 pub struct NewTable {
@@ -180,7 +110,7 @@ impl Catalog {
             CatalogKind::Rest => Backend::Rest(Arc::new(RestBackend::connect(config).await?)),
             CatalogKind::Sql => {
                 let warehouse = config.warehouse.trim_end_matches('/').to_string();
-                if let Some(dir) = crate::clean::listing::local_dir(&warehouse) {
+                if let Some(dir) = crate::storage::listing::local_dir(&warehouse) {
                     std::fs::create_dir_all(&dir).map_err(|e| Error::InputFile {
                         path: dir.clone(),
                         reason: format!("cannot create warehouse directory: {e}"),
@@ -189,7 +119,7 @@ impl Catalog {
                 let inner = SqlCatalog::connect(&config.name, &config.uri).await?;
                 Backend::Sql {
                     inner: Arc::new(inner),
-                    file_io: storage::file_io_for(&warehouse, config.storage_props()),
+                    file_io: crate::storage::file_io_for(&warehouse, config.storage_props()),
                     warehouse,
                     database_files: SqlCatalog::database_files(&config.uri),
                 }
@@ -312,7 +242,7 @@ impl Catalog {
     }
 
     /// The location of every table in the catalog (for a SQL catalog: of every catalog name in
-    /// its database), for the delete fence ([`crate::clean::fence`]). A SQL catalog derives it
+    /// its database), for the delete fence ([`crate::storage::fence`]). A SQL catalog derives it
     /// from the metadata pointer (`<location>/metadata/<file>`, no read), reading the
     /// metadata file only when the pointer is elsewhere; a REST catalog loads each table, and a
     /// table that cannot be loaded is skipped with a warning.
@@ -471,7 +401,11 @@ impl Catalog {
         if let Err(e) = metadata.write_to(file_io, &metadata_location).await {
             // A partial file (a full disk) must not stay behind under a version number.
             let _ = file_io.delete(&loc).await;
-            return Err(storage::storage_error_on(file_io, &loc, rest::describe(&e)));
+            return Err(crate::storage::storage_error_on(
+                file_io,
+                &loc,
+                rest::describe(&e),
+            ));
         }
         if let Err(e) = inner.insert_table(&ns, new.ident.name(), &loc).await {
             let _ = file_io.delete(&loc).await;
@@ -570,59 +504,6 @@ impl Catalog {
             }
         }
     }
-
-    /// Sets and removes table properties in one commit.
-    ///
-    /// Known properties are validated first ([`properties::validate_update`]: every key floe
-    /// reads, named in the error with the value and what is expected) and stored in canonical
-    /// form. The commit itself needs none of the stored settings, so it succeeds on a table
-    /// whose stored values are bad (this is how such a table is repaired): bad retry settings
-    /// fall back to Iceberg's defaults with a warning. Only a bad
-    /// `write.metadata.compression-codec` that the update leaves in place stops it, since the
-    /// new metadata file could not be written.
-    pub async fn set_properties(
-        &self,
-        ident: &TableIdent,
-        set: HashMap<String, String>,
-        remove: Vec<String>,
-    ) -> Result<Table> {
-        let table = self.load_table(ident).await?;
-        let set = properties::validate_update(table.metadata().properties(), &set, &remove)?;
-        let name = ident_string(ident);
-        let mut updates = Vec::new();
-        if !set.is_empty() {
-            updates.push(TableUpdate::SetProperties {
-                updates: set.clone(),
-            });
-        }
-        if !remove.is_empty() {
-            updates.push(TableUpdate::RemoveProperties {
-                removals: remove.clone(),
-            });
-        }
-        crate::commit::retry::with_retry_repairing(self, ident, Some(table), |table| {
-            let updates = updates.clone();
-            let mut after = table.metadata().properties().clone();
-            after.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-            for k in &remove {
-                after.remove(k);
-            }
-            let writable = properties::check_stored(
-                Some(name.as_str()),
-                &after,
-                &[properties::METADATA_COMPRESSION_CODEC],
-            );
-            async move {
-                writable?;
-                Ok(crate::commit::producer::PreparedCommit {
-                    requirements: vec![],
-                    updates,
-                    written: vec![],
-                })
-            }
-        })
-        .await
-    }
 }
 
 /// The SQL catalog's commit: local requirement check, new metadata file, pointer CAS.
@@ -664,7 +545,7 @@ async fn commit_sql(
     if let Err(e) = built.metadata.write_to(file_io, &new_location).await {
         // A partial file (a full disk) would take the version number of the next commit.
         let _ = file_io.delete(&new_loc).await;
-        return Err(storage::storage_error_on(
+        return Err(crate::storage::storage_error_on(
             file_io,
             &new_loc,
             rest::describe(&e),
@@ -714,7 +595,7 @@ async fn commit_sql(
     });
     if delete_old {
         // The metadata log is table input: only entries inside the table location go.
-        let fence = crate::clean::fence::Fence::at(built.metadata.location());
+        let fence = Fence::at(built.metadata.location());
         for old in &built.expired_metadata_logs {
             if !fence.verdict(&old.metadata_file).deletable() {
                 tracing::warn!(file = %old.metadata_file, "old metadata file outside the table location kept");
@@ -741,41 +622,27 @@ fn table_from(
         .build()?)
 }
 
-/// Reads a `metadata.json`, mapping failures to a clear [`Error::Metadata`].
-pub async fn read_metadata(file_io: &FileIO, location: &str) -> Result<TableMetadata> {
-    TableMetadata::read_from(file_io, location)
-        .await
-        .map_err(|e| Error::Metadata {
-            location: location.to_string(),
-            reason: e.to_string(),
-        })
-}
-
 fn ns_string(ns: &NamespaceIdent) -> String {
     ns.clone().inner().join(".")
 }
 
-/// The partition spec a new data file must be written with.
-pub fn default_spec(table: &Table) -> PartitionSpec {
-    table.metadata().default_partition_spec().as_ref().clone()
-}
-
-/// The table's refs (branches and tags). The iceberg crate keeps them private, so they are read
-/// back from the metadata's own JSON form (the `refs` object of the table spec).
-pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::SnapshotReference>> {
-    let mut json = serde_json::to_value(metadata).map_err(|e| Error::Metadata {
-        location: metadata.location().to_string(),
-        reason: e.to_string(),
-    })?;
-    let refs = json
-        .get_mut("refs")
-        .map(serde_json::Value::take)
-        .unwrap_or_default();
-    if refs.is_null() {
-        return Ok(HashMap::new());
+impl Fence {
+    /// The fence of `table` inside `catalog`: its location minus every other table's location
+    /// and the catalog's own files.
+    pub async fn for_table(catalog: &Catalog, table: &Table) -> Result<Fence> {
+        let me = table.identifier();
+        let others = catalog
+            .table_roots()
+            .await?
+            .into_iter()
+            .filter(|(ident, _)| ident != me)
+            .map(|(ident, loc)| (ident_string(&ident), loc))
+            .collect();
+        Ok(Self::new(
+            ident_string(me),
+            table.metadata().location(),
+            others,
+            catalog.protected_files(),
+        ))
     }
-    serde_json::from_value(refs).map_err(|e| Error::Metadata {
-        location: metadata.location().to_string(),
-        reason: format!("bad refs: {e}"),
-    })
 }

@@ -30,8 +30,8 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use super::config::{redact_uri, CatalogConfig};
-use super::storage::{first_line, rest_storage_factory};
 use crate::error::{Error, Result};
+use crate::storage::{first_line, rest_storage_factory};
 
 /// Transient failures retried per request before giving up.
 const TRANSPORT_RETRIES: u32 = 4;

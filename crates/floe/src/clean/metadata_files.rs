@@ -9,10 +9,10 @@ use std::time::Instant;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::clean::listing::{list_files, SplitPath};
-use crate::clean::reach::metadata_files;
-use crate::clean::{delete_files, DeleteStats};
 use crate::error::Result;
+use crate::storage::delete::{delete_files, DeleteStats};
+use crate::storage::listing::{list_files, SplitPath};
+use crate::table::reach::metadata_files;
 
 /// What `clean-metadata` found and did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -98,7 +98,7 @@ pub async fn clean_metadata(
         // The pointer may have moved while listing; never delete what the new metadata keeps.
         let fresh = needed(&catalog.load_table(ident).await?);
         doomed.retain(|p| !fresh.contains(&key(p)));
-        let fence = crate::clean::fence::Fence::own(&table);
+        let fence = crate::storage::fence::Fence::own(&table);
         result.deleted = delete_files(table.file_io(), &fence, doomed, None).await;
     }
     result.duration_ms = started.elapsed().as_millis() as u64;

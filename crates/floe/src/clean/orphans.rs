@@ -3,7 +3,7 @@
 //! options and defaults: `older_than` 3 days, `prefix_mismatch_mode`, `equal_schemes`).
 //!
 //! Safety, in order: the threshold must be at least an hour unless forced (an in-flight write
-//! is younger than that); the table's fence ([`crate::clean::fence`]) decides what may be
+//! is younger than that); the table's fence ([`crate::storage::fence`]) decides what may be
 //! deleted: nothing outside the table location (`..`, `//`, symlinks and schemes resolved),
 //! nothing inside another table's location, none of the catalog's files, and a table whose
 //! location is shared with another table or holds the catalog's database or warehouse is
@@ -19,11 +19,12 @@ use std::time::{Duration, Instant, SystemTime};
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::clean::fence::{Fence, KeptFiles};
-use crate::clean::listing::{list_files, parse_equal_schemes, SplitPath};
-use crate::clean::reach::{reachable_from_table, Reachable};
-use crate::clean::{check_gc_enabled, delete_files, DeleteProgress, DeleteStats};
+use crate::clean::check_gc_enabled;
 use crate::error::{Error, Result};
+use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
+use crate::storage::fence::{Fence, KeptFiles};
+use crate::storage::listing::{list_files, parse_equal_schemes, SplitPath};
+use crate::table::reach::{reachable_from_table, Reachable};
 
 /// Iceberg's default age threshold: 3 days.
 pub const DEFAULT_OLDER_THAN: Duration = Duration::from_secs(3 * 24 * 3600);

@@ -3,7 +3,7 @@
 //! Purge deletes what the table's metadata references (every snapshot's data, delete, manifest,
 //! manifest-list and statistics files, the current metadata file and its log), as Iceberg's
 //! `CatalogUtil.dropTableData` does, with floe's one delete rule on top: the table's fence
-//! ([`crate::clean::fence`]). Referenced files outside the table location (added with
+//! ([`crate::storage::fence`]). Referenced files outside the table location (added with
 //! `add_files`, say) are kept and listed unless [`DropBuilder::delete_external_files`] asks,
 //! exactly as `expire-snapshots` keeps them; files inside another table's location and the
 //! catalog's own files are never deleted.
@@ -16,10 +16,11 @@
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog, CatalogKind};
-use crate::clean::fence::{Fence, KeptFiles};
-use crate::clean::reach::reachable_from_table;
-use crate::clean::{check_gc_enabled, delete_files, DeleteProgress, DeleteStats};
+use crate::clean::check_gc_enabled;
 use crate::error::Result;
+use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
+use crate::storage::fence::{Fence, KeptFiles};
+use crate::table::reach::reachable_from_table;
 
 /// What `table drop` did.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -31,16 +31,7 @@ use iceberg::TableIdent;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 
-/// A data or delete file that is live in a snapshot, with the metadata a rewrite needs to carry
-/// it (the partition spec it was written with and its sequence numbers).
-#[derive(Debug, Clone)]
-pub struct LiveFile {
-    pub file: DataFile,
-    pub spec_id: i32,
-    pub snapshot_id: i64,
-    pub sequence_number: i64,
-    pub file_sequence_number: Option<i64>,
-}
+pub use crate::table::manifests::LiveFile;
 
 /// Builders of files for unit tests of the conflict and dangling-delete rules.
 #[cfg(test)]

@@ -8,24 +8,23 @@
 //! into one merged manifest per (content, spec).
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, Manifest, ManifestContentType,
-    ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot, MAIN_BRANCH,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
+    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot, MAIN_BRANCH,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 use uuid::Uuid;
 
-use crate::catalog::ident_string;
 use crate::commit::{summary, validate, LiveFile, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::properties::{self, u64_prop};
-
-/// Number of manifests read concurrently.
-const MANIFEST_READ_CONCURRENCY: usize = 16;
+use crate::table::ident_string;
+use crate::table::manifests::{
+    current_manifests, live_file, live_file_as, load_manifests, MANIFEST_READ_CONCURRENCY,
+};
 
 /// A commit ready for the catalog: requirements, updates, and the files written for it (to
 /// delete if the catalog refuses it).
@@ -47,7 +46,7 @@ pub async fn prepare(table: &Table, update: &SnapshotUpdate) -> Result<PreparedC
             written: ctx.written,
         }),
         Err(e) => {
-            crate::commit::retry::delete_quietly(
+            crate::storage::delete::delete_quietly_in(
                 table.file_io(),
                 table.metadata().location(),
                 ctx.written,
@@ -141,22 +140,6 @@ fn new_snapshot_id(table: &Table) -> i64 {
     }
 }
 
-async fn load_manifests(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<Manifest>> {
-    let loads: Vec<_> = manifests
-        .iter()
-        .cloned()
-        .map(|m| {
-            let io = table.file_io().clone();
-            async move { m.load_manifest(&io).await }
-        })
-        .collect();
-    futures::stream::iter(loads)
-        .buffered(MANIFEST_READ_CONCURRENCY)
-        .try_collect()
-        .await
-        .map_err(Error::from)
-}
-
 /// Entries per manifest a rewrite or delete writes before rolling to the next one (a few MB of
 /// Avro; the iceberg crate's writer holds a whole manifest in memory until it is written).
 const MANIFEST_ROLL_ENTRIES: usize = 10_000;
@@ -179,21 +162,6 @@ fn without_metrics(f: &DataFile, spec_id: i32) -> Result<DataFile> {
         location: f.file_path().to_string(),
         reason: format!("manifest entry: {e}"),
     })
-}
-
-pub(crate) fn live_file(entry: &iceberg::spec::ManifestEntry, spec_id: i32) -> LiveFile {
-    live_file_as(entry, spec_id, entry.data_file().clone())
-}
-
-/// The entry's lineage (snapshot, sequence numbers) with `file` as its data file.
-fn live_file_as(entry: &iceberg::spec::ManifestEntry, spec_id: i32, file: DataFile) -> LiveFile {
-    LiveFile {
-        file,
-        spec_id,
-        snapshot_id: entry.snapshot_id().unwrap_or_default(),
-        sequence_number: entry.sequence_number().unwrap_or_default(),
-        file_sequence_number: entry.file_sequence_number,
-    }
 }
 
 async fn produce(
@@ -553,42 +521,4 @@ async fn rewrite_manifests(
         ("entries-processed".to_string(), entries.to_string()),
     ];
     Ok((out, stats))
-}
-
-/// Loads every live data and delete file of the current snapshot, with spec ids and sequence
-/// numbers (what compaction and the metadata tables need).
-pub async fn live_files(table: &Table) -> Result<Vec<LiveFile>> {
-    let manifests = current_manifests(table).await?;
-    let loaded = load_manifests(table, &manifests).await?;
-    let mut out = Vec::new();
-    for (mf, m) in manifests.iter().zip(loaded) {
-        for e in m.entries().iter().filter(|e| e.is_alive()) {
-            out.push(live_file(e, mf.partition_spec_id));
-        }
-    }
-    Ok(out)
-}
-
-/// Shared handle used by callers that only need the manifests of a snapshot.
-pub async fn manifests_of(table: &Table, snapshot: &Arc<Snapshot>) -> Result<Vec<ManifestFile>> {
-    Ok(table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await?
-        .consume_entries()
-        .into_iter()
-        .collect())
-}
-
-/// The manifests of the table's current snapshot (none for an empty table).
-pub async fn current_manifests(table: &Table) -> Result<Vec<ManifestFile>> {
-    match table.metadata().current_snapshot() {
-        Some(s) => manifests_of(table, s).await,
-        None => Ok(vec![]),
-    }
-}
-
-/// Loads manifests (public wrapper for inspect/compact).
-pub async fn read_manifests(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<Manifest>> {
-    load_manifests(table, manifests).await
 }

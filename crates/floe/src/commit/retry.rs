@@ -236,10 +236,10 @@ where
 
 /// Deletes files an operation wrote under the table `location`, logging (not failing) on error:
 /// used to clean up after a failed attempt, where the files are unreferenced by construction.
-/// The table's fence applies ([`crate::clean::fence::Fence::at`]): nothing outside `location`.
+/// The table's fence applies ([`crate::storage::fence::Fence::at`]): nothing outside `location`.
 pub async fn delete_quietly(file_io: &FileIO, location: &str, paths: Vec<String>) {
-    let fence = crate::clean::fence::Fence::at(location);
-    crate::clean::delete_quietly(file_io, &fence, paths).await;
+    let fence = crate::storage::fence::Fence::at(location);
+    crate::storage::delete::delete_quietly(file_io, &fence, paths).await;
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ mod tests {
     use super::*;
 
     fn schema() -> Schema {
-        crate::schema::parse_schema("id bigint not null, ts timestamp, name string, d date")
+        crate::table::schema::parse_schema("id bigint not null, ts timestamp, name string, d date")
             .unwrap()
     }
 

@@ -280,7 +280,7 @@ impl CompactBuilder {
             if tasks.is_empty() || md.partition_specs_iter().len() == 1 {
                 HashMap::new()
             } else {
-                crate::commit::producer::live_files(&table)
+                crate::table::manifests::live_files(&table)
                     .await?
                     .into_iter()
                     .map(|f| (f.file.file_path().to_string(), f))
@@ -439,8 +439,12 @@ impl CompactBuilder {
                 .chain(&partial)
                 .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
                 .collect();
-            commit::retry::delete_quietly(table.file_io(), table.metadata().location(), paths)
-                .await;
+            crate::storage::delete::delete_quietly_in(
+                table.file_io(),
+                table.metadata().location(),
+                paths,
+            )
+            .await;
             return Err(e);
         }
         if !done.is_empty() {
@@ -515,7 +519,7 @@ impl CompactBuilder {
                                 .iter()
                                 .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
                                 .collect();
-                            commit::retry::delete_quietly(
+                            crate::storage::delete::delete_quietly_in(
                                 start.file_io(),
                                 start.metadata().location(),
                                 rest,
@@ -528,7 +532,7 @@ impl CompactBuilder {
                 Ok(())
             }
             Err(Error::ValidationFailed { reason, .. }) => {
-                commit::retry::delete_quietly(
+                crate::storage::delete::delete_quietly_in(
                     start.file_io(),
                     start.metadata().location(),
                     joint.added_paths(),
@@ -540,7 +544,7 @@ impl CompactBuilder {
             // Unknown outcome: the output may be live in a commit that landed; keep it.
             Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
             Err(e) => {
-                commit::retry::delete_quietly(
+                crate::storage::delete::delete_quietly_in(
                     start.file_io(),
                     start.metadata().location(),
                     joint.added_paths(),
@@ -554,7 +558,7 @@ impl CompactBuilder {
     /// Drops delete files that apply to no live data file, in its own `delete` commit.
     async fn remove_dangling_deletes(&self, metrics: &mut CompactMetrics) -> Result<()> {
         let table = self.catalog.load_table(&self.ident).await?;
-        let live = crate::commit::producer::live_files(&table).await?;
+        let live = crate::table::manifests::live_files(&table).await?;
         let dangling = dangling::dangling_deletes(&live);
         if dangling.is_empty() {
             return Ok(());
@@ -742,7 +746,7 @@ async fn rewrite_group(
             drop(held);
             let mut offset = 0;
             while offset < sorted.num_rows() {
-                let len = (sorted.num_rows() - offset).min(crate::ingest::files::BATCH_ROWS);
+                let len = (sorted.num_rows() - offset).min(crate::write::BATCH_ROWS);
                 writer.write(sorted.slice(offset, len)).await?;
                 offset += len;
             }

@@ -276,8 +276,12 @@ pub(super) async fn rewrite(
     )
     .await;
     if result.is_err() {
-        crate::commit::retry::delete_quietly(table.file_io(), table.metadata().location(), written)
-            .await;
+        crate::storage::delete::delete_quietly_in(
+            table.file_io(),
+            table.metadata().location(),
+            written,
+        )
+        .await;
     }
     result
 }
@@ -368,7 +372,7 @@ async fn rewrite_inner(
         if out.writer.flushed_row_groups().is_empty() {
             // No row left (every input row deleted): no file.
             let _ = out.sink.close().await;
-            crate::commit::retry::delete_quietly(
+            crate::storage::delete::delete_quietly_in(
                 table.file_io(),
                 table.metadata().location(),
                 vec![out.path],

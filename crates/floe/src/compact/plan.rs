@@ -11,11 +11,12 @@
 //!    a target file's worth of data, or an oversized or delete-heavy file (or `rewrite-all`).
 //! 4. Groups are ordered by `rewrite-job-order`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::properties;
 
 /// Order in which file groups are rewritten (Iceberg's `rewrite-job-order`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -270,9 +271,52 @@ pub fn split_into_jobs(files: &[(usize, u64)], opts: &PlanOptions) -> Vec<Vec<us
         .collect()
 }
 
+/// The planner options `floe compact` would start from with these properties and no
+/// `--option`, checked as it checks them (min <= target <= max, ...).
+pub fn check_property_defaults(props: &HashMap<String, String>) -> Result<()> {
+    // Malformed values are reported on their own (when set, or by the command reading them).
+    let size = |option: &str, default: u64| -> u64 {
+        props
+            .get(&format!("{}{option}", properties::COMPACT_PREFIX))
+            .and_then(|v| properties::parse_size(option, v).ok())
+            .unwrap_or(default)
+    };
+    let table_target = props
+        .get(properties::WRITE_TARGET_FILE_SIZE_BYTES)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
+    let target = size("target-file-size-bytes", table_target);
+    let mut o = PlanOptions::for_target(target);
+    o.min_file_size_bytes = size("min-file-size-bytes", o.min_file_size_bytes);
+    o.max_file_size_bytes = size("max-file-size-bytes", o.max_file_size_bytes);
+    o.min_input_files = size("min-input-files", o.min_input_files as u64) as usize;
+    o.max_file_group_size_bytes = size("max-file-group-size-bytes", o.max_file_group_size_bytes);
+    o.validate().map_err(|e| match e {
+        Error::InvalidOption {
+            option,
+            value,
+            reason,
+        } => Error::invalid_option(
+            format!("table property {}{option}", properties::COMPACT_PREFIX),
+            value,
+            format!("{reason} (the defaults floe compact would run with)"),
+        ),
+        other => other,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_job_order_the_property_accepts_parses() {
+        for w in crate::properties::JOB_ORDERS {
+            let order = JobOrder::parse(w).unwrap();
+            assert_eq!(serde_json::to_value(order).unwrap(), w);
+        }
+        assert!(JobOrder::parse("largest-first").is_err());
+    }
 
     const MB: u64 = 1 << 20;
 

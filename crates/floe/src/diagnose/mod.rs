@@ -19,14 +19,14 @@ use iceberg::spec::{DataContentType, PartitionSpec, Struct, Transform, Type};
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, refs, Catalog};
-use crate::clean::listing::{list_files, SplitPath};
 use crate::clean::metadata_files::metadata_version;
-use crate::clean::reach::{metadata_files, ReachIndex};
 use crate::compact::CompactBuilder;
 use crate::error::Result;
 use crate::expire;
-use crate::inspect::writers::{watermarks, Watermark};
 use crate::properties::{self, u64_prop};
+use crate::storage::listing::{list_files, SplitPath};
+use crate::table::reach::{metadata_files, ReachIndex};
+use crate::table::watermarks::{watermarks, Watermark};
 
 pub use observe::{bytes as human_bytes, Observation};
 
@@ -376,7 +376,7 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
             .collect(),
         Err(_) => HashMap::new(),
     };
-    let size_of = |path: &str, r: &crate::clean::reach::Reached| {
+    let size_of = |path: &str, r: &crate::table::reach::Reached| {
         r.size
             .or_else(|| listed_size.get(&SplitPath::parse(path, &eq).path).copied())
             .unwrap_or(0)

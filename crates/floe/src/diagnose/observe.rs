@@ -3,7 +3,7 @@
 //! an exact floe command.
 
 use super::{History, PartitionHealth, Storage, Thresholds, Totals};
-use crate::inspect::writers::Watermark;
+use crate::table::watermarks::Watermark;
 
 /// One row of the observation table.
 #[derive(Debug, Clone, serde::Serialize)]

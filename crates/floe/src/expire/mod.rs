@@ -10,13 +10,13 @@
 //!   `--older-than`, then `history.expire.*`); a tag keeps its snapshot;
 //! - snapshots on no ref are kept while newer than the age limit;
 //! - floe's own rule: the newest snapshot of every streaming writer (its watermark, see
-//!   [`crate::inspect::writers`]) is always kept, so a restarting writer finds its recovery point.
+//!   [`crate::table::watermarks`]) is always kept, so a restarting writer finds its recovery point.
 //!
 //! File cleanup is reachability-based and a separate step after the metadata commit: files
 //! reached by expired snapshots minus files reached by everything the freshly reloaded table
 //! still holds. Every manifest list and manifest of the table is read *before* the commit, so
 //! an unreadable one aborts with nothing changed (never a committed expiry whose files cannot
-//! be found). Deletes obey the table's fence ([`crate::clean::fence`]): never outside the table
+//! be found). Deletes obey the table's fence ([`crate::storage::fence`]): never outside the table
 //! location (unless [`ExpireBuilder::delete_external_files`]), never inside another table's
 //! location or the catalog's files; what was kept is reported. A crash between the two steps
 //! leaves only unreferenced files, which `remove-orphan-files` proves and removes.
@@ -29,14 +29,15 @@ use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 
 use crate::catalog::{ident_string, refs, Catalog};
-use crate::clean::fence::{Fence, KeptFiles};
-use crate::clean::reach::{metadata_files, reachable_from_table, FileKind, ReachIndex};
-use crate::clean::{check_gc_enabled, delete_files, DeleteProgress, DeleteStats};
+use crate::clean::check_gc_enabled;
 use crate::commit::producer::PreparedCommit;
 use crate::commit::retry::with_retry;
 use crate::error::{Error, Result};
-use crate::inspect::writers::{watermarks, Watermark};
 use crate::properties::{self, u64_prop};
+use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
+use crate::storage::fence::{Fence, KeptFiles};
+use crate::table::reach::{metadata_files, reachable_from_table, FileKind, ReachIndex};
+use crate::table::watermarks::{watermarks, Watermark};
 
 /// A snapshot as retention sees it.
 #[derive(Debug, Clone)]

@@ -239,7 +239,7 @@ pub async fn write_parts(
                     .iter()
                     .map(|f: &DataFile| f.file_path().to_string())
                     .collect();
-                crate::commit::retry::delete_quietly(&io, &location, paths).await;
+                crate::storage::delete::delete_quietly_in(&io, &location, paths).await;
                 return Err(e);
             }
         }

@@ -19,7 +19,7 @@ pub use crate::ingest::value::BadValue;
 use crate::ingest::value::Plan;
 
 /// Records per batch read from an input file.
-pub const BATCH_ROWS: usize = 8192;
+pub use crate::write::BATCH_ROWS;
 
 /// Input file formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

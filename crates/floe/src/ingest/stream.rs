@@ -35,8 +35,8 @@ use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
 use crate::ingest::decode::decode_records;
 use crate::ingest::metrics::Metrics;
 use crate::ingest::source::{Positions, Source, StreamLag};
-use crate::inspect::writers::FLOE_WRITER_ID;
 use crate::properties::u64_prop;
+use crate::table::watermarks::FLOE_WRITER_ID;
 use crate::write::WriteOptions;
 
 /// Summary key prefix of source positions.

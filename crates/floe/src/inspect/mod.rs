@@ -6,7 +6,6 @@
 //! each), never data files. DataFusion adapts these batches in [`crate::sql`].
 
 mod arrays;
-pub mod writers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,8 +19,8 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use iceberg::spec::{DataContentType, ManifestContentType, ManifestStatus, Struct, StructType};
 use iceberg::table::Table;
 
-use crate::commit::producer::{current_manifests, read_manifests};
 use crate::error::{Error, Result};
+use crate::table::manifests::{current_manifests, read_manifests};
 
 /// The metadata tables floe serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

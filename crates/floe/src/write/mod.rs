@@ -33,6 +33,9 @@ use parquet::file::properties::WriterProperties;
 use crate::error::{Error, Result};
 use crate::properties::{self, u64_prop};
 
+/// Rows per Arrow batch floe reads and writes (input files, compaction's sorted output).
+pub const BATCH_ROWS: usize = 8192;
+
 type Builder =
     DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
@@ -288,7 +291,7 @@ async fn sweep(
     prefix: &str,
     mut known: Vec<String>,
 ) {
-    match crate::clean::listing::list_files(file_io, data_dir).await {
+    match crate::storage::listing::list_files(file_io, data_dir).await {
         Ok(listed) => known.extend(listed.into_iter().map(|f| f.path).filter(|p| {
             p.rsplit('/')
                 .next()
@@ -302,5 +305,5 @@ async fn sweep(
     }
     known.sort();
     known.dedup();
-    crate::commit::retry::delete_quietly(file_io, location, known).await;
+    crate::storage::delete::delete_quietly_in(file_io, location, known).await;
 }

@@ -1,10 +1,11 @@
 //! The commit path: append, rewrite and delete snapshots, sequence numbers, summaries,
-//! compare-and-swap races and validation (DESIGN.md section 4 and 5).
+//! compare-and-swap races and validation (`crates/floe/src/commit/mod.rs`; Iceberg spec, "Commit Conflict Resolution and Retry").
 
 use std::collections::HashMap;
 
-use floe::commit::{self, producer::live_files, SnapshotUpdate};
+use floe::commit::{self, SnapshotUpdate};
 use floe::iceberg::spec::Operation;
+use floe::table::manifests::live_files;
 use floe::Error;
 
 use crate::common::{count_and_sum, rewrite_all, sum_ids, Fixture};
@@ -57,7 +58,7 @@ async fn append_reads_only_the_parent_manifest_list_not_old_manifests() {
     // Make every existing manifest unreadable: a commit that re-read them would fail.
     let t = fx.load(&ident).await;
     let manifests =
-        floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
+        floe::table::manifests::manifests_of(&t, t.metadata().current_snapshot().unwrap())
             .await
             .unwrap();
     assert_eq!(manifests.len(), 5);
@@ -69,7 +70,7 @@ async fn append_reads_only_the_parent_manifest_list_not_old_manifests() {
         .await
         .unwrap();
     let t = fx.load(&ident).await;
-    let after = floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
+    let after = floe::table::manifests::manifests_of(&t, t.metadata().current_snapshot().unwrap())
         .await
         .unwrap();
     assert_eq!(
@@ -97,7 +98,7 @@ async fn appends_merge_small_manifests_past_min_count_to_merge() {
     }
     let t = fx.load(&ident).await;
     let manifests =
-        floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
+        floe::table::manifests::manifests_of(&t, t.metadata().current_snapshot().unwrap())
             .await
             .unwrap();
     assert!(
@@ -412,7 +413,7 @@ async fn a_rewrite_of_many_files_rolls_its_manifests() {
     .unwrap();
     let t = outcome.table;
     let snapshot = t.metadata().current_snapshot().unwrap().clone();
-    let manifests = floe::commit::producer::manifests_of(&t, &snapshot)
+    let manifests = floe::table::manifests::manifests_of(&t, &snapshot)
         .await
         .unwrap();
     let (mut deleted, mut existing, mut added) = (0, 0, 0);
@@ -442,6 +443,6 @@ async fn a_rewrite_of_many_files_rolls_its_manifests() {
     assert_eq!(summary["deleted-data-files"], (n - 100).to_string());
     assert_eq!(summary["total-data-files"], "101");
     assert_eq!(summary["total-records"], "1010");
-    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    let live = floe::table::manifests::live_files(&t).await.unwrap();
     assert_eq!(live.len(), 101);
 }

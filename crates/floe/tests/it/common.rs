@@ -45,13 +45,13 @@ impl Fixture {
         if !self.catalog.namespace_exists(&ns).await.unwrap() {
             self.catalog.create_namespace(&ns).await.unwrap();
         }
-        let schema = floe::schema::parse_schema(
+        let schema = floe::table::schema::parse_schema(
             "id bigint not null, ts timestamp, name string, amount double",
         )
         .unwrap();
         let spec = match partition {
-            Some(p) => floe::schema::parse_partition(p, &schema).unwrap(),
-            None => floe::schema::unpartitioned(),
+            Some(p) => floe::table::schema::parse_partition(p, &schema).unwrap(),
+            None => floe::table::schema::unpartitioned(),
         };
         self.catalog
             .create_table(NewTable {
@@ -244,7 +244,7 @@ pub fn read_catalog_with_python(warehouse: &Path, table: &str) -> serde_json::Va
 pub async fn rewrite_all(catalog: &Catalog, ident: &TableIdent) -> (usize, usize) {
     use futures::TryStreamExt;
     let table = catalog.load_table(ident).await.unwrap();
-    let live = floe::commit::producer::live_files(&table).await.unwrap();
+    let live = floe::table::manifests::live_files(&table).await.unwrap();
     let schema = Arc::new(
         floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
     );

@@ -72,7 +72,7 @@ async fn compaction_keeps_every_row_and_the_content_checksum() {
     // Few manifests remain: compaction merged the ones it touched.
     let t = fx.load(&ident).await;
     let manifests =
-        floe::commit::producer::manifests_of(&t, t.metadata().current_snapshot().unwrap())
+        floe::table::manifests::manifests_of(&t, t.metadata().current_snapshot().unwrap())
             .await
             .unwrap();
     // One manifest records the removals (DELETED entries, needed by this snapshot only; the
@@ -182,7 +182,7 @@ async fn a_group_whose_input_was_deleted_concurrently_fails_alone_and_leaves_not
         fx.append(&ident, i * 30, i * 30 + 30).await;
     }
     let t = fx.load(&ident).await;
-    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    let live = floe::table::manifests::live_files(&t).await.unwrap();
     let victim = live[0].file.clone();
     let other = fx.second_connection().await;
     let id2 = ident.clone();
@@ -221,7 +221,7 @@ async fn a_group_whose_input_was_deleted_concurrently_fails_alone_and_leaves_not
     // Files on disk = live files + the deleted victim (not yet expired): the failed group's
     // output is gone.
     let t = fx.load(&ident).await;
-    let live_now = floe::commit::producer::live_files(&t).await.unwrap().len();
+    let live_now = floe::table::manifests::live_files(&t).await.unwrap().len();
     let rewritten = m.rewritten_files;
     assert_eq!(data_files_on_disk(&fx, "db.ev"), live_now + 1 + rewritten);
 }
@@ -280,7 +280,7 @@ async fn sort_by_writes_each_output_sorted() {
     assert_eq!(m.added_files, 1);
     assert_eq!(fx.count_and_sum(&ident).await, (600, sum_ids(0, 600)));
     let t = fx.load(&ident).await;
-    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    let live = floe::table::manifests::live_files(&t).await.unwrap();
     let path = live[0]
         .file
         .file_path()
@@ -357,7 +357,7 @@ async fn remove_dangling_deletes_drops_deletes_compaction_made_obsolete() {
         "content unchanged"
     );
     let t = fx.load(&ident).await;
-    let live = floe::commit::producer::live_files(&t).await.unwrap();
+    let live = floe::table::manifests::live_files(&t).await.unwrap();
     assert!(live
         .iter()
         .all(|f| f.file.content_type() == floe::iceberg::spec::DataContentType::Data));
@@ -404,7 +404,7 @@ async fn a_large_group_is_written_as_parallel_row_groups_with_exact_metrics() {
 
     // Each output: 12,000 rows in row groups of at most 8,192, metrics equal to its content.
     let table = fx.load(&ident).await;
-    let live = floe::commit::producer::live_files(&table).await.unwrap();
+    let live = floe::table::manifests::live_files(&table).await.unwrap();
     assert_eq!(live.len(), 3);
     for f in &live {
         let f = &f.file;
@@ -498,7 +498,7 @@ async fn files_of_an_older_partition_spec_are_rewritten_into_the_current_one() {
     let ident = floe::catalog::parse_table_ident("py.evolved").unwrap();
     let table = fx.load(&ident).await;
     let current = table.metadata().default_partition_spec_id();
-    let before = floe::commit::producer::live_files(&table).await.unwrap();
+    let before = floe::table::manifests::live_files(&table).await.unwrap();
     let specs: std::collections::BTreeSet<i32> = before.iter().map(|f| f.spec_id).collect();
     assert_eq!(specs.len(), 2, "files under two specs: {specs:?}");
     let expected = fx.count_and_sum(&ident).await;
@@ -514,7 +514,7 @@ async fn files_of_an_older_partition_spec_are_rewritten_into_the_current_one() {
     assert!(m.plan.groups.iter().any(|g| g.spec_id == current));
 
     let table = fx.load(&ident).await;
-    let after = floe::commit::producer::live_files(&table).await.unwrap();
+    let after = floe::table::manifests::live_files(&table).await.unwrap();
     assert!(
         after.iter().all(|f| f.spec_id == current),
         "every output is in the current spec"

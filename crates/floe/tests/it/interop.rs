@@ -23,7 +23,7 @@ async fn floe_tables_read_identically_in_pyiceberg_and_duckdb_after_append_and_r
             fx.append(&ident, i * 40, i * 40 + 40).await;
         }
         let t = fx.load(&ident).await;
-        let files = floe::commit::producer::live_files(&t).await.unwrap().len();
+        let files = floe::table::manifests::live_files(&t).await.unwrap().len();
         let v = read(&fx, name);
         assert_readers_agree(&v, 200, sum_ids(0, 200), files);
         let checksum_before = v["duckdb"]["checksum"].clone();
@@ -43,7 +43,7 @@ async fn floe_tables_read_identically_in_pyiceberg_and_duckdb_after_append_and_r
         // An append after the rewrite still reads right everywhere.
         fx.append(&ident, 200, 210).await;
         let t = fx.load(&ident).await;
-        let files = floe::commit::producer::live_files(&t).await.unwrap().len();
+        let files = floe::table::manifests::live_files(&t).await.unwrap().len();
         let v = read(&fx, name);
         assert_readers_agree(&v, 210, sum_ids(0, 210), files);
     }
@@ -57,7 +57,7 @@ async fn every_primitive_type_round_trips_through_pyiceberg_and_duckdb() {
         .create_namespace(ident.namespace())
         .await
         .unwrap();
-    let schema = floe::schema::parse_schema(
+    let schema = floe::table::schema::parse_schema(
         "id bigint not null, b boolean, i int, f float, d double, dec decimal(10, 2), dt date, \
          ts timestamp, tstz timestamptz, s string, bin binary",
     )
@@ -66,7 +66,7 @@ async fn every_primitive_type_round_trips_through_pyiceberg_and_duckdb() {
         .create_table(floe::catalog::NewTable {
             ident: ident.clone(),
             schema,
-            partition_spec: floe::schema::unpartitioned(),
+            partition_spec: floe::table::schema::unpartitioned(),
             sort_order: None,
             properties: Default::default(),
         })

@@ -9,13 +9,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use floe::clean::listing::{list_files, local_dir};
 use floe::clean::orphans::OrphanBuilder;
-use floe::clean::reach::reachable_from_table;
 use floe::commit::{commit, SnapshotUpdate};
 use floe::expire::ExpireBuilder;
 use floe::iceberg::spec::{SnapshotReference, SnapshotRetention};
 use floe::iceberg::{TableIdent, TableUpdate};
+use floe::storage::listing::{list_files, local_dir};
+use floe::table::reach::reachable_from_table;
 use floe::Error;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -141,7 +141,7 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
             3 => {
                 // Row-level delete of one whole data file: content changes, legitimately.
                 let t = fx.load(&ident).await;
-                let live = floe::commit::producer::live_files(&t).await.unwrap();
+                let live = floe::table::manifests::live_files(&t).await.unwrap();
                 if live.len() > 1 {
                     let victim = live[rng.random_range(0..live.len())]
                         .file
@@ -208,7 +208,7 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
                 .unwrap();
             }
             _ => {
-                floe::clean::manifests::rewrite_manifests(&fx.catalog, &ident, false)
+                floe::clean::rewrite_manifests::rewrite_manifests(&fx.catalog, &ident, false)
                     .await
                     .unwrap();
             }
@@ -345,7 +345,7 @@ async fn orphan_removal_aborts_when_a_manifest_cannot_be_read() {
         .min_by_key(|s| s.sequence_number())
         .unwrap()
         .clone();
-    let manifests = floe::commit::producer::manifests_of(&t, &first)
+    let manifests = floe::table::manifests::manifests_of(&t, &first)
         .await
         .unwrap();
     std::fs::write(local(&manifests[0].manifest_path), b"not avro").unwrap();
@@ -468,12 +468,12 @@ async fn rewrite_manifests_merges_and_clusters_without_changing_content() {
     }
     let before = fx.count_and_sum(&ident).await;
     let t = fx.load(&ident).await;
-    let n_before = floe::commit::producer::current_manifests(&t)
+    let n_before = floe::table::manifests::current_manifests(&t)
         .await
         .unwrap()
         .len();
     assert_eq!(n_before, 12);
-    let r = floe::clean::manifests::rewrite_manifests(&fx.catalog, &ident, false)
+    let r = floe::clean::rewrite_manifests::rewrite_manifests(&fx.catalog, &ident, false)
         .await
         .unwrap();
     assert_eq!(r.manifests_before, 12);
@@ -487,8 +487,8 @@ async fn rewrite_manifests_merges_and_clusters_without_changing_content() {
     );
     assert_eq!(fx.count_and_sum(&ident).await, before);
     // Entries are clustered: each partition's files are contiguous in the merged manifest.
-    let m = floe::commit::producer::current_manifests(&t).await.unwrap();
-    let loaded = floe::commit::producer::read_manifests(&t, &m)
+    let m = floe::table::manifests::current_manifests(&t).await.unwrap();
+    let loaded = floe::table::manifests::read_manifests(&t, &m)
         .await
         .unwrap();
     let parts: Vec<String> = loaded[0]

@@ -134,7 +134,7 @@ async fn orphan_removal_does_not_follow_a_symlink_out_of_the_table() {
 async fn names_that_escape_or_nest_are_refused_at_create_time() {
     let fx = Fixture::new().await;
     fx.table("t.a", None).await;
-    let schema = floe::schema::parse_schema("id bigint").unwrap();
+    let schema = floe::table::schema::parse_schema("id bigint").unwrap();
     for name in [
         "t.a/b",
         "t./etc",
@@ -153,7 +153,7 @@ async fn names_that_escape_or_nest_are_refused_at_create_time() {
             .create_table(floe::catalog::NewTable {
                 ident,
                 schema: schema.clone(),
-                partition_spec: floe::schema::unpartitioned(),
+                partition_spec: floe::table::schema::unpartitioned(),
                 sort_order: None,
                 properties: Default::default(),
             })
@@ -314,7 +314,7 @@ async fn purge_never_deletes_another_tables_files() {
     // n.b references n.a's data file (as a table registered from the same files would).
     let b = fx.table("n.b", None).await;
     let a_table = fx.load(&a).await;
-    let shared: Vec<_> = floe::commit::producer::live_files(&a_table)
+    let shared: Vec<_> = floe::table::manifests::live_files(&a_table)
         .await
         .unwrap()
         .into_iter()
@@ -435,11 +435,11 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
     let ns = floe::catalog::parse_namespace("n").unwrap();
     catalog.create_namespace(&ns).await.unwrap();
     let ident = parse_table_ident("n.big").unwrap();
-    let schema = floe::schema::parse_schema("id bigint, s string").unwrap();
+    let schema = floe::table::schema::parse_schema("id bigint, s string").unwrap();
     let new = |ident: TableIdent| floe::catalog::NewTable {
         ident,
         schema: schema.clone(),
-        partition_spec: floe::schema::unpartitioned(),
+        partition_spec: floe::table::schema::unpartitioned(),
         sort_order: None,
         properties: Default::default(),
     };

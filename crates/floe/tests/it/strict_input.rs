@@ -32,8 +32,8 @@ async fn table(fx: &Fixture, name: &str) -> TableIdent {
     fx.catalog
         .create_table(NewTable {
             ident: ident.clone(),
-            schema: floe::schema::parse_schema(SCHEMA).unwrap(),
-            partition_spec: floe::schema::unpartitioned(),
+            schema: floe::table::schema::parse_schema(SCHEMA).unwrap(),
+            partition_spec: floe::table::schema::unpartitioned(),
             sort_order: None,
             properties: Default::default(),
         })

@@ -168,7 +168,7 @@ async fn compaction_writer_metrics_equal_the_iceberg_writers() {
         .create_table(NewTable {
             ident: ident.clone(),
             schema: schema(),
-            partition_spec: floe::schema::unpartitioned(),
+            partition_spec: floe::table::schema::unpartitioned(),
             sort_order: None,
             properties: Default::default(),
         })
@@ -253,7 +253,7 @@ async fn a_long_string_in_an_early_row_group_keeps_its_file_findable() {
         .unwrap();
 
     let table = fx.load(&ident).await;
-    let live = floe::commit::producer::live_files(&table).await.unwrap();
+    let live = floe::table::manifests::live_files(&table).await.unwrap();
     assert_eq!(live.len(), 1);
     let f = &live[0].file;
     assert_eq!(

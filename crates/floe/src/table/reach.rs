@@ -204,7 +204,7 @@ impl ReachIndex {
                         .entries()
                         .iter()
                         .filter(|e| e.is_alive())
-                        .map(|e| crate::commit::producer::live_file(e, spec_id)),
+                        .map(|e| crate::table::manifests::live_file(e, spec_id)),
                 );
             }
             let entries = manifest

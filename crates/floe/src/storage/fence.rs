@@ -18,7 +18,7 @@
 //!   (realpath), and so is the table location: a symlink inside the table that points elsewhere
 //!   makes what lies behind it outside.
 //!
-//! Other tables' locations come from the catalog ([`crate::catalog::Catalog::table_roots`]);
+//! Other tables' locations come from the catalog (`Fence::for_table`, in [`crate::catalog`]);
 //! a fence built without them ([`Fence::own`]) guards the files an operation wrote itself.
 
 use std::collections::HashMap;
@@ -26,9 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use iceberg::table::Table;
-
-use crate::catalog::{ident_string, Catalog};
-use crate::error::Result;
+use iceberg::TableIdent;
 
 /// A canonical location: scheme (`file` for local disk), authority (bucket) and path segments.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -261,7 +259,7 @@ impl Fence {
     /// files an operation wrote itself (failed commits, compaction outputs, metadata files).
     pub fn own(table: &Table) -> Fence {
         Self::new(
-            ident_string(table.identifier()),
+            table_name(table.identifier()),
             table.metadata().location(),
             vec![],
             vec![],
@@ -273,26 +271,7 @@ impl Fence {
         Self::new(location.to_string(), location, vec![], vec![])
     }
 
-    /// The fence of `table` inside `catalog`: its location minus every other table's location
-    /// and the catalog's own files.
-    pub async fn for_table(catalog: &Catalog, table: &Table) -> Result<Fence> {
-        let me = table.identifier();
-        let others = catalog
-            .table_roots()
-            .await?
-            .into_iter()
-            .filter(|(ident, _)| ident != me)
-            .map(|(ident, loc)| (ident_string(&ident), loc))
-            .collect();
-        Ok(Self::new(
-            ident_string(me),
-            table.metadata().location(),
-            others,
-            catalog.protected_files(),
-        ))
-    }
-
-    fn new(
+    pub(crate) fn new(
         table: String,
         location: &str,
         others: Vec<(String, String)>,
@@ -507,6 +486,16 @@ impl Fence {
         }
         None
     }
+}
+
+/// `ns.table`, as [`crate::table::ident_string`] writes it (storage sits below the table
+/// layer, so it does not import it).
+fn table_name(ident: &TableIdent) -> String {
+    format!(
+        "{}.{}",
+        ident.namespace().clone().inner().join("."),
+        ident.name()
+    )
 }
 
 #[cfg(test)]

@@ -240,7 +240,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             });
         }
         HealthCmd::RewriteManifests { table, dry_run } => {
-            let r = floe::clean::manifests::rewrite_manifests(
+            let r = floe::clean::rewrite_manifests::rewrite_manifests(
                 catalog,
                 &parse_table_ident(&table)?,
                 dry_run,

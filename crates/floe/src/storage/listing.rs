@@ -2,7 +2,7 @@
 //!
 //! The iceberg crate's FileIO cannot list, so listing is floe's: local disk (paths and `file:`
 //! URIs) walks directories; S3 pages through ListObjectsV2 with the table FileIO's own
-//! configuration ([`crate::catalog::storage::S3Lister`]). Paths are compared after normalisation, the way
+//! configuration ([`crate::storage::S3Lister`]). Paths are compared after normalisation, the way
 //! Iceberg's `DeleteOrphanFiles` does: scheme and authority are split off, equivalent schemes
 //! (`s3a`, `s3n` = `s3`) are unified, and a path whose scheme or authority differs from the
 //! referenced one is a *prefix mismatch*, never silently an orphan.
@@ -122,8 +122,8 @@ pub fn local_dir(location: &str) -> Option<PathBuf> {
 /// Lists every file under `location` recursively, on the storage `file_io` talks to. Paths
 /// come back in the location's own form (`file://` prefix kept when the location has one).
 pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFile>> {
-    if crate::catalog::storage::is_s3(location) {
-        let listed = crate::catalog::storage::S3Lister::new(file_io)
+    if crate::storage::is_s3(location) {
+        let listed = crate::storage::S3Lister::new(file_io)
             .list(location)
             .await?;
         return Ok(listed

@@ -1,4 +1,6 @@
-//! Storage: the FileIO a table's files are read and written with, chosen by location scheme.
+//! Storage: the FileIO a table's files are read and written with, chosen by location scheme;
+//! listings ([`listing`]); the delete fence ([`fence`]) and the only delete functions
+//! ([`delete`]).
 //!
 //! Local paths and `file://` use the iceberg crate's own filesystem FileIO; `s3://` (and
 //! `s3a://`, `s3n://`) use `iceberg-storage-opendal`'s S3 storage, configured with Iceberg's
@@ -14,6 +16,10 @@
 //! The FileIO cannot list, so [`S3Lister`] builds an opendal operator from the *same*
 //! properties (read back from the FileIO's config) for orphan listings: one configuration, one
 //! set of credentials.
+
+pub mod delete;
+pub mod fence;
+pub mod listing;
 
 use std::collections::HashMap;
 use std::ops::Range;

@@ -10,9 +10,9 @@ use iceberg::spec::ManifestContentType;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::commit::producer::current_manifests;
 use crate::commit::{try_commit, SnapshotUpdate};
 use crate::error::Result;
+use crate::table::manifests::current_manifests;
 
 /// What `rewrite-manifests` did.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -1,0 +1,125 @@
+//! Table alterations: property updates, committed as metadata-only changes through the
+//! commit path (`table set-property`). Partition and schema evolution belong here too.
+//!
+//! Written as an `impl Catalog` block in this operation module, so that the catalog layer
+//! (load, create, drop, compare-and-swap) never imports the layers above it.
+
+use std::collections::HashMap;
+
+use iceberg::table::Table;
+use iceberg::{TableIdent, TableUpdate};
+
+use crate::catalog::Catalog;
+use crate::commit::producer::PreparedCommit;
+use crate::commit::retry::with_retry_repairing;
+use crate::error::Result;
+use crate::properties;
+use crate::table::ident_string;
+
+impl Catalog {
+    /// Sets and removes table properties in one commit.
+    ///
+    /// Known properties are validated first ([`properties::validate_update`]: every key floe
+    /// reads, named in the error with the value and what is expected) and stored in canonical
+    /// form. The commit itself needs none of the stored settings, so it succeeds on a table
+    /// whose stored values are bad (this is how such a table is repaired): bad retry settings
+    /// fall back to Iceberg's defaults with a warning. Only a bad
+    /// `write.metadata.compression-codec` that the update leaves in place stops it, since the
+    /// new metadata file could not be written.
+    pub async fn set_properties(
+        &self,
+        ident: &TableIdent,
+        set: HashMap<String, String>,
+        remove: Vec<String>,
+    ) -> Result<Table> {
+        let table = self.load_table(ident).await?;
+        let set = validate_property_update(table.metadata().properties(), &set, &remove)?;
+        let name = ident_string(ident);
+        let mut updates = Vec::new();
+        if !set.is_empty() {
+            updates.push(TableUpdate::SetProperties {
+                updates: set.clone(),
+            });
+        }
+        if !remove.is_empty() {
+            updates.push(TableUpdate::RemoveProperties {
+                removals: remove.clone(),
+            });
+        }
+        with_retry_repairing(self, ident, Some(table), |table| {
+            let updates = updates.clone();
+            let mut after = table.metadata().properties().clone();
+            after.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+            for k in &remove {
+                after.remove(k);
+            }
+            let writable = properties::check_stored(
+                Some(name.as_str()),
+                &after,
+                &[properties::METADATA_COMPRESSION_CODEC],
+            );
+            async move {
+                writable?;
+                Ok(PreparedCommit {
+                    requirements: vec![],
+                    updates,
+                    written: vec![],
+                })
+            }
+        })
+        .await
+    }
+}
+
+/// Checks a property update: each value by its key's rule ([`properties::validate_update`],
+/// returned canonical), then, when the update touches compaction settings, the planner options
+/// `floe compact` would start from ([`crate::compact::plan::check_property_defaults`]).
+pub fn validate_property_update(
+    current: &HashMap<String, String>,
+    set: &HashMap<String, String>,
+    remove: &[String],
+) -> Result<HashMap<String, String>> {
+    let canonical = properties::validate_update(set, remove)?;
+    if properties::touches_compaction(canonical.keys().chain(remove)) {
+        let after = properties::updated(current, &canonical, remove);
+        crate::compact::plan::check_property_defaults(&after)?;
+    }
+    Ok(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::properties::{GC_ENABLED, WRITE_TARGET_FILE_SIZE_BYTES};
+
+    #[test]
+    fn compaction_defaults_are_checked_together_when_updated() {
+        let current = HashMap::new();
+        let set = HashMap::from([(
+            "floe.compact.min-file-size-bytes".to_string(),
+            "1GiB".to_string(),
+        )]);
+        let e = validate_property_update(&current, &set, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("floe.compact.min-file-size-bytes"), "{e}");
+        // Raising the table's target along with it makes it consistent.
+        let mut set = set;
+        set.insert(
+            WRITE_TARGET_FILE_SIZE_BYTES.into(),
+            (2u64 << 30).to_string(),
+        );
+        validate_property_update(&current, &set, &[]).unwrap();
+        let e = validate_property_update(
+            &current,
+            &set,
+            &[
+                GC_ENABLED.to_string(),
+                WRITE_TARGET_FILE_SIZE_BYTES.to_string(),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("both set and unset"), "{e}");
+    }
+}

@@ -1,0 +1,99 @@
+//! Manifest lists and manifests of a table's snapshots, and the live files they hold.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::{DataFile, Manifest, ManifestFile, Snapshot};
+use iceberg::table::Table;
+
+use crate::error::{Error, Result};
+
+/// Manifests read at once.
+pub(crate) const MANIFEST_READ_CONCURRENCY: usize = 16;
+
+/// A data or delete file that is live in a snapshot, with the metadata a rewrite needs to carry
+/// it (the partition spec it was written with and its sequence numbers).
+#[derive(Debug, Clone)]
+pub struct LiveFile {
+    pub file: DataFile,
+    pub spec_id: i32,
+    pub snapshot_id: i64,
+    pub sequence_number: i64,
+    pub file_sequence_number: Option<i64>,
+}
+
+pub(crate) async fn load_manifests(
+    table: &Table,
+    manifests: &[ManifestFile],
+) -> Result<Vec<Manifest>> {
+    let loads: Vec<_> = manifests
+        .iter()
+        .cloned()
+        .map(|m| {
+            let io = table.file_io().clone();
+            async move { m.load_manifest(&io).await }
+        })
+        .collect();
+    futures::stream::iter(loads)
+        .buffered(MANIFEST_READ_CONCURRENCY)
+        .try_collect()
+        .await
+        .map_err(Error::from)
+}
+
+pub(crate) fn live_file(entry: &iceberg::spec::ManifestEntry, spec_id: i32) -> LiveFile {
+    live_file_as(entry, spec_id, entry.data_file().clone())
+}
+
+/// The entry's lineage (snapshot, sequence numbers) with `file` as its data file.
+pub(crate) fn live_file_as(
+    entry: &iceberg::spec::ManifestEntry,
+    spec_id: i32,
+    file: DataFile,
+) -> LiveFile {
+    LiveFile {
+        file,
+        spec_id,
+        snapshot_id: entry.snapshot_id().unwrap_or_default(),
+        sequence_number: entry.sequence_number().unwrap_or_default(),
+        file_sequence_number: entry.file_sequence_number,
+    }
+}
+
+/// Loads every live data and delete file of the current snapshot, with spec ids and sequence
+/// numbers (what compaction and the metadata tables need).
+pub async fn live_files(table: &Table) -> Result<Vec<LiveFile>> {
+    let manifests = current_manifests(table).await?;
+    let loaded = load_manifests(table, &manifests).await?;
+    let mut out = Vec::new();
+    for (mf, m) in manifests.iter().zip(loaded) {
+        for e in m.entries().iter().filter(|e| e.is_alive()) {
+            out.push(live_file(e, mf.partition_spec_id));
+        }
+    }
+    Ok(out)
+}
+
+/// Shared handle used by callers that only need the manifests of a snapshot.
+pub async fn manifests_of(table: &Table, snapshot: &Arc<Snapshot>) -> Result<Vec<ManifestFile>> {
+    Ok(table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await?
+        .consume_entries()
+        .into_iter()
+        .collect())
+}
+
+/// The manifests of the table's current snapshot (none for an empty table).
+pub async fn current_manifests(table: &Table) -> Result<Vec<ManifestFile>> {
+    match table.metadata().current_snapshot() {
+        Some(s) => manifests_of(table, s).await,
+        None => Ok(vec![]),
+    }
+}
+
+/// Loads manifests (public wrapper for inspect/compact).
+pub async fn read_manifests(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<Manifest>> {
+    load_manifests(table, manifests).await
+}

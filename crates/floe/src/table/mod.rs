@@ -1,0 +1,58 @@
+//! The table layer: what a table *is*, read from its metadata, with no catalog in sight.
+//!
+//! - [`ident`]: `ns.table` identifiers and the name rule (names become directories).
+//! - [`manifests`]: manifest lists and manifests of a snapshot; live data and delete files.
+//! - [`reach`]: every file a set of snapshots needs (reachability, for expiry and orphans).
+//! - [`watermarks`]: writer watermarks kept in snapshot summaries (floe, Flink).
+//! - [`schema`]: schema, partition and sort-order text as users write it.
+//! - [`read_metadata`], [`refs`], [`default_spec`]: table metadata helpers.
+
+pub mod ident;
+pub mod manifests;
+pub mod reach;
+pub mod schema;
+pub mod watermarks;
+
+use std::collections::HashMap;
+
+use iceberg::io::FileIO;
+use iceberg::spec::{PartitionSpec, TableMetadata};
+use iceberg::table::Table;
+
+use crate::error::{Error, Result};
+pub use ident::{ident_string, parse_namespace, parse_table_ident, validate_name};
+
+/// Reads a `metadata.json`, mapping failures to a clear [`Error::Metadata`].
+pub async fn read_metadata(file_io: &FileIO, location: &str) -> Result<TableMetadata> {
+    TableMetadata::read_from(file_io, location)
+        .await
+        .map_err(|e| Error::Metadata {
+            location: location.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// The partition spec a new data file must be written with.
+pub fn default_spec(table: &Table) -> PartitionSpec {
+    table.metadata().default_partition_spec().as_ref().clone()
+}
+
+/// The table's refs (branches and tags). The iceberg crate keeps them private, so they are read
+/// back from the metadata's own JSON form (the `refs` object of the table spec).
+pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::SnapshotReference>> {
+    let mut json = serde_json::to_value(metadata).map_err(|e| Error::Metadata {
+        location: metadata.location().to_string(),
+        reason: e.to_string(),
+    })?;
+    let refs = json
+        .get_mut("refs")
+        .map(serde_json::Value::take)
+        .unwrap_or_default();
+    if refs.is_null() {
+        return Ok(HashMap::new());
+    }
+    serde_json::from_value(refs).map_err(|e| Error::Metadata {
+        location: metadata.location().to_string(),
+        reason: format!("bad refs: {e}"),
+    })
+}
