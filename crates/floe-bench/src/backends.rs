@@ -158,10 +158,10 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
                     })
                     .collect();
                 let written = floe::append::write_files(&table, batches, &options).await?;
-                table =
-                    floe::commit::commit(c, &ident, floe::commit::SnapshotUpdate::append(written))
-                        .await?
-                        .table;
+                table = floe::commit::Committer::new(c, &ident)
+                    .commit(floe::commit::SnapshotUpdate::append(written))
+                    .await?
+                    .table;
             }
             Ok(())
         })

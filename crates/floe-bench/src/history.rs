@@ -48,9 +48,23 @@ where
             .build()?;
         pending.extend(prepared.updates);
         if pending.len() >= 1000 || i + 1 == n {
-            base = catalog
-                .commit(&base, &[], std::mem::take(&mut pending))
-                .await?;
+            let updates = std::mem::take(&mut pending);
+            base = floe::commit::Committer::new(catalog, ident)
+                .on(base)
+                .commit_with(|_| {
+                    let updates = updates.clone();
+                    async move {
+                        Ok(floe::commit::Produced::commit(
+                            floe::commit::producer::PreparedCommit {
+                                requirements: vec![],
+                                updates,
+                                written: vec![],
+                            },
+                        ))
+                    }
+                })
+                .await?
+                .table;
             mem = base.clone();
         }
     }

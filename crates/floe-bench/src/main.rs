@@ -336,13 +336,10 @@ async fn small_files(
                 })
                 .collect();
             let written = floe::append::write_files(&table, batches, &options).await?;
-            table = floe::commit::commit(
-                &catalog,
-                &ident,
-                floe::commit::SnapshotUpdate::append(written),
-            )
-            .await?
-            .table;
+            table = floe::commit::Committer::new(&catalog, &ident)
+                .commit(floe::commit::SnapshotUpdate::append(written))
+                .await?
+                .table;
         }
         let live = floe::table::manifests::live_files(&table).await?;
         let bytes: u64 = live.iter().map(|f| f.file.file_size_in_bytes()).sum();

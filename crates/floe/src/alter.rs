@@ -11,7 +11,7 @@ use iceberg::{TableIdent, TableUpdate};
 
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
-use crate::commit::retry::with_retry_repairing;
+use crate::commit::{Committer, Produced};
 use crate::error::Result;
 use crate::properties;
 use crate::table::ident_string;
@@ -46,7 +46,8 @@ impl Catalog {
                 removals: remove.clone(),
             });
         }
-        with_retry_repairing(self, ident, Some(table), |table| {
+        let committer = Committer::new(self, ident).on(table).repairing();
+        let done = committer.commit_with(|table| {
             let updates = updates.clone();
             let mut after = table.metadata().properties().clone();
             after.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -60,14 +61,14 @@ impl Catalog {
             );
             async move {
                 writable?;
-                Ok(PreparedCommit {
+                Ok(Produced::commit(PreparedCommit {
                     requirements: vec![],
                     updates,
                     written: vec![],
-                })
+                }))
             }
-        })
-        .await
+        });
+        Ok(done.await?.table)
     }
 }
 

@@ -13,7 +13,7 @@ use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::catalog::Catalog;
-use crate::commit::{self, SnapshotUpdate};
+use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::Result;
 use crate::ingest::files::{InputFormat, InputReader};
 use crate::write::{TableWriter, WriteOptions};
@@ -118,8 +118,10 @@ async fn commit_files(
     let (snapshot_id, commit_attempts) = if files.is_empty() {
         (None, 0)
     } else {
-        let outcome =
-            commit::commit_on(catalog, ident, Some(base), SnapshotUpdate::append(files)).await?;
+        let outcome = Committer::new(catalog, ident)
+            .on(base)
+            .commit(SnapshotUpdate::append(files))
+            .await?;
         (Some(outcome.snapshot_id), outcome.attempts)
     };
     Ok(AppendMetrics {

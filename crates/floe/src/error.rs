@@ -8,6 +8,9 @@ use std::path::PathBuf;
 
 use crate::secrets::mask;
 
+/// A cause kept behind a floe error (`#[source]`), for callers that walk the chain.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -74,11 +77,22 @@ pub enum Error {
 
     /// The catalog could not be reached or answered with an error.
     #[error("catalog {catalog}: {reason}")]
-    Catalog { catalog: String, reason: String },
+    Catalog {
+        catalog: String,
+        reason: String,
+        /// The client's error (sqlx, the REST client), for callers that walk the chain.
+        #[source]
+        source: Option<BoxError>,
+    },
 
     /// Table metadata could not be read or is corrupt.
     #[error("cannot read table metadata {location}: {reason}")]
-    Metadata { location: String, reason: String },
+    Metadata {
+        location: String,
+        reason: String,
+        #[source]
+        source: Option<BoxError>,
+    },
 
     /// Another writer changed the table and the change could not be retried.
     #[error("commit to '{table}' failed after {attempts} attempt(s): {reason}")]
@@ -103,17 +117,36 @@ pub enum Error {
 
     /// Object storage refused or failed a request (credentials, bucket, permissions, network).
     #[error("storage {location}: {reason}")]
-    Storage { location: String, reason: String },
+    Storage {
+        location: String,
+        reason: String,
+        #[source]
+        source: Option<BoxError>,
+    },
 
     /// The catalog may or may not have applied a commit (timeout or server error after the
     /// request was sent) and reloading could not tell. Files of the commit are kept: deleting
     /// them could corrupt a table where the commit did land.
-    #[error("commit to '{table}' has an unknown outcome: {reason}; its files were kept (run `floe describe` to check, `floe remove-orphan-files` cleans them if it did not land)")]
+    #[error("commit to '{table}' has an unknown outcome: {reason}; its files were kept (run `floe table describe {table}` to check; `floe remove-orphan-files {table}` cleans them if it did not land)")]
     CommitStateUnknown { table: String, reason: String },
 
     /// A SQL statement failed to plan or execute.
-    #[error("sql: {0}")]
-    Sql(String),
+    #[error("sql: {message}")]
+    Sql {
+        message: String,
+        /// DataFusion's error, when the failure came from it.
+        #[source]
+        source: Option<BoxError>,
+    },
+
+    /// A background task floe started panicked or was cancelled (a bug, or the runtime
+    /// shutting down): `what` names the work it was doing.
+    #[error("{what} task failed: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
 
     /// An error from the iceberg crate (spec types, FileIO, scans, writers).
     #[error("{}", describe_iceberg(.0))]
@@ -157,6 +190,42 @@ impl Error {
         Error::Catalog {
             catalog: mask(&catalog.into()),
             reason: mask(&reason.to_string()),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Catalog`] with the client's error kept as its source (`reason` is what
+    /// users read, masked as in [`Error::catalog`]).
+    pub fn catalog_with<E>(catalog: impl Into<String>, reason: impl ToString, source: E) -> Self
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Error::Catalog {
+            catalog: mask(&catalog.into()),
+            reason: mask(&reason.to_string()),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// An [`Error::Metadata`] for `location` without a further cause.
+    pub fn metadata(location: impl Into<String>, reason: impl ToString) -> Self {
+        Error::Metadata {
+            location: location.into(),
+            reason: reason.to_string(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Task`] for a task that did not finish.
+    pub fn task(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> Self {
+        move |source| Error::Task { what, source }
+    }
+
+    /// An [`Error::Sql`] with a message only.
+    pub fn sql(message: impl Into<String>) -> Self {
+        Error::Sql {
+            message: message.into(),
+            source: None,
         }
     }
 
@@ -199,10 +268,16 @@ impl From<datafusion::error::DataFusionError> for Error {
             datafusion::error::DataFusionError::External(inner) => {
                 match inner.downcast::<Error>() {
                     Ok(err) => *err,
-                    Err(other) => Error::Sql(other.to_string()),
+                    Err(other) => Error::Sql {
+                        message: other.to_string(),
+                        source: Some(other),
+                    },
                 }
             }
-            other => Error::Sql(other.strip_backtrace()),
+            other => Error::Sql {
+                message: other.strip_backtrace(),
+                source: Some(Box::new(other)),
+            },
         }
     }
 }

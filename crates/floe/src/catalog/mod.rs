@@ -405,6 +405,7 @@ impl Catalog {
                 file_io,
                 &loc,
                 rest::describe(&e),
+                e,
             ));
         }
         if let Err(e) = inner.insert_table(&ns, new.ident.name(), &loc).await {
@@ -485,7 +486,7 @@ impl Catalog {
     /// `write.metadata.delete-after-commit.enabled` / `write.metadata.previous-versions-max`.
     ///
     /// REST catalogs: posts the requirements and updates; see `rest.rs` for the outcome rules.
-    pub async fn commit(
+    pub(crate) async fn commit(
         &self,
         base: &Table,
         requirements: &[TableRequirement],
@@ -549,6 +550,7 @@ async fn commit_sql(
             file_io,
             &new_loc,
             rest::describe(&e),
+            e,
         ));
     }
     let swapped = match inner

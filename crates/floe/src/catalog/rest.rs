@@ -113,7 +113,7 @@ impl RestBackend {
 
     /// Maps an error of the REST crate to floe's, in one line and without secrets.
     pub fn map_err(&self, e: iceberg::Error) -> Error {
-        Error::catalog(self.label.clone(), describe(&e))
+        Error::catalog_with(self.label.clone(), describe(&e), e)
     }
 
     /// The session (token + prefixed base URL), fetched once; `refresh` forces a new token.

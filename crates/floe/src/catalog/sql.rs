@@ -32,7 +32,7 @@ impl SqlCatalog {
         sqlx::any::install_default_drivers();
         let display_uri = redact(uri);
         let url = normalize_uri(uri)?;
-        let err = |e: sqlx::Error| Error::catalog(display_uri.clone(), describe_sqlx(&e));
+        let err = |e: sqlx::Error| Error::catalog_with(display_uri.clone(), describe_sqlx(&e), e);
         let options = AnyConnectOptions::from_str(&url).map_err(err)?;
         let pool = AnyPoolOptions::new()
             .max_connections(4)
@@ -65,7 +65,7 @@ impl SqlCatalog {
     }
 
     fn err(&self, e: sqlx::Error) -> Error {
-        Error::catalog(self.display_uri.clone(), describe_sqlx(&e))
+        Error::catalog_with(self.display_uri.clone(), describe_sqlx(&e), e)
     }
 
     async fn ensure_schema(&self) -> Result<()> {

@@ -10,7 +10,7 @@ use iceberg::spec::ManifestContentType;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::commit::{try_commit, SnapshotUpdate};
+use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::Result;
 use crate::table::manifests::current_manifests;
 
@@ -70,7 +70,10 @@ pub async fn rewrite_manifests(
     let worth_it = keys.windows(2).any(|w| w[0] == w[1]);
     if worth_it && !dry_run {
         let update = SnapshotUpdate::rewrite_manifests(&table);
-        let outcome = try_commit(catalog, ident, Some(table), &update).await?;
+        let outcome = Committer::new(catalog, ident)
+            .on(table)
+            .commit(update)
+            .await?;
         let after = current_manifests(&outcome.table).await?;
         result.manifests_after = after.len() as u64;
         result.bytes_after = after.iter().map(|m| m.manifest_length.max(0) as u64).sum();

@@ -1,11 +1,17 @@
-//! The commit path: the only way floe changes a table's data.
+//! The commit path: the only way floe changes a table.
 //!
 //! ```text
 //!  SnapshotUpdate ──> producer::prepare ──> PreparedCommit ──> Catalog::commit (CAS)
 //!   (added/removed      writes manifests,     requirements +        │ conflict
 //!    files, op)         manifest list,        updates               v
-//!                       builds snapshot    retry::with_retry: reload, re-validate, rebuild, backoff
+//!                       builds snapshot    Committer: reload, re-validate, rebuild, backoff
 //! ```
+//!
+//! [`Committer`] is the one public entry: `Committer::new(&catalog, &ident)`, optionally
+//! `.on(base)`, `.with_precondition(..)`, `.owning(files)`, `.keep_files_on_failure()`, then
+//! `.commit(update)` for a snapshot or `.commit_with(produce)` for any metadata change whose
+//! plan is made per attempt (expiry, ingest). Retry, cleanup of failed attempts and the
+//! unknown-outcome rule live there once.
 //!
 //! Implements the Iceberg table spec v2 ("Snapshots", "Manifests", "Manifest Lists", "Sequence
 //! Numbers", "Commit Conflict Resolution and Retry"): an `append` adds a manifest of ADDED
@@ -17,6 +23,7 @@
 //! carried exactly once, removed files must be live in the parent); files an attempt wrote are
 //! deleted when the attempt loses; new files never overwrite an existing path (UUID names).
 
+mod committer;
 pub mod producer;
 pub mod retry;
 pub mod summary;
@@ -26,12 +33,9 @@ use std::collections::HashMap;
 
 use iceberg::spec::{DataFile, Operation};
 use iceberg::table::Table;
-use iceberg::TableIdent;
-
-use crate::catalog::Catalog;
-use crate::error::{Error, Result};
 
 pub use crate::table::manifests::LiveFile;
+pub use committer::{CommitOutcome, Committed, Committer, Precondition, Produced};
 
 /// Builders of files for unit tests of the conflict and dangling-delete rules.
 #[cfg(test)]
@@ -70,26 +74,28 @@ pub(crate) mod test_support {
     }
 }
 
-/// What a commit changes. Build it with the constructors, then [`commit`] it.
+/// What a commit changes. Only the constructors make one (append, rewrite, delete, overwrite,
+/// rewrite-manifests), so no combination Iceberg does not define can be written; commit it
+/// with [`Committer::commit`].
 #[derive(Debug, Clone)]
 pub struct SnapshotUpdate {
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// New data files (written with the table's default spec).
-    pub added_data_files: Vec<DataFile>,
+    pub(crate) added_data_files: Vec<DataFile>,
     /// New delete files (position or equality; default spec).
-    pub added_delete_files: Vec<DataFile>,
+    pub(crate) added_delete_files: Vec<DataFile>,
     /// Paths of data or delete files to remove; each must be live in the parent snapshot.
-    pub removed_files: Vec<String>,
+    pub(crate) removed_files: Vec<String>,
     /// Data sequence number for added data files. A rewrite sets the starting snapshot's so
     /// equality deletes committed after it started still apply (`use-starting-sequence-number`).
-    pub data_sequence_number: Option<i64>,
+    pub(crate) data_sequence_number: Option<i64>,
     /// Snapshot the operation was planned against; validation checks what changed since.
-    pub starting_snapshot_id: Option<i64>,
+    pub(crate) starting_snapshot_id: Option<i64>,
     /// Extra summary properties (`floe.writer-id`, source positions, ...).
-    pub summary_properties: HashMap<String, String>,
+    pub(crate) summary_properties: HashMap<String, String>,
     /// Rewrite every manifest of the parent, clustered by partition, at
     /// `commit.manifest.target-size-bytes` (`rewrite-manifests`; no data change).
-    pub rewrite_manifests: bool,
+    pub(crate) rewrite_manifests: bool,
 }
 
 impl SnapshotUpdate {
@@ -123,9 +129,30 @@ impl SnapshotUpdate {
         }
     }
 
-    /// Remove data files and/or add delete files (row-level delete). With added data files
-    /// this becomes an `overwrite`.
-    pub fn delete(
+    /// Remove data files and/or add delete files (a row-level delete, Iceberg's `delete`).
+    pub fn delete(starting: &Table, removed: Vec<String>, added_deletes: Vec<DataFile>) -> Self {
+        Self::changes(Operation::Delete, starting, removed, added_deletes, vec![])
+    }
+
+    /// Remove files and add data (and delete) files: Iceberg's `overwrite` (copy-on-write
+    /// updates and deletes).
+    pub fn overwrite(
+        starting: &Table,
+        removed: Vec<String>,
+        added_deletes: Vec<DataFile>,
+        added_data: Vec<DataFile>,
+    ) -> Self {
+        Self::changes(
+            Operation::Overwrite,
+            starting,
+            removed,
+            added_deletes,
+            added_data,
+        )
+    }
+
+    fn changes(
+        operation: Operation,
         starting: &Table,
         removed: Vec<String>,
         added_deletes: Vec<DataFile>,
@@ -133,11 +160,7 @@ impl SnapshotUpdate {
     ) -> Self {
         let start = starting.metadata().current_snapshot();
         Self {
-            operation: if added_data.is_empty() {
-                Operation::Delete
-            } else {
-                Operation::Overwrite
-            },
+            operation,
             added_data_files: added_data,
             added_delete_files: added_deletes,
             removed_files: removed,
@@ -177,80 +200,4 @@ impl SnapshotUpdate {
             .map(|f| f.file_path().to_string())
             .collect()
     }
-}
-
-/// What one commit did.
-#[derive(Debug, Clone)]
-pub struct CommitOutcome {
-    pub table: Table,
-    pub snapshot_id: i64,
-    pub attempts: u32,
-}
-
-/// Commits `update` to the table with retries; on final failure deletes the files the update
-/// added (so a failed operation leaves nothing behind but, after a crash, orphans).
-pub async fn commit(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    update: SnapshotUpdate,
-) -> Result<CommitOutcome> {
-    commit_on(catalog, ident, None, update).await
-}
-
-/// Like [`commit`], but the first attempt builds on `base` (a table the caller just loaded),
-/// saving a metadata read; later attempts reload.
-pub async fn commit_on(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    base: Option<Table>,
-    update: SnapshotUpdate,
-) -> Result<CommitOutcome> {
-    let owner = base.clone();
-    let result = try_commit(catalog, ident, base, &update).await;
-    match &result {
-        Err(Error::CommitStateUnknown { .. }) | Ok(_) => {}
-        Err(_) => {
-            let owner = match owner {
-                Some(t) => Some(t),
-                None => catalog.load_table(ident).await.ok(),
-            };
-            match owner {
-                Some(t) => {
-                    retry::delete_quietly(
-                        t.file_io(),
-                        t.metadata().location(),
-                        update.added_paths(),
-                    )
-                    .await
-                }
-                None => tracing::warn!("cannot reach the table to delete the files of a failed commit; they are orphans now"),
-            }
-        }
-    }
-    result
-}
-
-/// Commits with retries but leaves the update's added files in place on failure: the caller
-/// owns them (compaction uses this to retry groups one by one after a joint commit failed).
-pub async fn try_commit(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    base: Option<Table>,
-    update: &SnapshotUpdate,
-) -> Result<CommitOutcome> {
-    let mut attempts = 0u32;
-    let table = retry::with_retry(catalog, ident, base, |table| {
-        attempts += 1;
-        async move { producer::prepare(&table, update).await }
-    })
-    .await?;
-    let snapshot_id = table
-        .metadata()
-        .current_snapshot_id()
-        .expect("a committed snapshot is current");
-    Ok(CommitOutcome {
-        table,
-        snapshot_id,
-        attempts,
-    })
 }

@@ -103,6 +103,7 @@ impl<'a> Ctx<'a> {
                     .unwrap_or_default()
                     .to_string(),
                 reason: format!("partition spec {spec_id} is not in the table metadata"),
+                source: None,
             })?
             .as_ref()
             .clone();
@@ -161,6 +162,7 @@ fn without_metrics(f: &DataFile, spec_id: i32) -> Result<DataFile> {
     b.build().map_err(|e| Error::Metadata {
         location: f.file_path().to_string(),
         reason: format!("manifest entry: {e}"),
+        source: Some(Box::new(e)),
     })
 }
 

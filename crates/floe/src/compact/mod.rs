@@ -33,7 +33,7 @@ use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::commit::{self, SnapshotUpdate};
+use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::properties::{self, u64_prop};
 use crate::write::{TableWriter, WriteOptions};
@@ -390,7 +390,7 @@ impl CompactBuilder {
                     .await
                 })
                 .await
-                .map_err(|e| Error::Io(std::io::Error::other(e)))?
+                .map_err(Error::task("compaction group"))?
             }
         }))
         .buffer_unordered(concurrency);
@@ -500,16 +500,24 @@ impl CompactBuilder {
         };
         let all: Vec<&GroupResult> = groups.iter().collect();
         let joint = update_for(&all);
-        match commit::try_commit(&self.catalog, &self.ident, None, &joint).await {
+        let joint_paths = joint.added_paths();
+        // Several groups: keep their files on failure, to retry them one by one.
+        let several = all.len() > 1;
+        let mut committer = Committer::new(&self.catalog, &self.ident);
+        if several {
+            committer = committer.keep_files_on_failure();
+        }
+        match committer.commit(joint).await {
             Ok(outcome) => {
                 self.record(&all, outcome.snapshot_id, tasks, metrics);
                 Ok(())
             }
-            Err(Error::ValidationFailed { .. }) if all.len() > 1 => {
+            Err(Error::ValidationFailed { .. }) if several => {
                 // Find the groups that conflict: commit each alone (the commit path deletes the
                 // output of a group that fails).
                 for (i, g) in all.iter().enumerate() {
-                    match commit::commit(&self.catalog, &self.ident, update_for(&[*g])).await {
+                    let alone = Committer::new(&self.catalog, &self.ident);
+                    match alone.commit(update_for(&[*g])).await {
                         Ok(outcome) => self.record(&[*g], outcome.snapshot_id, tasks, metrics),
                         Err(Error::ValidationFailed { reason, .. }) => {
                             self.fail(&[*g], reason, metrics)
@@ -531,25 +539,22 @@ impl CompactBuilder {
                 }
                 Ok(())
             }
+            // One group: the committer deleted its output.
             Err(Error::ValidationFailed { reason, .. }) => {
-                crate::storage::delete::delete_quietly_in(
-                    start.file_io(),
-                    start.metadata().location(),
-                    joint.added_paths(),
-                )
-                .await;
                 self.fail(&all, reason, metrics);
                 Ok(())
             }
             // Unknown outcome: the output may be live in a commit that landed; keep it.
             Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
             Err(e) => {
-                crate::storage::delete::delete_quietly_in(
-                    start.file_io(),
-                    start.metadata().location(),
-                    joint.added_paths(),
-                )
-                .await;
+                if several {
+                    crate::storage::delete::delete_quietly_in(
+                        start.file_io(),
+                        start.metadata().location(),
+                        joint_paths,
+                    )
+                    .await;
+                }
                 Err(e)
             }
         }
@@ -570,8 +575,11 @@ impl CompactBuilder {
             "remove-dangling-deletes".to_string(),
         );
         let update =
-            SnapshotUpdate::delete(&table, dangling, vec![], vec![]).with_summary_properties(props);
-        let outcome = commit::commit_on(&self.catalog, &self.ident, Some(table), update).await?;
+            SnapshotUpdate::delete(&table, dangling, vec![]).with_summary_properties(props);
+        let outcome = Committer::new(&self.catalog, &self.ident)
+            .on(table)
+            .commit(update)
+            .await?;
         metrics.commits.push(outcome.snapshot_id);
         metrics.removed_dangling_deletes = n;
         Ok(())

@@ -139,6 +139,7 @@ async fn encode_slice(
     index: usize,
     cores: Arc<tokio::sync::Semaphore>,
 ) -> Result<Vec<EncodedRowGroup>> {
+    // The semaphore is never closed while jobs run.
     let _core = cores
         .acquire_owned()
         .await
@@ -342,7 +343,7 @@ async fn rewrite_inner(
                 async move {
                     tokio::spawn(job)
                         .await
-                        .map_err(|e| Error::Io(std::io::Error::other(e)))?
+                        .map_err(Error::task("row-group encoding"))?
                 }
             })
             .buffered(parallel);

@@ -31,7 +31,7 @@ use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use crate::catalog::{ident_string, refs, Catalog};
 use crate::clean::check_gc_enabled;
 use crate::commit::producer::PreparedCommit;
-use crate::commit::retry::with_retry;
+use crate::commit::{Committer, Produced};
 use crate::error::{Error, Result};
 use crate::properties::{self, u64_prop};
 use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
@@ -406,26 +406,27 @@ impl<'a> ExpireBuilder<'a> {
             };
             (first_plan, table, index)
         } else {
-            type Planned = (ExpirePlan, Table, Option<ReachIndex>);
-            let last: std::sync::Mutex<Option<Planned>> = Default::default();
-            let last_ref = &last;
             let this = &self;
-            with_retry(self.catalog, &self.ident, Some(table), |t| async move {
-                let (p, _) = this.plan_for(&t, now_ms)?;
-                // Read everything the cleanup needs before committing: an unreadable manifest
-                // list or manifest aborts here, with the metadata unchanged.
-                let index = if this.clean_files && !p.expired_snapshots.is_empty() {
-                    Some(ReachIndex::load(&t, &all_snapshot_ids(&t)).await?)
-                } else {
-                    None
-                };
-                let prepared = expiry_commit(&t, &p);
-                *last_ref.lock().expect("not poisoned") = Some((p, t, index));
-                Ok(prepared)
-            })
-            .await?;
-            let planned = last.into_inner().expect("not poisoned");
-            planned.expect("a successful commit was planned")
+            // Each attempt plans against the table it commits on; the plan of the attempt
+            // that landed comes back with the outcome.
+            let committed = Committer::new(self.catalog, &self.ident)
+                .on(table)
+                .commit_with(|t| async move {
+                    let (p, _) = this.plan_for(&t, now_ms)?;
+                    // Read everything the cleanup needs before committing: an unreadable
+                    // manifest list or manifest aborts here, with the metadata unchanged.
+                    let index = if this.clean_files && !p.expired_snapshots.is_empty() {
+                        Some(ReachIndex::load(&t, &all_snapshot_ids(&t)).await?)
+                    } else {
+                        None
+                    };
+                    Ok(Produced {
+                        commit: expiry_commit(&t, &p),
+                        plan: (p, t, index),
+                    })
+                })
+                .await?;
+            committed.plan
         };
 
         // Files only the expired snapshots reached.

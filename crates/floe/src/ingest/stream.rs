@@ -27,8 +27,7 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::commit::retry::{delete_quietly, with_retry};
-use crate::commit::SnapshotUpdate;
+use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::ingest::buffer::{write_parts, PartitionBuffers, PartitionRouter};
 use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
@@ -36,6 +35,7 @@ use crate::ingest::decode::decode_records;
 use crate::ingest::metrics::Metrics;
 use crate::ingest::source::{Positions, Source, StreamLag};
 use crate::properties::u64_prop;
+use crate::storage::delete::delete_quietly_in;
 use crate::table::watermarks::FLOE_WRITER_ID;
 use crate::write::WriteOptions;
 
@@ -522,12 +522,17 @@ impl IngestBuilder {
             match t.await {
                 Ok(Ok(f)) => files.extend(f),
                 Ok(Err(e)) => failure = Some(e),
-                Err(e) => failure = Some(Error::Io(std::io::Error::other(e))),
+                Err(e) => {
+                    failure = Some(Error::Task {
+                        what: "file write",
+                        source: e,
+                    })
+                }
             }
         }
-        let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
         if let Some(e) = failure {
-            delete_quietly(table.file_io(), table.metadata().location(), paths).await;
+            let paths = files.iter().map(|f| f.file_path().to_string()).collect();
+            delete_quietly_in(table.file_io(), table.metadata().location(), paths).await;
             return Err(e);
         }
         let flush_ms = flush_started.elapsed().as_millis() as u64;
@@ -555,25 +560,14 @@ impl IngestBuilder {
         if let Some(d) = self.options.pause_before_commit {
             tokio::time::sleep(d).await;
         }
-        let file_io = table.file_io().clone();
-        let location = table.metadata().location().to_string();
-        let result = with_retry(&self.catalog, &self.ident, Some(table), |t| {
-            let update = &update;
-            let fenced = fence(&t, &writer_id, &expected);
-            async move {
-                fenced?;
-                crate::commit::producer::prepare(&t, update).await
-            }
-        })
-        .await;
-        let table = match result {
-            Ok(t) => t,
-            Err(e @ crate::error::Error::CommitStateUnknown { .. }) => return Err(e),
-            Err(e) => {
-                delete_quietly(&file_io, &location, paths).await;
-                return Err(e);
-            }
-        };
+        // The writer fence is checked on every attempt; the committer deletes the data files
+        // when the commit definitely fails (never on an unknown outcome).
+        let table = Committer::new(&self.catalog, &self.ident)
+            .on(table)
+            .with_precondition(move |t| fence(t, &writer_id, &expected))
+            .commit(update)
+            .await?
+            .table;
         let commit_ms = commit_started.elapsed().as_millis() as u64;
         *committed = pending.clone();
         let m = &self.metrics;

@@ -249,7 +249,7 @@ impl SchemaProvider for NamespaceSchema {
             external(if text.contains(&full_name) {
                 e
             } else {
-                Error::Sql(format!("table {full_name}: {text}"))
+                Error::sql(format!("table {full_name}: {text}"))
             })
         })?;
         match meta {

@@ -156,7 +156,7 @@ pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFi
         Ok(out)
     })
     .await
-    .map_err(|e| Error::Io(std::io::Error::other(e)))?
+    .map_err(Error::task("directory listing"))?
 }
 
 fn walk(dir: &Path, prefix: &str, out: &mut Vec<ListedFile>) -> Result<()> {

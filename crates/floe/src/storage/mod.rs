@@ -240,7 +240,7 @@ impl S3Lister {
             b = b.disable_config_load().disable_ec2_metadata();
         }
         Ok(opendal::Operator::new(b)
-            .map_err(|e| storage_error(bucket, e))?
+            .map_err(|e| storage_error(bucket, e.to_string(), e))?
             .finish())
     }
 
@@ -260,6 +260,7 @@ impl S3Lister {
             storage_error(
                 &with_endpoint(&self.props, location),
                 crate::error::describe_opendal(&e),
+                e,
             )
         };
         let mut lister = op
@@ -291,21 +292,34 @@ impl S3Lister {
     }
 }
 
-/// One line naming the location and what the store answered.
-pub(crate) fn storage_error(location: &str, e: impl std::fmt::Display) -> Error {
+/// One line naming the location and what the store answered (`reason`), keeping the store's
+/// error as the source.
+pub(crate) fn storage_error<E>(location: &str, reason: impl std::fmt::Display, source: E) -> Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     Error::Storage {
         location: location.to_string(),
-        reason: first_line(&e.to_string()),
+        reason: first_line(&reason.to_string()),
+        source: Some(Box::new(source)),
     }
 }
 
 /// Like [`storage_error`], naming the S3 endpoint `file_io` talks to (transport errors do not).
-pub(crate) fn storage_error_on(
+pub(crate) fn storage_error_on<E>(
     file_io: &FileIO,
     location: &str,
-    e: impl std::fmt::Display,
-) -> Error {
-    storage_error(&with_endpoint(file_io.config().props(), location), e)
+    reason: impl std::fmt::Display,
+    source: E,
+) -> Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    storage_error(
+        &with_endpoint(file_io.config().props(), location),
+        reason,
+        source,
+    )
 }
 
 /// `location (endpoint URL)` for S3 locations when the properties name an endpoint.

@@ -29,6 +29,7 @@ pub async fn read_metadata(file_io: &FileIO, location: &str) -> Result<TableMeta
         .map_err(|e| Error::Metadata {
             location: location.to_string(),
             reason: e.to_string(),
+            source: Some(Box::new(e)),
         })
 }
 
@@ -43,6 +44,7 @@ pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::S
     let mut json = serde_json::to_value(metadata).map_err(|e| Error::Metadata {
         location: metadata.location().to_string(),
         reason: e.to_string(),
+        source: Some(Box::new(e)),
     })?;
     let refs = json
         .get_mut("refs")
@@ -54,5 +56,6 @@ pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::S
     serde_json::from_value(refs).map_err(|e| Error::Metadata {
         location: metadata.location().to_string(),
         reason: format!("bad refs: {e}"),
+        source: Some(Box::new(e)),
     })
 }

@@ -313,5 +313,6 @@ fn unreadable(path: &str, e: iceberg::Error) -> Error {
     Error::Metadata {
         location: path.to_string(),
         reason: format!("cannot read ({e}); nothing was deleted"),
+        source: Some(Box::new(e)),
     }
 }

@@ -158,8 +158,9 @@ async fn rewrite_of_a_file_removed_concurrently_fails_cleanly() {
     let live = live_files(&start).await.unwrap();
     let victim = live[0].file.file_path().to_string();
     // Another writer deletes the file the rewrite wants to replace.
-    let del = SnapshotUpdate::delete(&start, vec![victim.clone()], vec![], vec![]);
-    commit::commit(&fx.second_connection().await, &ident, del)
+    let del = SnapshotUpdate::delete(&start, vec![victim.clone()], vec![]);
+    commit::Committer::new(&fx.second_connection().await, &ident)
+        .commit(del)
         .await
         .unwrap();
     // The rewrite planned on `start` must fail, and its output must be gone.
@@ -181,7 +182,8 @@ async fn rewrite_of_a_file_removed_concurrently_fails_cleanly() {
             .collect(),
         new_files,
     );
-    let err = commit::commit(&fx.catalog, &ident, update)
+    let err = commit::Committer::new(&fx.catalog, &ident)
+        .commit(update)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::ValidationFailed { .. }), "{err}");
@@ -285,14 +287,20 @@ async fn lost_race_is_retried_and_attempt_files_are_removed() {
         .await
         .unwrap();
     fx.append(&ident, 20, 30).await;
-    let err = fx
-        .catalog
-        .commit(&stale, &prepared.requirements, prepared.updates.clone())
+    // Every attempt offers the stale commit again: each loses the compare-and-swap.
+    let err = commit::Committer::new(&fx.catalog, &ident)
+        .on(stale)
+        .keep_files_on_failure()
+        .commit_with(|_| {
+            let prepared = prepared.clone();
+            async move { Ok(commit::Produced::commit(prepared)) }
+        })
         .await
         .unwrap_err();
     assert!(err.is_retryable(), "{err}");
     // The full path (with retry) lands the same files on top of the winner.
-    let outcome = commit::commit(&fx.catalog, &ident, SnapshotUpdate::append(files))
+    let outcome = commit::Committer::new(&fx.catalog, &ident)
+        .commit(SnapshotUpdate::append(files))
         .await
         .unwrap();
     assert_eq!(outcome.attempts, 1);
@@ -355,9 +363,11 @@ async fn delete_removes_files_and_summary_counts_them() {
     let t = fx.load(&ident).await;
     let live = live_files(&t).await.unwrap();
     let gone = &live[0];
-    let update =
-        SnapshotUpdate::delete(&t, vec![gone.file.file_path().to_string()], vec![], vec![]);
-    commit::commit(&fx.catalog, &ident, update).await.unwrap();
+    let update = SnapshotUpdate::delete(&t, vec![gone.file.file_path().to_string()], vec![]);
+    commit::Committer::new(&fx.catalog, &ident)
+        .commit(update)
+        .await
+        .unwrap();
     let t = fx.load(&ident).await;
     let snap = t.metadata().current_snapshot().unwrap();
     assert_eq!(snap.summary().operation, Operation::Delete);
@@ -376,7 +386,7 @@ async fn delete_removes_files_and_summary_counts_them() {
 /// counts them (metadata only: the data files are never read).
 #[tokio::test]
 async fn a_rewrite_of_many_files_rolls_its_manifests() {
-    use floe::commit::{commit, SnapshotUpdate};
+    use floe::commit::{Committer, SnapshotUpdate};
     use floe::iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, ManifestStatus};
 
     let fx = Fixture::new().await;
@@ -394,23 +404,17 @@ async fn a_rewrite_of_many_files_rolls_its_manifests() {
             .unwrap()
     };
     let n = 25_000;
-    let table = commit(
-        &fx.catalog,
-        &ident,
-        SnapshotUpdate::append((0..n).map(file).collect()),
-    )
-    .await
-    .unwrap()
-    .table;
+    let table = Committer::new(&fx.catalog, &ident)
+        .commit(SnapshotUpdate::append((0..n).map(file).collect()))
+        .await
+        .unwrap()
+        .table;
     // Remove all but 100, add one.
     let removed: Vec<String> = (100..n).map(|i| file(i).file_path().to_string()).collect();
-    let outcome = commit(
-        &fx.catalog,
-        &ident,
-        SnapshotUpdate::rewrite(&table, removed, vec![file(n)]),
-    )
-    .await
-    .unwrap();
+    let outcome = Committer::new(&fx.catalog, &ident)
+        .commit(SnapshotUpdate::rewrite(&table, removed, vec![file(n)]))
+        .await
+        .unwrap();
     let t = outcome.table;
     let snapshot = t.metadata().current_snapshot().unwrap().clone();
     let manifests = floe::table::manifests::manifests_of(&t, &snapshot)

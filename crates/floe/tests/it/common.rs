@@ -271,6 +271,36 @@ pub async fn rewrite_all(catalog: &Catalog, ident: &TableIdent) -> (usize, usize
         .map(|f| f.file.file_path().to_string())
         .collect();
     let update = floe::commit::SnapshotUpdate::rewrite(&table, removed, files);
-    floe::commit::commit(catalog, ident, update).await.unwrap();
+    floe::commit::Committer::new(catalog, ident)
+        .commit(update)
+        .await
+        .unwrap();
     (live.len(), after)
+}
+
+/// Commits raw metadata `updates` on `table`, below floe's validation (what another engine, or
+/// an older floe, may have written), through the one commit API.
+pub async fn commit_raw(
+    catalog: &Catalog,
+    table: &Table,
+    updates: Vec<floe::iceberg::TableUpdate>,
+) -> Table {
+    floe::commit::Committer::new(catalog, table.identifier())
+        .on(table.clone())
+        .repairing()
+        .commit_with(|_| {
+            let updates = updates.clone();
+            async move {
+                Ok(floe::commit::Produced::commit(
+                    floe::commit::producer::PreparedCommit {
+                        requirements: vec![],
+                        updates,
+                        written: vec![],
+                    },
+                ))
+            }
+        })
+        .await
+        .unwrap()
+        .table
 }

@@ -199,9 +199,11 @@ async fn a_group_whose_input_was_deleted_concurrently_fails_alone_and_leaves_not
                             &t,
                             vec![victim.file_path().to_string()],
                             vec![],
-                            vec![],
                         );
-                        floe::commit::commit(&other, &id2, del).await.unwrap();
+                        floe::commit::Committer::new(&other, &id2)
+                            .commit(del)
+                            .await
+                            .unwrap();
                     })
                 });
             }
@@ -249,8 +251,11 @@ async fn equality_deletes_committed_after_compaction_started_still_apply() {
                             floe::write::deletes::write_equality_deletes(&t, &["id"], vec![rows])
                                 .await
                                 .unwrap();
-                        let del = floe::commit::SnapshotUpdate::delete(&t, vec![], deletes, vec![]);
-                        floe::commit::commit(&other, &id2, del).await.unwrap();
+                        let del = floe::commit::SnapshotUpdate::delete(&t, vec![], deletes);
+                        floe::commit::Committer::new(&other, &id2)
+                            .commit(del)
+                            .await
+                            .unwrap();
                     })
                 });
             }
@@ -336,13 +341,10 @@ async fn remove_dangling_deletes_drops_deletes_compaction_made_obsolete() {
     )
     .await
     .unwrap();
-    floe::commit::commit(
-        &fx.catalog,
-        &ident,
-        floe::commit::SnapshotUpdate::delete(&t, vec![], deletes, vec![]),
-    )
-    .await
-    .unwrap();
+    floe::commit::Committer::new(&fx.catalog, &ident)
+        .commit(floe::commit::SnapshotUpdate::delete(&t, vec![], deletes))
+        .await
+        .unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (95, sum_ids(5, 100)));
     let m = compact(&fx, "db.ev", &[("remove-dangling-deletes", "true")], None).await;
     assert_eq!(m.removed_dangling_deletes, 1);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use floe::clean::orphans::OrphanBuilder;
-use floe::commit::{commit, SnapshotUpdate};
+use floe::commit::{Committer, SnapshotUpdate};
 use floe::expire::ExpireBuilder;
 use floe::iceberg::spec::{SnapshotReference, SnapshotRetention};
 use floe::iceberg::{TableIdent, TableUpdate};
@@ -71,20 +71,18 @@ async fn set_ref(fx: &Fixture, ident: &TableIdent, name: &str, tag: bool) {
             max_ref_age_ms: None,
         }
     };
-    fx.catalog
-        .commit(
-            &t,
-            &[],
-            vec![TableUpdate::SetSnapshotRef {
-                ref_name: name.to_string(),
-                reference: SnapshotReference {
-                    snapshot_id: id,
-                    retention,
-                },
-            }],
-        )
-        .await
-        .unwrap();
+    crate::common::commit_raw(
+        &fx.catalog,
+        &t,
+        vec![TableUpdate::SetSnapshotRef {
+            ref_name: name.to_string(),
+            reference: SnapshotReference {
+                snapshot_id: id,
+                retention,
+            },
+        }],
+    )
+    .await;
 }
 
 /// Appends rows `from..to`, as the streaming writer `w1` when `writer` is set.
@@ -100,7 +98,8 @@ async fn append(fx: &Fixture, ident: &TableIdent, from: i64, to: i64, writer: bo
             ("floe.offset".to_string(), to.to_string()),
         ]));
     }
-    commit(&fx.catalog, ident, update)
+    Committer::new(&fx.catalog, ident)
+        .commit(update)
         .await
         .unwrap()
         .snapshot_id
@@ -147,8 +146,11 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
                         .file
                         .file_path()
                         .to_string();
-                    let update = SnapshotUpdate::delete(&t, vec![victim], vec![], vec![]);
-                    commit(&fx.catalog, &ident, update).await.unwrap();
+                    let update = SnapshotUpdate::delete(&t, vec![victim], vec![]);
+                    Committer::new(&fx.catalog, &ident)
+                        .commit(update)
+                        .await
+                        .unwrap();
                     expected = count_and_sum(&fx.catalog, &ident).await;
                 }
             }
@@ -606,7 +608,8 @@ async fn expiry_racing_appends_loses_nothing() {
             )
             .await
             .unwrap();
-            commit(&writer, &w_ident, SnapshotUpdate::append(files))
+            Committer::new(&writer, &w_ident)
+                .commit(SnapshotUpdate::append(files))
                 .await
                 .unwrap();
         }

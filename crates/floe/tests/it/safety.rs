@@ -321,13 +321,10 @@ async fn purge_never_deletes_another_tables_files() {
         .map(|f| f.file)
         .collect();
     assert_eq!(shared.len(), 1);
-    floe::commit::commit(
-        &fx.catalog,
-        &b,
-        floe::commit::SnapshotUpdate::append(shared),
-    )
-    .await
-    .unwrap();
+    floe::commit::Committer::new(&fx.catalog, &b)
+        .commit(floe::commit::SnapshotUpdate::append(shared))
+        .await
+        .unwrap();
     assert_eq!(fx.count_and_sum(&b).await.0, 10);
     let r = DropBuilder::new(&fx.catalog, b)
         .purge(true)

@@ -14,16 +14,14 @@ use crate::common::{make_batch, python, repo_root, Fixture};
 /// engine, or an older floe, may have written).
 async fn store_raw(fx: &Fixture, ident: &TableIdent, key: &str, value: &str) {
     let table = fx.load(ident).await;
-    fx.catalog
-        .commit(
-            &table,
-            &[],
-            vec![TableUpdate::SetProperties {
-                updates: HashMap::from([(key.to_string(), value.to_string())]),
-            }],
-        )
-        .await
-        .unwrap();
+    crate::common::commit_raw(
+        &fx.catalog,
+        &table,
+        vec![TableUpdate::SetProperties {
+            updates: HashMap::from([(key.to_string(), value.to_string())]),
+        }],
+    )
+    .await;
     assert_eq!(
         fx.load(ident).await.metadata().properties().get(key),
         Some(&value.to_string())
