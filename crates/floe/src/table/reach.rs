@@ -111,7 +111,7 @@ pub struct ReachIndex {
     /// Snapshot id -> statistics files attached to it.
     statistics: HashMap<i64, Vec<(String, Option<u64>)>>,
     /// With [`ReachIndex::load_with_live`]: the live entries of one snapshot, in full.
-    live: Vec<crate::commit::LiveFile>,
+    live: Vec<crate::table::manifests::LiveFile>,
 }
 
 impl ReachIndex {
@@ -232,7 +232,7 @@ impl ReachIndex {
     }
 
     /// The live entries kept by [`ReachIndex::load_with_live`] (empty after the first call).
-    pub fn take_live(&mut self) -> Vec<crate::commit::LiveFile> {
+    pub fn take_live(&mut self) -> Vec<crate::table::manifests::LiveFile> {
         std::mem::take(&mut self.live)
     }
 
