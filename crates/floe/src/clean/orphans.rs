@@ -13,7 +13,7 @@
 //! skipped; a path matching a referenced one except for scheme or authority is reported, not
 //! deleted, unless `prefix-mismatch-mode` says otherwise.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use iceberg::TableIdent;
@@ -23,7 +23,7 @@ use crate::clean::check_gc_enabled;
 use crate::error::{Error, Result};
 use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
-use crate::storage::listing::{list_files, parse_equal_schemes, SplitPath};
+use crate::storage::listing::{list_files, parse_equal_schemes, ListedFile, SplitPath};
 use crate::table::reach::{reachable_from_table, Reachable};
 
 /// Iceberg's default age threshold: 3 days.
@@ -212,52 +212,30 @@ impl<'a> OrphanBuilder<'a> {
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let listed = list_files(table.file_io(), &location).await?;
         let reach = reachable_from_table(&table).await?;
-        let index = Index::new(&reach, &equal);
+        let listed_files = listed.len() as u64;
+        let listed_bytes: u64 = listed.iter().map(|f| f.size).sum();
+        let classified = classify(listed, &reach, &equal, cutoff, self.mode);
 
         let mut result = OrphanResult {
             table: ident_string(&self.ident),
             dry_run: self.dry_run,
             location: location.clone(),
             older_than_ms: self.older_than.as_millis() as u64,
-            listed_files: listed.len() as u64,
-            listed_bytes: listed.iter().map(|f| f.size).sum(),
-            too_recent: 0,
-            referenced: 0,
+            listed_files,
+            listed_bytes,
+            too_recent: classified.too_recent,
+            referenced: classified.referenced,
             orphan_files: 0,
             orphan_bytes: 0,
             became_referenced: 0,
-            prefix_mismatches: 0,
+            prefix_mismatches: classified.prefix_mismatches,
             sample: vec![],
             kept: KeptFiles::default(),
             deleted: DeleteStats::default(),
             duration_ms: 0,
         };
-        let mut mismatched = Vec::new();
-        let mut candidates = Vec::new();
-        for f in listed {
-            let found = index.lookup(&f.path, &equal);
-            if found == Lookup::Referenced {
-                result.referenced += 1;
-                continue;
-            }
-            if f.modified >= cutoff {
-                result.too_recent += 1;
-                continue;
-            }
-            match found {
-                Lookup::Referenced => {}
-                Lookup::Mismatch => {
-                    result.prefix_mismatches += 1;
-                    match self.mode {
-                        PrefixMismatchMode::Error => mismatched.push(f.path),
-                        PrefixMismatchMode::Ignore => {}
-                        PrefixMismatchMode::Delete => candidates.push(f),
-                    }
-                }
-                Lookup::Unreferenced => candidates.push(f),
-            }
-        }
-        if !mismatched.is_empty() {
+        if !classified.refused.is_empty() {
+            let mut mismatched = classified.refused;
             mismatched.truncate(5);
             return Err(Error::Refused {
                 operation: op.into(),
@@ -273,17 +251,20 @@ impl<'a> OrphanBuilder<'a> {
         // Fresh metadata right before deleting: a commit during the listing may reference a
         // candidate (for example a file a slow writer just committed).
         let fresh = self.catalog.load_table(&self.ident).await?;
-        if fresh.metadata_location() != table.metadata_location() {
-            let reach = reachable_from_table(&fresh).await?;
-            let index = Index::new(&reach, &equal);
-            let before = candidates.len();
-            candidates.retain(|f| index.lookup(&f.path, &equal) != Lookup::Referenced);
-            result.became_referenced = (before - candidates.len()) as u64;
-        }
-        let (allowed, kept) = fence.partition(candidates.iter().map(|f| f.path.clone()));
-        let allowed: std::collections::HashSet<String> = allowed.into_iter().collect();
-        candidates.retain(|f| allowed.contains(&f.path));
-        result.kept = kept;
+        let fresh_reach = if fresh.metadata_location() != table.metadata_location() {
+            Some(reachable_from_table(&fresh).await?)
+        } else {
+            None
+        };
+        let settled = settle(
+            classified.candidates,
+            fresh_reach.as_ref(),
+            &equal,
+            |paths| fence.partition(paths),
+        );
+        result.became_referenced = settled.became_referenced;
+        result.kept = settled.kept;
+        let candidates = settled.orphans;
         result.orphan_files = candidates.len() as u64;
         result.orphan_bytes = candidates.iter().map(|f| f.size).sum();
         result.sample = candidates.iter().take(20).map(|f| f.path.clone()).collect();
@@ -294,6 +275,96 @@ impl<'a> OrphanBuilder<'a> {
         }
         result.duration_ms = started.elapsed().as_millis() as u64;
         Ok(result)
+    }
+}
+
+/// Listed files sorted by what orphan removal does with them (see [`classify`]).
+#[derive(Debug, Default)]
+struct Classified {
+    /// Files the metadata references, whatever their age.
+    referenced: u64,
+    /// Unreferenced files (mismatched ones included) modified at or after the cutoff.
+    too_recent: u64,
+    /// Files older than the cutoff matching a referenced path except for scheme or authority.
+    prefix_mismatches: u64,
+    /// Mismatched paths that stop the run (mode `error`).
+    refused: Vec<String>,
+    /// Files to delete, before the fresh-metadata check and the fence.
+    candidates: Vec<ListedFile>,
+}
+
+/// Sorts `listed` against the files `reach` references: a referenced file is kept whatever its
+/// age; an unreferenced one modified at or after `cutoff` is too recent; an older one is a
+/// candidate, unless it matches a referenced path except for scheme or authority, when `mode`
+/// decides (refuse the run, keep it, or make it a candidate).
+fn classify(
+    listed: Vec<ListedFile>,
+    reach: &Reachable,
+    equal: &HashMap<String, String>,
+    cutoff: SystemTime,
+    mode: PrefixMismatchMode,
+) -> Classified {
+    let index = Index::new(reach, equal);
+    let mut out = Classified::default();
+    for f in listed {
+        let found = index.lookup(&f.path, equal);
+        if found == Lookup::Referenced {
+            out.referenced += 1;
+            continue;
+        }
+        if f.modified >= cutoff {
+            out.too_recent += 1;
+            continue;
+        }
+        match found {
+            Lookup::Referenced => {}
+            Lookup::Mismatch => {
+                out.prefix_mismatches += 1;
+                match mode {
+                    PrefixMismatchMode::Error => out.refused.push(f.path),
+                    PrefixMismatchMode::Ignore => {}
+                    PrefixMismatchMode::Delete => out.candidates.push(f),
+                }
+            }
+            Lookup::Unreferenced => out.candidates.push(f),
+        }
+    }
+    out
+}
+
+/// The candidates that are orphans after the last checks (see [`settle`]).
+#[derive(Debug)]
+struct Settled {
+    orphans: Vec<ListedFile>,
+    /// Candidates the fresh metadata references.
+    became_referenced: u64,
+    /// Candidates the fence kept back.
+    kept: KeptFiles,
+}
+
+/// What is left of `candidates` to delete: without those the `fresh` metadata references (when
+/// the table changed during the run), then without those `fence` keeps back (`fence` takes
+/// the remaining paths and returns the deletable ones and what it kept).
+fn settle(
+    mut candidates: Vec<ListedFile>,
+    fresh: Option<&Reachable>,
+    equal: &HashMap<String, String>,
+    fence: impl FnOnce(Vec<String>) -> (Vec<String>, KeptFiles),
+) -> Settled {
+    let mut became_referenced = 0;
+    if let Some(reach) = fresh {
+        let index = Index::new(reach, equal);
+        let before = candidates.len();
+        candidates.retain(|f| index.lookup(&f.path, equal) != Lookup::Referenced);
+        became_referenced = (before - candidates.len()) as u64;
+    }
+    let (allowed, kept) = fence(candidates.iter().map(|f| f.path.clone()).collect());
+    let allowed: HashSet<String> = allowed.into_iter().collect();
+    candidates.retain(|f| allowed.contains(&f.path));
+    Settled {
+        orphans: candidates,
+        became_referenced,
+        kept,
     }
 }
 
@@ -328,3 +399,6 @@ impl Index {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,25 +8,30 @@
 //!  snapshot summaries              ──> writer watermarks
 //!                                  ──> observations (the seeds' table) -> first action
 //! ```
+//!
+//! Gather, then compute: [`diagnose`] reads everything into plain facts first (`gather`, the
+//! only I/O), then computes the report from them (`compute`, pure, unit-tested on synthetic
+//! tables).
 
+mod compute;
 mod observe;
 pub mod render;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
 
 use iceberg::spec::{DataContentType, PartitionSpec, Struct, Transform, Type};
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, refs, Catalog};
-use crate::clean::metadata_files::metadata_version;
 use crate::compact::CompactBuilder;
 use crate::error::Result;
 use crate::expire;
 use crate::properties::{self, u64_prop};
-use crate::storage::listing::{list_files, SplitPath};
-use crate::table::reach::{metadata_files, ReachIndex};
+use crate::storage::listing::list_files;
+use crate::table::reach::{metadata_files, ReachIndex, Reached};
 use crate::table::watermarks::{watermarks, Watermark};
+use compute::{Expirable, Facts, LiveEntry, SizedPath, SnapshotFacts};
 
 pub use observe::{bytes as human_bytes, Observation};
 
@@ -174,17 +179,20 @@ pub struct Report {
     pub observations: Vec<Observation>,
 }
 
-fn median(sorted: &[u64]) -> u64 {
-    if sorted.is_empty() {
-        0
-    } else {
-        sorted[sorted.len() / 2]
-    }
-}
-
-/// Computes the report of `ident`.
+/// Computes the report of `ident`: one step reads everything (`gather`), a pure one computes
+/// the numbers and observations from what was read (`compute::report`).
 pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
     let started = Instant::now();
+    let facts = gather(catalog, ident).await?;
+    let mut report = compute::report(facts);
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+/// Reads everything the report is computed from, from metadata alone plus one listing of the
+/// table location: the table, every manifest of every snapshot (each once), the listing and
+/// what expiry would remove now.
+pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Facts> {
     let table = catalog.load_table(ident).await?;
     let md = table.metadata();
     let opts = CompactBuilder::new(catalog, ident.clone()).plan_options(&table)?;
@@ -194,313 +202,128 @@ pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
         min_input_files: opts.min_input_files as u64,
     };
 
-    // History first: which snapshots are recent decides which partitions are active.
     let mut snaps: Vec<_> = md.snapshots().cloned().collect();
     snaps.sort_by_key(|s| (s.timestamp_ms(), s.sequence_number()));
-    let ts_of: HashMap<i64, i64> = snaps
+    let snapshots: Vec<SnapshotFacts> = snaps
         .iter()
-        .map(|s| (s.snapshot_id(), s.timestamp_ms()))
-        .collect();
-    let adds = |s: &iceberg::spec::Snapshot| {
-        let p = &s.summary().additional_properties;
-        let get = |k: &str| p.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        (get("added-data-files"), get("added-files-size"))
-    };
-    let recent: Vec<CommitPoint> = snaps
-        .iter()
-        .rev()
-        .take(RECENT_COMMITS)
-        .rev()
         .map(|s| {
-            let (files, bytes) = adds(s);
-            CommitPoint {
+            let p = &s.summary().additional_properties;
+            let get = |k: &str| p.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            SnapshotFacts {
                 snapshot_id: s.snapshot_id(),
                 timestamp_ms: s.timestamp_ms(),
+                sequence_number: s.sequence_number(),
                 operation: s.summary().operation.as_str().to_string(),
-                added_data_files: files,
-                added_bytes: bytes,
+                added_data_files: get("added-data-files"),
+                added_bytes: get("added-files-size"),
             }
         })
         .collect();
-    let active_snapshots: HashSet<i64> = snaps
-        .iter()
-        .rev()
-        .filter(|s| adds(s).0 > 0)
-        .take(ACTIVE_COMMITS)
-        .map(|s| s.snapshot_id())
-        .collect();
-    let writing: Vec<&CommitPoint> = recent.iter().filter(|c| c.added_data_files > 0).collect();
-    let span_h = match (recent.first(), recent.last()) {
-        // Under a minute of history says nothing about a rate.
-        (Some(a), Some(b)) if b.timestamp_ms - a.timestamp_ms >= 60_000 => {
-            (b.timestamp_ms - a.timestamp_ms) as f64 / 3_600_000.0
-        }
-        _ => 0.0,
-    };
-    let mut history = History {
-        snapshots: snaps.len() as u64,
-        oldest_ms: snaps.first().map(|s| s.timestamp_ms()),
-        newest_ms: snaps.last().map(|s| s.timestamp_ms()),
-        commits_per_hour: if span_h > 0.0 {
-            (recent.len() as f64 - 1.0) / span_h
-        } else {
-            0.0
-        },
-        avg_files_per_commit: if writing.is_empty() {
-            0.0
-        } else {
-            writing.iter().map(|c| c.added_data_files).sum::<u64>() as f64 / writing.len() as f64
-        },
-        avg_bytes_per_commit: if writing.is_empty() {
-            0.0
-        } else {
-            writing.iter().map(|c| c.added_bytes).sum::<u64>() as f64 / writing.len() as f64
-        },
-        recent,
-        metadata_log_entries: md.metadata_log().len() as u64,
-        ..Default::default()
-    };
 
     // Every manifest of every snapshot, read once: the current snapshot's live entries for the
-    // partition view, reachability for the history view below.
+    // partition view, reachability for the history view.
     let all_ids: Vec<i64> = snaps.iter().map(|s| s.snapshot_id()).collect();
     let mut index = ReachIndex::load_with_live(&table, &all_ids, md.current_snapshot_id()).await?;
-    // Partitions of the current snapshot.
-    let live = index.take_live();
-    let mut parts: BTreeMap<(i32, String), (Vec<u64>, PartitionHealth)> = BTreeMap::new();
-    let mut all_sizes = Vec::new();
-    let mut size_histogram: Vec<Bucket> = BUCKETS
-        .iter()
-        .map(|(upper, label)| Bucket {
-            label,
-            upper_bytes: *upper,
-            files: 0,
-            bytes: 0,
-        })
-        .collect();
     let schema = md.current_schema().clone();
-    for f in &live {
-        let spec = md.partition_spec_by_id(f.spec_id);
-        let label = match spec {
-            Some(spec) if !spec.is_unpartitioned() => {
-                spec.partition_to_path(f.file.partition(), schema.clone())
-            }
-            _ => "unpartitioned".to_string(),
-        };
-        let (sizes, p) = parts.entry((f.spec_id, label.clone())).or_insert_with(|| {
-            let filter = spec.and_then(|s| partition_filter(s, &schema, f.file.partition()));
-            (
-                Vec::new(),
-                PartitionHealth {
-                    partition: label,
-                    spec_id: f.spec_id,
-                    filter,
-                    data_files: 0,
-                    records: 0,
-                    total_bytes: 0,
-                    avg_bytes: 0,
-                    median_bytes: 0,
-                    files_under_min: 0,
-                    files_under_target: 0,
-                    delete_files: 0,
-                    delete_bytes: 0,
-                    delete_ratio: 0.0,
-                    active: false,
-                    last_added_ms: None,
-                },
-            )
-        });
-        let size = f.file.file_size_in_bytes();
-        if f.file.content_type() == DataContentType::Data {
-            sizes.push(size);
-            all_sizes.push(size);
-            p.data_files += 1;
-            p.records += f.file.record_count();
-            p.total_bytes += size;
-            p.files_under_min += u64::from(size < opts.min_file_size_bytes);
-            p.files_under_target += u64::from(size < opts.target_file_size_bytes);
-            p.active |= active_snapshots.contains(&f.snapshot_id);
-            if let Some(ts) = ts_of.get(&f.snapshot_id) {
-                p.last_added_ms = Some(p.last_added_ms.map_or(*ts, |t| t.max(*ts)));
-            }
-            if let Some(b) = size_histogram.iter_mut().find(|b| size < b.upper_bytes) {
-                b.files += 1;
-                b.bytes += size;
-            }
-        } else {
-            p.delete_files += 1;
-            p.delete_bytes += size;
-        }
-    }
-    let mut partitions: Vec<PartitionHealth> = parts
-        .into_values()
-        .map(|(mut sizes, mut p)| {
-            sizes.sort_unstable();
-            p.median_bytes = median(&sizes);
-            p.avg_bytes = p.total_bytes.checked_div(p.data_files).unwrap_or(0);
-            p.delete_ratio = if p.data_files > 0 {
-                p.delete_files as f64 / p.data_files as f64
-            } else {
-                p.delete_files as f64
+    // One filter per partition, from its first entry.
+    let mut filters: HashMap<(i32, String), Option<String>> = HashMap::new();
+    let live: Vec<LiveEntry> = index
+        .take_live()
+        .into_iter()
+        .map(|f| {
+            let spec = md.partition_spec_by_id(f.spec_id);
+            let partition = match spec {
+                Some(spec) if !spec.is_unpartitioned() => {
+                    spec.partition_to_path(f.file.partition(), schema.clone())
+                }
+                _ => "unpartitioned".to_string(),
             };
-            p
+            let filter = filters
+                .entry((f.spec_id, partition.clone()))
+                .or_insert_with(|| {
+                    spec.and_then(|s| partition_filter(s, &schema, f.file.partition()))
+                })
+                .clone();
+            LiveEntry {
+                spec_id: f.spec_id,
+                partition,
+                filter,
+                data: f.file.content_type() == DataContentType::Data,
+                size: f.file.file_size_in_bytes(),
+                records: f.file.record_count(),
+                snapshot_id: f.snapshot_id,
+            }
         })
         .collect();
-    partitions.sort_by(|a, b| {
-        b.data_files
-            .cmp(&a.data_files)
-            .then(a.partition.cmp(&b.partition))
-    });
-    all_sizes.sort_unstable();
-    let totals = Totals {
-        partitions: partitions.len() as u64,
-        active_partitions: partitions.iter().filter(|p| p.active).count() as u64,
-        data_files: partitions.iter().map(|p| p.data_files).sum(),
-        data_bytes: partitions.iter().map(|p| p.total_bytes).sum(),
-        records: partitions.iter().map(|p| p.records).sum(),
-        delete_files: partitions.iter().map(|p| p.delete_files).sum(),
-        delete_bytes: partitions.iter().map(|p| p.delete_bytes).sum(),
-        files_under_min: partitions.iter().map(|p| p.files_under_min).sum(),
-        files_under_target: partitions.iter().map(|p| p.files_under_target).sum(),
-        median_bytes: median(&all_sizes),
-    };
 
-    // One listing of the table location; its sizes also fill in files metadata does not size
-    // (manifest lists).
-    let eq = HashMap::new();
-    let listing = list_files(table.file_io(), md.location()).await;
-    let listed_size: HashMap<String, u64> = match &listing {
-        Ok(files) => files
-            .iter()
-            .map(|f| (SplitPath::parse(&f.path, &eq).path, f.size))
-            .collect(),
-        Err(_) => HashMap::new(),
-    };
-    let size_of = |path: &str, r: &crate::table::reach::Reached| {
-        r.size
-            .or_else(|| listed_size.get(&SplitPath::parse(path, &eq).path).copied())
-            .unwrap_or(0)
-    };
+    let listing = list_files(table.file_io(), md.location())
+        .await
+        .map_err(|e| e.to_string());
 
     // Reachability over all snapshots: what only old snapshots hold, what expiry would free.
     let table_refs = refs(md)?;
     let mut heads: Vec<i64> = table_refs.values().map(|r| r.snapshot_id).collect();
     heads.extend(md.current_snapshot_id());
-    let mut ref_names: Vec<String> = table_refs
-        .iter()
-        .map(|(n, r)| format!("{n} -> {}", r.snapshot_id))
-        .collect();
-    ref_names.sort();
-    history.refs = ref_names;
+    let sized = |files: Vec<(String, Reached)>| -> Vec<SizedPath> {
+        files.into_iter().map(|(p, r)| (p, r.size)).collect()
+    };
     let reach_all = index.reachable(&all_ids);
-    for (path, r) in reach_all.minus(&index.reachable(&heads)) {
-        history.only_old_files += 1;
-        history.only_old_bytes += size_of(&path, &r);
-    }
+    let only_old = sized(reach_all.minus(&index.reachable(&heads)));
     let writers = watermarks(md);
-    // What `expire-snapshots` with the table's own settings would remove now.
-    if let Ok(plan) = expire::ExpireBuilder::new(catalog, ident.clone()).preview(&table) {
-        let kept: Vec<i64> = all_ids
-            .iter()
-            .copied()
-            .filter(|id| !plan.expired_snapshots.contains(id))
-            .collect();
-        history.expirable_snapshots = plan.expired_snapshots.len() as u64;
-        for (path, r) in index
-            .reachable(&plan.expired_snapshots)
-            .minus(&index.reachable(&kept))
-        {
-            history.expirable_files += 1;
-            history.expirable_bytes += size_of(&path, &r);
-        }
-    }
+    let expirable = expire::ExpireBuilder::new(catalog, ident.clone())
+        .preview(&table)
+        .ok()
+        .map(|plan| {
+            let kept: Vec<i64> = all_ids
+                .iter()
+                .copied()
+                .filter(|id| !plan.expired_snapshots.contains(id))
+                .collect();
+            Expirable {
+                snapshots: plan.expired_snapshots.len() as u64,
+                files: sized(
+                    index
+                        .reachable(&plan.expired_snapshots)
+                        .minus(&index.reachable(&kept)),
+                ),
+            }
+        });
     // The current snapshot's manifests were read with the rest of the history.
-    let manifests = md
+    let manifest_lengths = md
         .current_snapshot_id()
         .map(|id| index.manifests_of(id))
-        .unwrap_or_default();
-    history.manifests = manifests.len() as u64;
-    history.manifest_bytes = manifests.iter().filter_map(|(_, len)| *len).sum();
-
-    // Storage: one listing, minus everything any snapshot or the metadata log references.
-    let mut storage = Storage::default();
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, len)| len)
+        .collect();
+    // Everything any snapshot or the metadata log references.
     let mut referenced = reach_all;
     referenced.extend(metadata_files(&table));
-    let known: HashSet<String> = referenced
-        .files
-        .keys()
-        .map(|p| SplitPath::parse(p, &eq).path)
-        .collect();
-    match listing {
-        Err(e) => storage.skipped = Some(e.to_string()),
-        Ok(listed) => {
-            let now = SystemTime::now();
-            let mut ages = [(0u64, 0u64); 4];
-            for f in &listed {
-                storage.listed_files += 1;
-                storage.listed_bytes += f.size;
-                if metadata_version(&f.path).is_some() {
-                    history.metadata_json_files += 1;
-                    history.metadata_json_bytes += f.size;
-                }
-                if known.contains(&SplitPath::parse(&f.path, &eq).path) {
-                    continue;
-                }
-                storage.unreferenced_files += 1;
-                storage.unreferenced_bytes += f.size;
-                if storage.sample_unreferenced.len() < 10 {
-                    storage.sample_unreferenced.push(f.path.clone());
-                }
-                let age_h = now
-                    .duration_since(f.modified)
-                    .map(|d| d.as_secs() / 3600)
-                    .unwrap_or(0);
-                let i = match age_h {
-                    0 => 0,
-                    1..=23 => 1,
-                    24..=71 => 2,
-                    _ => 3,
-                };
-                ages[i].0 += 1;
-                ages[i].1 += f.size;
-            }
-            storage.unreferenced_by_age = ["< 1 h", "1 h - 1 d", "1 - 3 d", ">= 3 d"]
-                .iter()
-                .zip(ages)
-                .map(|(l, (n, b))| (l.to_string(), n, b))
-                .collect();
-        }
-    }
 
-    let name = ident_string(ident);
-    let previous_max = u64_prop(
+    let previous_versions_max = u64_prop(
         md.properties(),
         properties::METADATA_PREVIOUS_VERSIONS_MAX,
         properties::METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT,
     )?;
-    let observations = observe::observe(&observe::Inputs {
-        table: &name,
-        thresholds: &thresholds,
-        totals: &totals,
-        partitions: &partitions,
-        history: &history,
-        storage: &storage,
-        writers: &writers,
-        previous_versions_max: previous_max,
-    });
-    Ok(Report {
-        table: name,
+    Ok(Facts {
+        table: ident_string(ident),
         location: md.location().to_string(),
-        generated_at_ms: chrono::Utc::now().timestamp_millis(),
-        duration_ms: started.elapsed().as_millis() as u64,
         thresholds,
-        totals,
-        size_histogram,
-        partitions,
-        history,
-        storage,
+        previous_versions_max,
+        snapshots,
+        metadata_log_entries: md.metadata_log().len() as u64,
+        live,
+        refs: table_refs
+            .iter()
+            .map(|(n, r)| (n.clone(), r.snapshot_id))
+            .collect(),
+        only_old,
+        expirable,
+        manifest_lengths,
+        referenced: referenced.files.into_keys().collect(),
+        listing,
         writers,
-        observations,
+        now: SystemTime::now(),
     })
 }
 

@@ -290,3 +290,6 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
     });
     out
 }
+
+#[cfg(test)]
+mod tests;
