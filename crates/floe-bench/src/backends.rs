@@ -171,7 +171,9 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         ];
         eprintln!("{}: built in {build_s:.2} s", b.name);
         let (s, r, _) = measure(b, || async {
-            Ok(floe::diagnose::diagnose(c, &ident).await?)
+            Ok(floe::diagnose::DiagnoseBuilder::new(c, ident.clone())
+                .execute()
+                .await?)
         })
         .await?;
         ops.push(json!({"op": "diagnose", "seconds": s, "requests": r}));
@@ -198,7 +200,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
             Ok(floe::clean::orphans::OrphanBuilder::new(c, ident.clone())
                 .older_than(Duration::ZERO)
                 .force(true)
-                .dry_run(true)
+                .with_dry_run(true)
                 .execute()
                 .await?)
         })

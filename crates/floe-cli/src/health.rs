@@ -84,7 +84,9 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
     match cmd {
         HealthCmd::Diagnose { table, html } => {
             let spinner = out.spinner(format!("diagnosing {table}"));
-            let report = floe::diagnose::diagnose(catalog, &parse_table_ident(&table)?).await;
+            let report = floe::diagnose::DiagnoseBuilder::new(catalog, parse_table_ident(&table)?)
+                .execute()
+                .await;
             spinner.finish_and_clear();
             let report = report?;
             if let Some(path) = &html {
@@ -110,7 +112,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         } => {
             let mut b = floe::expire::ExpireBuilder::new(catalog, parse_table_ident(&table)?)
                 .snapshot_ids(snapshot_ids)
-                .dry_run(dry_run)
+                .with_dry_run(dry_run)
                 .clean_files(!no_clean_files)
                 .delete_external_files(delete_external_files);
             if let Some(age) = older_than {
@@ -172,7 +174,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         } => {
             let mut b =
                 floe::clean::orphans::OrphanBuilder::new(catalog, parse_table_ident(&table)?)
-                    .dry_run(dry_run)
+                    .with_dry_run(dry_run)
                     .location(location)
                     .prefix_mismatch_mode(prefix_mismatch_mode.parse()?)
                     .equal_schemes(equal_schemes)
@@ -220,11 +222,12 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             });
         }
         HealthCmd::CleanMetadata { table, dry_run } => {
-            let r = floe::clean::metadata_files::clean_metadata(
+            let r = floe::clean::metadata_files::CleanMetadataBuilder::new(
                 catalog,
-                &parse_table_ident(&table)?,
-                dry_run,
+                parse_table_ident(&table)?,
             )
+            .with_dry_run(dry_run)
+            .execute()
             .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 format!(
@@ -240,11 +243,12 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             });
         }
         HealthCmd::RewriteManifests { table, dry_run } => {
-            let r = floe::clean::rewrite_manifests::rewrite_manifests(
+            let r = floe::clean::rewrite_manifests::RewriteManifestsBuilder::new(
                 catalog,
-                &parse_table_ident(&table)?,
-                dry_run,
+                parse_table_ident(&table)?,
             )
+            .with_dry_run(dry_run)
+            .execute()
             .await?;
             out.result(&serde_json::to_value(&r)?, || match r.snapshot_id {
                 Some(id) => format!(

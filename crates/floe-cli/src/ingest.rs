@@ -195,7 +195,7 @@ pub async fn run(catalog: &Catalog, a: IngestArgs, out: &Out) -> Result<()> {
                 eprintln!("{}", progress_line(r));
             }
         })
-        .run()
+        .execute()
         .await?;
     out.result(&serde_json::to_value(&summary)?, || {
         format!(

@@ -91,7 +91,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
             }
             sink.lock().expect("not poisoned").push(r.clone());
         })
-        .run()
+        .execute()
         .await?;
     out.say(format!(
         "floe ingest {TABLE} --source events.ndjson --commit-records {ROWS_PER_BATCH}: one commit per {ROWS_PER_BATCH} events, like a streaming writer's checkpoints"
@@ -156,7 +156,9 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     // Diagnose, compact, diagnose again, expire history, remove orphans.
     let probe = format!("SELECT kind, count(*) AS n, sum(amount) AS amount FROM {TABLE} GROUP BY kind ORDER BY kind");
     let before = shape(&catalog, &ident, &probe).await?;
-    let report_before = floe::diagnose::diagnose(&catalog, &ident).await?;
+    let report_before = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
+        .execute()
+        .await?;
     out.say(format!(
         "\nfloe diagnose {TABLE}\n{}",
         floe::diagnose::render::text(&report_before)
@@ -177,7 +179,9 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         );
     }
     out.say("same query answer before and after compaction");
-    let report_after = floe::diagnose::diagnose(&catalog, &ident).await?;
+    let report_after = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
+        .execute()
+        .await?;
     out.say(format!(
         "\nfloe diagnose {TABLE}  (after compaction; observations only)\n{}",
         observations_text(&report_after)
@@ -193,7 +197,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         )?;
     }
     drop(f);
-    let more = stream_ingest(&catalog, &ident, &path)?.run().await?;
+    let more = stream_ingest(&catalog, &ident, &path)?.execute().await?;
     out.say(format!(
         "\nthe stream goes on: {} more events committed, resumed at byte {} of the input",
         more.records,

@@ -16,7 +16,7 @@ use crate::table::reach::metadata_files;
 
 /// What `clean-metadata` found and did.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct CleanMetadataResult {
+pub struct CleanMetadataMetrics {
     pub table: String,
     pub dry_run: bool,
     pub metadata_files: u64,
@@ -53,12 +53,40 @@ fn needed(table: &iceberg::table::Table) -> HashSet<String> {
     metadata_files(table).files.keys().map(|p| key(p)).collect()
 }
 
+/// `clean-metadata` on one table: metadata.json files no longer in the metadata log.
+pub struct CleanMetadataBuilder<'a> {
+    catalog: &'a Catalog,
+    ident: TableIdent,
+    dry_run: bool,
+}
+
+impl<'a> CleanMetadataBuilder<'a> {
+    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+        Self {
+            catalog,
+            ident,
+            dry_run: false,
+        }
+    }
+
+    /// Plans and reports without changing anything.
+    pub fn with_dry_run(mut self, yes: bool) -> Self {
+        self.dry_run = yes;
+        self
+    }
+
+    /// Runs it.
+    pub async fn execute(self) -> Result<CleanMetadataMetrics> {
+        clean_metadata(self.catalog, &self.ident, self.dry_run).await
+    }
+}
+
 /// Runs `clean-metadata` on `ident`.
-pub async fn clean_metadata(
+async fn clean_metadata(
     catalog: &Catalog,
     ident: &TableIdent,
     dry_run: bool,
-) -> Result<CleanMetadataResult> {
+) -> Result<CleanMetadataMetrics> {
     let started = Instant::now();
     let table = catalog.load_table(ident).await?;
     let md = table.metadata();
@@ -71,7 +99,7 @@ pub async fn clean_metadata(
         .into_iter()
         .filter(|f| metadata_version(&f.path).is_some())
         .collect();
-    let mut result = CleanMetadataResult {
+    let mut result = CleanMetadataMetrics {
         table: ident_string(ident),
         dry_run,
         metadata_files: listed.len() as u64,

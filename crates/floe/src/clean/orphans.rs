@@ -62,7 +62,7 @@ impl std::str::FromStr for PrefixMismatchMode {
 
 /// What `remove-orphan-files` found and did.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct OrphanResult {
+pub struct OrphanMetrics {
     pub table: String,
     pub dry_run: bool,
     pub location: String,
@@ -124,7 +124,7 @@ impl<'a> OrphanBuilder<'a> {
     }
 
     /// Report without deleting.
-    pub fn dry_run(mut self, yes: bool) -> Self {
+    pub fn with_dry_run(mut self, yes: bool) -> Self {
         self.dry_run = yes;
         self
     }
@@ -160,7 +160,7 @@ impl<'a> OrphanBuilder<'a> {
     }
 
     /// Runs the removal.
-    pub async fn execute(self) -> Result<OrphanResult> {
+    pub async fn execute(self) -> Result<OrphanMetrics> {
         let started = Instant::now();
         let op = "remove orphan files";
         if self.older_than < MIN_SAFE_OLDER_THAN && !self.force {
@@ -216,7 +216,7 @@ impl<'a> OrphanBuilder<'a> {
         let listed_bytes: u64 = listed.iter().map(|f| f.size).sum();
         let classified = classify(listed, &reach, &equal, cutoff, self.mode);
 
-        let mut result = OrphanResult {
+        let mut result = OrphanMetrics {
             table: ident_string(&self.ident),
             dry_run: self.dry_run,
             location: location.clone(),

@@ -24,7 +24,7 @@ use crate::table::reach::reachable_from_table;
 
 /// What `table drop` did.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct DropResult {
+pub struct DropMetrics {
     pub table: String,
     pub purged: bool,
     /// The catalog server purged the files itself (REST).
@@ -76,9 +76,9 @@ impl<'a> DropBuilder<'a> {
     }
 
     /// Runs the drop.
-    pub async fn execute(self) -> Result<DropResult> {
+    pub async fn execute(self) -> Result<DropMetrics> {
         let table = self.catalog.load_table(&self.ident).await?;
-        let mut result = DropResult {
+        let mut result = DropMetrics {
             table: ident_string(&self.ident),
             purged: self.purge,
             purged_by_server: false,

@@ -16,7 +16,7 @@ use crate::table::manifests::current_manifests;
 
 /// What `rewrite-manifests` did.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct RewriteManifestsResult {
+pub struct RewriteManifestsMetrics {
     pub table: String,
     pub dry_run: bool,
     pub manifests_before: u64,
@@ -30,12 +30,40 @@ pub struct RewriteManifestsResult {
     pub duration_ms: u64,
 }
 
+/// `rewrite-manifests` on one table: manifests clustered by partition at the target size.
+pub struct RewriteManifestsBuilder<'a> {
+    catalog: &'a Catalog,
+    ident: TableIdent,
+    dry_run: bool,
+}
+
+impl<'a> RewriteManifestsBuilder<'a> {
+    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+        Self {
+            catalog,
+            ident,
+            dry_run: false,
+        }
+    }
+
+    /// Plans and reports without changing anything.
+    pub fn with_dry_run(mut self, yes: bool) -> Self {
+        self.dry_run = yes;
+        self
+    }
+
+    /// Runs it.
+    pub async fn execute(self) -> Result<RewriteManifestsMetrics> {
+        rewrite_manifests(self.catalog, &self.ident, self.dry_run).await
+    }
+}
+
 /// Rewrites the manifests of `ident` (a no-op when no (content, spec) has two or more).
-pub async fn rewrite_manifests(
+async fn rewrite_manifests(
     catalog: &Catalog,
     ident: &TableIdent,
     dry_run: bool,
-) -> Result<RewriteManifestsResult> {
+) -> Result<RewriteManifestsMetrics> {
     let started = Instant::now();
     let table = catalog.load_table(ident).await?;
     let before: Vec<_> = current_manifests(&table)
@@ -43,7 +71,7 @@ pub async fn rewrite_manifests(
         .into_iter()
         .filter(|m| m.has_added_files() || m.has_existing_files())
         .collect();
-    let mut result = RewriteManifestsResult {
+    let mut result = RewriteManifestsMetrics {
         table: ident_string(ident),
         dry_run,
         manifests_before: before.len() as u64,

@@ -179,9 +179,26 @@ pub struct Report {
     pub observations: Vec<Observation>,
 }
 
+/// The health report of one table (`floe diagnose`).
+pub struct DiagnoseBuilder<'a> {
+    catalog: &'a Catalog,
+    ident: TableIdent,
+}
+
+impl<'a> DiagnoseBuilder<'a> {
+    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+        Self { catalog, ident }
+    }
+
+    /// Runs it.
+    pub async fn execute(self) -> Result<Report> {
+        diagnose(self.catalog, &self.ident).await
+    }
+}
+
 /// Computes the report of `ident`: one step reads everything (`gather`), a pure one computes
 /// the numbers and observations from what was read (`compute::report`).
-pub async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
+async fn diagnose(catalog: &Catalog, ident: &TableIdent) -> Result<Report> {
     let started = Instant::now();
     let facts = gather(catalog, ident).await?;
     let mut report = compute::report(facts);

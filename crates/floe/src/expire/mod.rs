@@ -229,7 +229,7 @@ pub struct KindCount {
 
 /// What `expire-snapshots` did.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ExpireResult {
+pub struct ExpireMetrics {
     pub table: String,
     pub dry_run: bool,
     pub older_than_ms: Option<i64>,
@@ -294,7 +294,7 @@ impl<'a> ExpireBuilder<'a> {
     }
 
     /// Plan and report without changing anything.
-    pub fn dry_run(mut self, yes: bool) -> Self {
+    pub fn with_dry_run(mut self, yes: bool) -> Self {
         self.dry_run = yes;
         self
     }
@@ -386,7 +386,7 @@ impl<'a> ExpireBuilder<'a> {
     }
 
     /// Runs the expiry.
-    pub async fn execute(self) -> Result<ExpireResult> {
+    pub async fn execute(self) -> Result<ExpireMetrics> {
         let started = Instant::now();
         let now_ms = chrono::Utc::now().timestamp_millis();
         let table = self.catalog.load_table(&self.ident).await?;
@@ -481,7 +481,7 @@ impl<'a> ExpireBuilder<'a> {
                 deleted = delete_files(base.file_io(), &fence, doomed, self.progress.clone()).await;
             }
         }
-        Ok(ExpireResult {
+        Ok(ExpireMetrics {
             table: ident_string(&self.ident),
             dry_run: self.dry_run,
             older_than_ms: retention.by_age.then_some(retention.older_than_ms),

@@ -174,7 +174,7 @@ pub struct CommitReport {
 
 /// What an ingest did when it stopped.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct IngestSummary {
+pub struct IngestMetrics {
     pub table: String,
     pub writer_id: String,
     pub source: String,
@@ -284,7 +284,7 @@ impl IngestBuilder {
     }
 
     /// Runs until the source ends, the idle timeout, or the shutdown signal.
-    pub async fn run(mut self) -> Result<IngestSummary> {
+    pub async fn execute(mut self) -> Result<IngestMetrics> {
         let started = Instant::now();
         self.options.validate()?;
         let name = ident_string(&self.ident);
@@ -335,7 +335,7 @@ impl IngestBuilder {
             .take()
             .unwrap_or_else(|| Box::pin(std::future::pending()));
 
-        let mut summary = IngestSummary {
+        let mut summary = IngestMetrics {
             table: name.clone(),
             writer_id: self.options.writer_id.clone(),
             source: uri.clone(),

@@ -58,7 +58,7 @@ async fn run_file(
     path: &std::path::Path,
     o: IngestOptions,
     dl: Option<&std::path::Path>,
-) -> (floe::ingest::stream::IngestSummary, Vec<CommitReport>) {
+) -> (floe::ingest::stream::IngestMetrics, Vec<CommitReport>) {
     let ident = floe::catalog::parse_table_ident(table).unwrap();
     let src = source::open(&path.display().to_string(), false).unwrap();
     let reports = Arc::new(Mutex::new(Vec::new()));
@@ -72,7 +72,7 @@ async fn run_file(
                 .unwrap(),
         );
     }
-    let s = b.run().await.unwrap();
+    let s = b.execute().await.unwrap();
     let r = reports.lock().unwrap().clone();
     (s, r)
 }
@@ -216,7 +216,7 @@ async fn buffers_spill_to_disk_instead_of_writing_small_files() {
     let src = source::open(&input.display().to_string(), false).unwrap();
     let s = IngestBuilder::new(&fx.catalog, ident, src, o)
         .with_metrics(metrics.clone())
-        .run()
+        .execute()
         .await
         .unwrap();
     assert_eq!(s.commits, 1);
@@ -299,7 +299,7 @@ async fn kafka_positions_live_in_the_table_and_bad_records_reach_a_dead_letter_t
             let ident = floe::catalog::parse_table_ident("s.kafka").unwrap();
             IngestBuilder::new(&fx.catalog, ident, source::open(&uri, false).unwrap(), o)
                 .with_dead_letter(DeadLetterSink::open(&dead).await.unwrap())
-                .run()
+                .execute()
                 .await
                 .unwrap()
         }
@@ -374,7 +374,7 @@ async fn too_many_bad_records_stop_with_a_clear_error_and_commit_nothing() {
         source::open(&input.display().to_string(), false).unwrap(),
         o,
     )
-    .run()
+    .execute()
     .await
     .unwrap_err();
     let msg = e.to_string();
@@ -408,7 +408,7 @@ async fn a_second_process_under_the_same_writer_id_is_refused() {
         source::open(&input.display().to_string(), true).unwrap(),
         o,
     );
-    let a = tokio::spawn(a.run());
+    let a = tokio::spawn(a.execute());
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let (s, _) = run_file(&fx, "s.fence", &input, opts("same"), None).await;
     assert_eq!(s.records, 10);

@@ -210,9 +210,14 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
                 .unwrap();
             }
             _ => {
-                floe::clean::rewrite_manifests::rewrite_manifests(&fx.catalog, &ident, false)
-                    .await
-                    .unwrap();
+                floe::clean::rewrite_manifests::RewriteManifestsBuilder::new(
+                    &fx.catalog,
+                    ident.clone(),
+                )
+                .with_dry_run(false)
+                .execute()
+                .await
+                .unwrap();
             }
         }
         assert_referenced_files_exist(&fx, &ident, &label).await;
@@ -401,7 +406,7 @@ async fn orphan_removal_refuses_unsafe_requests() {
     assert!(e.to_string().contains("gc.enabled"), "{e}");
     // A dry run still reports.
     OrphanBuilder::new(&fx.catalog, ident.clone())
-        .dry_run(true)
+        .with_dry_run(true)
         .execute()
         .await
         .unwrap();
@@ -418,7 +423,7 @@ async fn orphan_removal_keeps_files_differing_only_by_scheme_unless_told() {
     // Listing a plain path while metadata says file://: the same files, no orphan.
     let r = OrphanBuilder::new(&fx.catalog, ident.clone())
         .location(Some(location.display().to_string()))
-        .dry_run(true)
+        .with_dry_run(true)
         .execute()
         .await
         .unwrap();
@@ -452,7 +457,9 @@ async fn clean_metadata_removes_only_files_out_of_the_log() {
             .count()
     };
     assert_eq!(count().await, 8, "create + property + 6 appends");
-    let r = floe::clean::metadata_files::clean_metadata(&fx.catalog, &ident, false)
+    let r = floe::clean::metadata_files::CleanMetadataBuilder::new(&fx.catalog, ident.clone())
+        .with_dry_run(false)
+        .execute()
         .await
         .unwrap();
     assert_eq!(r.deleted.deleted, 5);
@@ -475,9 +482,12 @@ async fn rewrite_manifests_merges_and_clusters_without_changing_content() {
         .unwrap()
         .len();
     assert_eq!(n_before, 12);
-    let r = floe::clean::rewrite_manifests::rewrite_manifests(&fx.catalog, &ident, false)
-        .await
-        .unwrap();
+    let r =
+        floe::clean::rewrite_manifests::RewriteManifestsBuilder::new(&fx.catalog, ident.clone())
+            .with_dry_run(false)
+            .execute()
+            .await
+            .unwrap();
     assert_eq!(r.manifests_before, 12);
     assert_eq!(r.manifests_after, 1);
     let t = fx.load(&ident).await;
@@ -520,7 +530,10 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     for k in 0..8 {
         append(&fx, &ident, k * 50, k * 50 + 50, k == 7).await;
     }
-    let before = floe::diagnose::diagnose(&fx.catalog, &ident).await.unwrap();
+    let before = floe::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
+        .execute()
+        .await
+        .unwrap();
     assert_eq!(before.totals.data_files, 24);
     assert_eq!(before.totals.active_partitions, 3);
     let small = before
@@ -540,7 +553,10 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     let t = fx.load(&ident).await;
     let location = local(t.metadata().location());
     std::fs::write(location.join("data/orphan.parquet"), b"x").unwrap();
-    let r = floe::diagnose::diagnose(&fx.catalog, &ident).await.unwrap();
+    let r = floe::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
+        .execute()
+        .await
+        .unwrap();
     assert_eq!(r.totals.data_files, 3, "one file per day after the rewrite");
     assert_eq!(r.totals.partitions, 3);
     assert_eq!(r.totals.records, 400);

@@ -116,7 +116,7 @@ async fn orphan_removal_does_not_follow_a_symlink_out_of_the_table() {
     backdate(fx._dir.path());
     let r = orphans(&fx, &x)
         .location(Some(link.display().to_string()))
-        .dry_run(true)
+        .with_dry_run(true)
         .execute()
         .await;
     assert!(matches!(r, Err(Error::Refused { .. })), "{r:?}");

@@ -16,7 +16,7 @@ use floe::catalog::{parse_table_ident, NewTable};
 use floe::iceberg::TableIdent;
 use floe::ingest::dead_letter::DeadLetterSink;
 use floe::ingest::source;
-use floe::ingest::stream::{IngestBuilder, IngestOptions, IngestSummary};
+use floe::ingest::stream::{IngestBuilder, IngestMetrics, IngestOptions};
 use serde_json::Value;
 
 use crate::common::Fixture;
@@ -93,7 +93,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-async fn ingest(fx: &Fixture, table: &str, input: &Path, dead: &Path) -> IngestSummary {
+async fn ingest(fx: &Fixture, table: &str, input: &Path, dead: &Path) -> IngestMetrics {
     let ident = parse_table_ident(table).unwrap();
     let src = source::open(&input.display().to_string(), false).unwrap();
     let mut o = IngestOptions::new(format!("w-{table}"));
@@ -104,7 +104,7 @@ async fn ingest(fx: &Fixture, table: &str, input: &Path, dead: &Path) -> IngestS
                 .await
                 .unwrap(),
         )
-        .run()
+        .execute()
         .await
         .unwrap()
 }
