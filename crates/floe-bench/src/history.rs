@@ -51,20 +51,8 @@ where
             let updates = std::mem::take(&mut pending);
             base = floe::commit::Committer::new(catalog, ident)
                 .on(base)
-                .commit_with(|_| {
-                    let updates = updates.clone();
-                    async move {
-                        Ok(floe::commit::Produced::commit(
-                            floe::commit::producer::PreparedCommit {
-                                requirements: vec![],
-                                updates,
-                                written: vec![],
-                            },
-                        ))
-                    }
-                })
-                .await?
-                .table;
+                .commit_updates(updates)
+                .await?;
             mem = base.clone();
         }
     }

@@ -9,7 +9,10 @@ use std::path::Path;
 
 /// Layers from the bottom up, with their top-level modules.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("base", &["error", "properties", "secrets", "fault"]),
+    (
+        "base",
+        &["error", "properties", "secrets", "fault", "operation"],
+    ),
     ("storage", &["storage"]),
     ("table", &["table"]),
     ("catalog", &["catalog"]),

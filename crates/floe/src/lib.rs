@@ -24,7 +24,7 @@
 //!      v        schema/partition text
 //!  storage      FileIO by scheme, S3 listing, the delete fence and the only delete functions
 //!      v
-//!  base         error, properties (every table property floe reads), secrets, fault
+//!  base         error, properties (every table property floe reads), secrets, fault, operation
 //! ```
 //!
 //! ## The data flow
@@ -47,6 +47,7 @@
 //!
 //! ## Where things live
 //!
+//! - [`operation`]: the shape every operation shares (`plan()`, `execute()`, [`operation::Cost`]).
 //! - [`error`]: one error type; every variant names what to fix. [`properties`]: names,
 //!   defaults and validation of table properties. [`secrets`]: the one masking function for
 //!   everything printed. [`fault`]: fault injection for crash tests.
@@ -76,6 +77,7 @@ pub mod expire;
 pub mod fault;
 pub mod ingest;
 pub mod inspect;
+pub mod operation;
 pub mod properties;
 pub mod secrets;
 pub mod sql;

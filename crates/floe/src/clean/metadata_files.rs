@@ -10,6 +10,7 @@ use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
 use crate::error::Result;
+use crate::operation::{Cost, Costed};
 use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::listing::{list_files, SplitPath};
 use crate::table::reach::metadata_files;
@@ -53,7 +54,18 @@ fn needed(table: &iceberg::table::Table) -> HashSet<String> {
     metadata_files(table).files.keys().map(|p| key(p)).collect()
 }
 
+impl Costed for CleanMetadataMetrics {
+    fn cost(&self) -> Cost {
+        Cost {
+            files_to_delete: self.removable,
+            bytes_to_delete: self.removable_bytes,
+            ..Cost::default()
+        }
+    }
+}
+
 /// `clean-metadata` on one table: metadata.json files no longer in the metadata log.
+#[derive(Clone)]
 pub struct CleanMetadataBuilder<'a> {
     catalog: &'a Catalog,
     ident: TableIdent,
@@ -76,6 +88,11 @@ impl<'a> CleanMetadataBuilder<'a> {
     }
 
     /// Runs it.
+    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
+    pub async fn plan(&self) -> Result<CleanMetadataMetrics> {
+        self.clone().with_dry_run(true).execute().await
+    }
+
     pub async fn execute(self) -> Result<CleanMetadataMetrics> {
         clean_metadata(self.catalog, &self.ident, self.dry_run).await
     }

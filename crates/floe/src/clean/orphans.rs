@@ -21,6 +21,7 @@ use iceberg::TableIdent;
 use crate::catalog::{ident_string, Catalog};
 use crate::clean::check_gc_enabled;
 use crate::error::{Error, Result};
+use crate::operation::{Cost, Costed};
 use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::storage::listing::{list_files, parse_equal_schemes, ListedFile, SplitPath};
@@ -88,7 +89,20 @@ pub struct OrphanMetrics {
     pub duration_ms: u64,
 }
 
+impl Costed for OrphanMetrics {
+    /// The orphans deleted (or to delete); the listing is the read.
+    fn cost(&self) -> Cost {
+        Cost {
+            files_to_read: self.listed_files,
+            files_to_delete: self.orphan_files,
+            bytes_to_delete: self.orphan_bytes,
+            ..Cost::default()
+        }
+    }
+}
+
 /// Builds and runs an orphan removal.
+#[derive(Clone)]
 pub struct OrphanBuilder<'a> {
     catalog: &'a Catalog,
     ident: TableIdent,
@@ -160,6 +174,13 @@ impl<'a> OrphanBuilder<'a> {
     }
 
     /// Runs the removal.
+    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
+    pub async fn plan(&self) -> Result<OrphanMetrics> {
+        let mut dry = self.clone().with_dry_run(true);
+        dry.progress = None;
+        dry.execute().await
+    }
+
     pub async fn execute(self) -> Result<OrphanMetrics> {
         let started = Instant::now();
         let op = "remove orphan files";

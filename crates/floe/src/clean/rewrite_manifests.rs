@@ -12,6 +12,7 @@ use iceberg::TableIdent;
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::Result;
+use crate::operation::{Cost, Costed};
 use crate::table::manifests::current_manifests;
 
 /// What `rewrite-manifests` did.
@@ -25,12 +26,39 @@ pub struct RewriteManifestsMetrics {
     pub delete_manifests_before: u64,
     pub bytes_before: u64,
     pub bytes_after: u64,
+    /// Whether some (content, spec) has two or more manifests: a rewrite would merge them.
+    pub worth_rewriting: bool,
+    /// Manifests a rewrite would leave at least: one per (content, spec).
+    pub min_manifests_after: u64,
     /// The new snapshot, when one was committed.
     pub snapshot_id: Option<i64>,
     pub duration_ms: u64,
 }
 
+impl Costed for RewriteManifestsMetrics {
+    /// Every manifest read and, when worth it, rewritten (the old ones leave the table; expiry
+    /// deletes them).
+    fn cost(&self) -> Cost {
+        if !self.worth_rewriting {
+            return Cost::default();
+        }
+        let (files, bytes) = if self.snapshot_id.is_some() {
+            (self.manifests_after, self.bytes_after)
+        } else {
+            (self.min_manifests_after, self.bytes_before)
+        };
+        Cost {
+            files_to_read: self.manifests_before,
+            bytes_to_read: self.bytes_before,
+            files_to_write: files,
+            bytes_to_write: bytes,
+            ..Cost::default()
+        }
+    }
+}
+
 /// `rewrite-manifests` on one table: manifests clustered by partition at the target size.
+#[derive(Clone)]
 pub struct RewriteManifestsBuilder<'a> {
     catalog: &'a Catalog,
     ident: TableIdent,
@@ -53,6 +81,11 @@ impl<'a> RewriteManifestsBuilder<'a> {
     }
 
     /// Runs it.
+    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
+    pub async fn plan(&self) -> Result<RewriteManifestsMetrics> {
+        self.clone().with_dry_run(true).execute().await
+    }
+
     pub async fn execute(self) -> Result<RewriteManifestsMetrics> {
         rewrite_manifests(self.catalog, &self.ident, self.dry_run).await
     }
@@ -86,6 +119,8 @@ async fn rewrite_manifests(
             .count() as u64,
         bytes_before: before.iter().map(|m| m.manifest_length.max(0) as u64).sum(),
         bytes_after: 0,
+        worth_rewriting: false,
+        min_manifests_after: 0,
         snapshot_id: None,
         duration_ms: 0,
     };
@@ -96,6 +131,10 @@ async fn rewrite_manifests(
         .collect();
     keys.sort_unstable();
     let worth_it = keys.windows(2).any(|w| w[0] == w[1]);
+    result.worth_rewriting = worth_it;
+    let mut distinct = keys.clone();
+    distinct.dedup();
+    result.min_manifests_after = distinct.len() as u64;
     if worth_it && !dry_run {
         let update = SnapshotUpdate::rewrite_manifests(&table);
         let outcome = Committer::new(catalog, ident)

@@ -27,7 +27,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use iceberg::table::Table;
-use iceberg::TableIdent;
+use iceberg::{TableIdent, TableUpdate};
 
 use crate::catalog::Catalog;
 use crate::commit::producer::{self, PreparedCommit};
@@ -159,6 +159,24 @@ impl<'a> Committer<'a> {
             snapshot_id,
             attempts: done.attempts,
         })
+    }
+
+    /// Commits metadata `updates` as they are, with no requirement (a property or ref change
+    /// another engine could have made; floe's own validation is the caller's).
+    pub async fn commit_updates(self, updates: Vec<TableUpdate>) -> Result<Table> {
+        let done = self
+            .commit_with(|_| {
+                let updates = updates.clone();
+                async move {
+                    Ok(Produced::commit(PreparedCommit {
+                        requirements: vec![],
+                        updates,
+                        written: vec![],
+                    }))
+                }
+            })
+            .await?;
+        Ok(done.table)
     }
 
     /// Commits what `produce` makes of the table at each attempt.

@@ -35,6 +35,7 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
+use crate::operation::{Cost, Costed};
 use crate::properties::{self, u64_prop};
 use crate::write::{TableWriter, WriteOptions};
 pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
@@ -81,6 +82,36 @@ pub struct CompactMetrics {
     pub mb_per_s: f64,
 }
 
+impl Costed for CompactMetrics {
+    /// Planned: the input files read, about as many bytes written in the expected outputs.
+    /// Rewritten inputs leave the table but stay on storage until expiry deletes them.
+    fn cost(&self) -> Cost {
+        if self.dry_run {
+            let bytes = self.plan.input_bytes();
+            Cost {
+                files_to_read: self.plan.input_files() as u64,
+                bytes_to_read: bytes,
+                files_to_write: self
+                    .plan
+                    .groups
+                    .iter()
+                    .map(|g| g.expected_output_files)
+                    .sum(),
+                bytes_to_write: bytes,
+                ..Cost::default()
+            }
+        } else {
+            Cost {
+                files_to_read: self.rewritten_files as u64,
+                bytes_to_read: self.rewritten_bytes,
+                files_to_write: self.added_files as u64,
+                bytes_to_write: self.added_bytes,
+                ..Cost::default()
+            }
+        }
+    }
+}
+
 impl CompactMetrics {
     /// Whether every planned group failed: there was work and nothing was committed.
     pub fn all_groups_failed(&self) -> bool {
@@ -97,6 +128,7 @@ pub struct FailedGroup {
 }
 
 /// Builder of a compaction.
+#[derive(Clone)]
 pub struct CompactBuilder {
     catalog: Catalog,
     ident: TableIdent,
@@ -236,6 +268,14 @@ impl CompactBuilder {
         }
         o.validate()?;
         Ok(o)
+    }
+
+    /// What [`CompactBuilder::execute`] would do: the dry run (options, file groups, their
+    /// [`Cost`]), changing nothing.
+    pub async fn plan(&self) -> Result<CompactMetrics> {
+        let mut dry = self.clone().with_dry_run(true);
+        dry.progress = None;
+        dry.execute().await
     }
 
     /// Plans, rewrites and commits.

@@ -33,6 +33,7 @@ use crate::clean::check_gc_enabled;
 use crate::commit::producer::PreparedCommit;
 use crate::commit::{Committer, Produced};
 use crate::error::{Error, Result};
+use crate::operation::{Cost, Costed};
 use crate::properties::{self, u64_prop};
 use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
@@ -246,7 +247,20 @@ pub struct ExpireMetrics {
     pub duration_ms: u64,
 }
 
+impl Costed for ExpireMetrics {
+    /// The files the expired snapshots alone held (deleted, or to delete in a dry run); the
+    /// metadata commit itself writes one metadata file.
+    fn cost(&self) -> Cost {
+        Cost {
+            files_to_delete: self.files.iter().map(|k| k.files).sum(),
+            bytes_to_delete: self.files.iter().map(|k| k.bytes).sum(),
+            ..Cost::default()
+        }
+    }
+}
+
 /// Builds and runs an expiry.
+#[derive(Clone)]
 pub struct ExpireBuilder<'a> {
     catalog: &'a Catalog,
     ident: TableIdent,
@@ -386,6 +400,13 @@ impl<'a> ExpireBuilder<'a> {
     }
 
     /// Runs the expiry.
+    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
+    pub async fn plan(&self) -> Result<ExpireMetrics> {
+        let mut dry = self.clone().with_dry_run(true);
+        dry.progress = None;
+        dry.execute().await
+    }
+
     pub async fn execute(self) -> Result<ExpireMetrics> {
         let started = Instant::now();
         let now_ms = chrono::Utc::now().timestamp_millis();

@@ -288,19 +288,7 @@ pub async fn commit_raw(
     floe::commit::Committer::new(catalog, table.identifier())
         .on(table.clone())
         .repairing()
-        .commit_with(|_| {
-            let updates = updates.clone();
-            async move {
-                Ok(floe::commit::Produced::commit(
-                    floe::commit::producer::PreparedCommit {
-                        requirements: vec![],
-                        updates,
-                        written: vec![],
-                    },
-                ))
-            }
-        })
+        .commit_updates(updates)
         .await
         .unwrap()
-        .table
 }

@@ -594,3 +594,74 @@ async fn zero_concurrency_or_commit_budget_is_refused_not_clamped() {
         "nothing committed"
     );
 }
+
+/// Every maintenance operation answers `plan()` with its cost and changes nothing; `execute()`
+/// then does what the plan said.
+#[tokio::test]
+async fn every_operation_plans_its_cost_without_changing_the_table() {
+    use floe::clean::metadata_files::CleanMetadataBuilder;
+    use floe::clean::orphans::OrphanBuilder;
+    use floe::clean::rewrite_manifests::RewriteManifestsBuilder;
+    use floe::expire::ExpireBuilder;
+    use floe::operation::Costed;
+
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", Some("day(ts)")).await;
+    for i in 0..6 {
+        fx.append(&ident, i * 10, i * 10 + 10).await;
+    }
+    let before = fx.load(&ident).await;
+    let current = |t: &floe::iceberg::table::Table| {
+        (
+            t.metadata().current_snapshot_id(),
+            t.metadata().snapshots().len(),
+            t.metadata_location().map(str::to_string),
+        )
+    };
+
+    let compact = CompactBuilder::new(&fx.catalog, ident.clone());
+    let planned = compact.plan().await.unwrap();
+    let cost = planned.cost();
+    assert!(planned.dry_run);
+    assert_eq!(cost.files_to_read, 18, "{cost:?}");
+    assert_eq!(cost.files_to_write, 3, "{cost:?}");
+    assert_eq!(cost.bytes_to_read, planned.plan.input_bytes());
+    assert_eq!(current(&fx.load(&ident).await), current(&before));
+
+    let manifests = RewriteManifestsBuilder::new(&fx.catalog, ident.clone())
+        .plan()
+        .await
+        .unwrap();
+    assert!(manifests.worth_rewriting, "{manifests:?}");
+    assert_eq!(manifests.cost().files_to_read, manifests.manifests_before);
+    assert!(manifests.cost().files_to_write < manifests.cost().files_to_read);
+
+    // Rewrite, then everything before the rewrite expires: the 18 small files go.
+    let done = compact.execute().await.unwrap();
+    assert_eq!(done.cost().files_to_read, 18);
+    assert_eq!(done.cost().files_to_write, 3);
+    let expire = ExpireBuilder::new(&fx.catalog, ident.clone())
+        .older_than(std::time::Duration::ZERO)
+        .retain_last(1);
+    let after_compaction = current(&fx.load(&ident).await);
+    let planned = expire.plan().await.unwrap();
+    assert!(planned.dry_run);
+    let data = planned.files.iter().find(|k| k.kind == "data").unwrap();
+    assert_eq!(data.files, 18, "{:?}", planned.files);
+    assert!(planned.cost().files_to_delete >= 18, "{:?}", planned.cost());
+    assert_eq!(current(&fx.load(&ident).await), after_compaction);
+    let expired = expire.execute().await.unwrap();
+    assert_eq!(expired.cost(), planned.cost());
+
+    // Nothing orphaned, nothing to clean: zero cost.
+    let orphans = OrphanBuilder::new(&fx.catalog, ident.clone())
+        .plan()
+        .await
+        .unwrap();
+    assert_eq!(orphans.cost().files_to_delete, 0, "{orphans:?}");
+    let meta = CleanMetadataBuilder::new(&fx.catalog, ident.clone())
+        .plan()
+        .await
+        .unwrap();
+    assert_eq!(meta.cost().files_to_delete, 0, "{meta:?}");
+}

@@ -1,0 +1,83 @@
+//! The shape every maintenance operation shares, so that a scheduler can weigh them alike.
+//!
+//! Every operation is `XBuilder::new(&catalog, ident)` + `with_*` setters (the same
+//! `with_dry_run(bool)` everywhere) + `plan()` (what it would do, computed without changing
+//! anything: the dry run) + `execute()` returning `XMetrics`. Plans and metrics implement
+//! [`Costed`]: the files and bytes the work reads, writes and deletes.
+
+use std::ops::{Add, AddAssign};
+
+use serde::Serialize;
+
+/// What an operation reads, writes and deletes, in files and bytes. Estimates from the plan
+/// (a compaction writes about the bytes it reads, in its expected output files); exact once
+/// the operation ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Cost {
+    pub files_to_read: u64,
+    pub bytes_to_read: u64,
+    pub files_to_write: u64,
+    pub bytes_to_write: u64,
+    pub files_to_delete: u64,
+    pub bytes_to_delete: u64,
+}
+
+impl Cost {
+    /// True when the operation has nothing to do.
+    pub fn is_zero(&self) -> bool {
+        *self == Cost::default()
+    }
+}
+
+impl Add for Cost {
+    type Output = Cost;
+    fn add(self, o: Cost) -> Cost {
+        Cost {
+            files_to_read: self.files_to_read + o.files_to_read,
+            bytes_to_read: self.bytes_to_read + o.bytes_to_read,
+            files_to_write: self.files_to_write + o.files_to_write,
+            bytes_to_write: self.bytes_to_write + o.bytes_to_write,
+            files_to_delete: self.files_to_delete + o.files_to_delete,
+            bytes_to_delete: self.bytes_to_delete + o.bytes_to_delete,
+        }
+    }
+}
+
+impl AddAssign for Cost {
+    fn add_assign(&mut self, o: Cost) {
+        *self = *self + o;
+    }
+}
+
+/// A plan or a result that knows its cost.
+pub trait Costed {
+    fn cost(&self) -> Cost;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_add_field_by_field() {
+        let a = Cost {
+            files_to_read: 2,
+            bytes_to_read: 10,
+            ..Cost::default()
+        };
+        let b = Cost {
+            files_to_read: 1,
+            files_to_delete: 3,
+            bytes_to_delete: 7,
+            ..Cost::default()
+        };
+        let mut c = a + b;
+        assert_eq!(
+            (c.files_to_read, c.bytes_to_read, c.files_to_delete),
+            (3, 10, 3)
+        );
+        c += b;
+        assert_eq!(c.bytes_to_delete, 14);
+        assert!(!c.is_zero() && Cost::default().is_zero());
+    }
+}
