@@ -420,31 +420,34 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 .map(|s| positive_size("--target-file-size", &s))
                 .transpose()?;
             let catalog = connect(g).await?;
-            let mut b = floe::compact::CompactBuilder::new(&catalog, parse_table_ident(&table)?)
-                .with_where(filter)
-                .with_sort_by(sort_by)
-                .with_dry_run(dry_run);
+            // Typed flags and `--option K=V` fill one typed set of options, parsed once.
+            let mut opts = floe::compact::CompactOptions::default();
             for (k, v) in parse_kv(&options)? {
-                b = b.with_option(k, v);
+                opts.set(&k, &v)?;
             }
             if let Some(t) = target_file_size {
-                b = b.with_option("target-file-size-bytes", t);
+                opts.target_file_size_bytes = Some(t);
             }
             if let Some(n) = min_input_files {
-                b = b.with_option("min-input-files", n);
+                opts.min_input_files = Some(n);
             }
             if let Some(n) = max_concurrent {
-                b = b.with_option("max-concurrent-file-group-rewrites", n);
+                opts.max_concurrent_file_group_rewrites = Some(n);
             }
             if partial_progress {
-                b = b.with_option("partial-progress.enabled", true);
+                opts.partial_progress_enabled = Some(true);
             }
             if let Some(n) = max_commits {
-                b = b.with_option("partial-progress.max-commits", n);
+                opts.partial_progress_max_commits = Some(n);
             }
             if rewrite_all {
-                b = b.with_option("rewrite-all", true);
+                opts.rewrite_all = Some(true);
             }
+            let b = floe::compact::CompactBuilder::new(&catalog, parse_table_ident(&table)?)
+                .with_where(filter)
+                .with_sort_by(sort_by)
+                .with_dry_run(dry_run)
+                .with_options(opts);
             let bar = out.bytes_bar();
             let progress_bar = bar.clone();
             let m = b

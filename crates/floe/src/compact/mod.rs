@@ -15,6 +15,7 @@
 
 pub mod dangling;
 pub mod filter;
+pub mod options;
 mod parallel;
 pub mod plan;
 pub mod sort;
@@ -38,6 +39,7 @@ use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
 use crate::properties::{self, u64_prop};
 use crate::write::{TableWriter, WriteOptions};
+pub use options::CompactOptions;
 pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
 
 /// Prefix of table properties that set compaction defaults (`floe.compact.min-input-files`, ...).
@@ -132,7 +134,9 @@ pub struct FailedGroup {
 pub struct CompactBuilder {
     catalog: Catalog,
     ident: TableIdent,
-    options: HashMap<String, String>,
+    options: CompactOptions,
+    /// The first `with_option` (key, value) that did not parse, reported by `plan`/`execute`.
+    bad_option: Option<(String, String)>,
     where_filter: Option<String>,
     sort_by: Option<String>,
     dry_run: bool,
@@ -150,7 +154,8 @@ impl CompactBuilder {
         Self {
             catalog: catalog.clone(),
             ident,
-            options: HashMap::new(),
+            options: CompactOptions::default(),
+            bad_option: None,
             where_filter: None,
             sort_by: None,
             dry_run: false,
@@ -158,13 +163,20 @@ impl CompactBuilder {
         }
     }
 
-    /// Sets an option by its Iceberg name: `target-file-size-bytes`, `min-file-size-bytes`,
-    /// `max-file-size-bytes`, `min-input-files`, `max-file-group-size-bytes`,
-    /// `max-concurrent-file-group-rewrites`, `partial-progress.enabled`,
-    /// `partial-progress.max-commits`, `rewrite-all`, `rewrite-job-order`,
-    /// `delete-file-threshold`.
+    /// Sets the options (typed; unset ones come from `floe.compact.*` table properties, then
+    /// Iceberg's defaults).
+    pub fn with_options(mut self, options: CompactOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets one option by its Iceberg name from text (`--option K=V`), parsed here
+    /// ([`CompactOptions::set`]); a bad one fails `plan`/`execute`, naming it.
     pub fn with_option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
-        self.options.insert(key.into(), value.to_string());
+        let (key, value) = (key.into(), value.to_string());
+        if self.options.set(&key, &value).is_err() && self.bad_option.is_none() {
+            self.bad_option = Some((key, value));
+        }
         self
     }
 
@@ -193,81 +205,26 @@ impl CompactBuilder {
         self
     }
 
-    fn option(&self, table: &Table, key: &str) -> Option<String> {
-        self.options.get(key).cloned().or_else(|| {
-            table
-                .metadata()
-                .properties()
-                .get(&format!("{PROPERTY_PREFIX}{key}"))
-                .cloned()
-        })
-    }
-
-    fn u64_option(&self, table: &Table, key: &str, default: u64) -> Result<u64> {
-        match self.option(table, key) {
-            None => Ok(default),
-            Some(v) => crate::properties::parse_size(key, &v),
+    /// The options in effect for `table`: the caller's, then `floe.compact.*` properties.
+    pub fn effective_options(&self, table: &Table) -> Result<CompactOptions> {
+        if let Some((key, value)) = &self.bad_option {
+            // Parsing it again gives the error, naming the option.
+            CompactOptions::default().set(key, value)?;
         }
-    }
-
-    fn bool_option(&self, table: &Table, key: &str, default: bool) -> Result<bool> {
-        match self.option(table, key) {
-            None => Ok(default),
-            Some(v) => properties::parse_bool(key, &v),
-        }
+        self.options
+            .clone()
+            .with_table_defaults(table.metadata().properties())
     }
 
     /// The planner options in effect for `table`: explicit options, then `floe.compact.*`
     /// table properties, then Iceberg's defaults.
     pub fn plan_options(&self, table: &Table) -> Result<PlanOptions> {
-        let known = [
-            "target-file-size-bytes",
-            "min-file-size-bytes",
-            "max-file-size-bytes",
-            "min-input-files",
-            "max-file-group-size-bytes",
-            "max-concurrent-file-group-rewrites",
-            "partial-progress.enabled",
-            "partial-progress.max-commits",
-            "rewrite-all",
-            "rewrite-job-order",
-            "delete-file-threshold",
-            "remove-dangling-deletes",
-        ];
-        if let Some(k) = self.options.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(Error::invalid_option(
-                "compaction option",
-                k,
-                format!("known options: {}", known.join(", ")),
-            ));
-        }
         let table_target = u64_prop(
             table.metadata().properties(),
             properties::WRITE_TARGET_FILE_SIZE_BYTES,
             properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
         )?;
-        let target = self.u64_option(table, "target-file-size-bytes", table_target)?;
-        let mut o = PlanOptions::for_target(target);
-        o.min_file_size_bytes =
-            self.u64_option(table, "min-file-size-bytes", o.min_file_size_bytes)?;
-        o.max_file_size_bytes =
-            self.u64_option(table, "max-file-size-bytes", o.max_file_size_bytes)?;
-        o.min_input_files =
-            self.u64_option(table, "min-input-files", o.min_input_files as u64)? as usize;
-        o.max_file_group_size_bytes = self.u64_option(
-            table,
-            "max-file-group-size-bytes",
-            o.max_file_group_size_bytes,
-        )?;
-        o.delete_file_threshold = self
-            .u64_option(table, "delete-file-threshold", u64::MAX)?
-            .min(usize::MAX as u64) as usize;
-        o.rewrite_all = self.bool_option(table, "rewrite-all", false)?;
-        if let Some(order) = self.option(table, "rewrite-job-order") {
-            o.rewrite_job_order = JobOrder::parse(&order)?;
-        }
-        o.validate()?;
-        Ok(o)
+        self.effective_options(table)?.plan_options(table_target)
     }
 
     /// What [`CompactBuilder::execute`] would do: the dry run (options, file groups, their
@@ -292,25 +249,9 @@ impl CompactBuilder {
         };
         // Iceberg's RewriteDataFiles refuses both when not positive (max-commits only with
         // partial progress, the only time it is read).
-        let concurrency = self.u64_option(&table, "max-concurrent-file-group-rewrites", 5)?;
-        if concurrency == 0 {
-            return Err(Error::invalid_option(
-                "max-concurrent-file-group-rewrites",
-                0,
-                "must be at least 1",
-            ));
-        }
-        let concurrency = concurrency.min(usize::MAX as u64) as usize;
-        let partial = self.bool_option(&table, "partial-progress.enabled", false)?;
-        let max_commits = self.u64_option(&table, "partial-progress.max-commits", 10)?;
-        if partial && max_commits == 0 {
-            return Err(Error::invalid_option(
-                "partial-progress.max-commits",
-                0,
-                "must be at least 1 with partial progress",
-            ));
-        }
-        let max_commits = max_commits.clamp(1, usize::MAX as u64) as usize;
+        let effective = self.effective_options(&table)?;
+        let concurrency = effective.max_concurrent()?;
+        let (partial, max_commits) = effective.partial_progress()?;
 
         let (tasks, live_before) = plan_files(&table, self.where_filter.as_deref()).await?;
         // Scan tasks carry the partition tuple but not the spec id. With a single spec (the
@@ -491,7 +432,10 @@ impl CompactBuilder {
             self.commit_groups(&table, &tasks, done, &mut metrics)
                 .await?;
         }
-        if self.bool_option(&table, "remove-dangling-deletes", false)?
+        if self
+            .effective_options(&table)?
+            .remove_dangling_deletes
+            .unwrap_or(false)
             && !metrics.commits.is_empty()
         {
             self.remove_dangling_deletes(&mut metrics).await?;

@@ -50,7 +50,7 @@ impl JobOrder {
 }
 
 /// Planner options, with Iceberg's defaults relative to the target size.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanOptions {
     pub target_file_size_bytes: u64,
     pub min_file_size_bytes: u64,
