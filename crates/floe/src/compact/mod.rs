@@ -129,6 +129,15 @@ pub struct FailedGroup {
     pub reason: String,
 }
 
+/// The table's `write.target-file-size-bytes` (Iceberg's default when unset).
+fn table_target(table: &Table) -> Result<u64> {
+    u64_prop(
+        table.metadata().properties(),
+        properties::WRITE_TARGET_FILE_SIZE_BYTES,
+        properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+    )
+}
+
 /// Builder of a compaction.
 #[derive(Clone)]
 pub struct CompactBuilder {
@@ -219,12 +228,8 @@ impl CompactBuilder {
     /// The planner options in effect for `table`: explicit options, then `floe.compact.*`
     /// table properties, then Iceberg's defaults.
     pub fn plan_options(&self, table: &Table) -> Result<PlanOptions> {
-        let table_target = u64_prop(
-            table.metadata().properties(),
-            properties::WRITE_TARGET_FILE_SIZE_BYTES,
-            properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
-        )?;
-        self.effective_options(table)?.plan_options(table_target)
+        self.effective_options(table)?
+            .plan_options(table_target(table)?)
     }
 
     /// What [`CompactBuilder::execute`] would do: the dry run (options, file groups, their
@@ -239,7 +244,9 @@ impl CompactBuilder {
     pub async fn execute(self) -> Result<CompactMetrics> {
         let started = Instant::now();
         let table = self.catalog.load_table(&self.ident).await?;
-        let opts = self.plan_options(&table)?;
+        // The options, parsed once for the whole run.
+        let effective = self.effective_options(&table)?;
+        let opts = effective.plan_options(table_target(&table)?)?;
         let arrow_schema: arrow_schema::SchemaRef = Arc::new(
             iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?,
         );
@@ -249,7 +256,6 @@ impl CompactBuilder {
         };
         // Iceberg's RewriteDataFiles refuses both when not positive (max-commits only with
         // partial progress, the only time it is read).
-        let effective = self.effective_options(&table)?;
         let concurrency = effective.max_concurrent()?;
         let (partial, max_commits) = effective.partial_progress()?;
 
@@ -432,12 +438,7 @@ impl CompactBuilder {
             self.commit_groups(&table, &tasks, done, &mut metrics)
                 .await?;
         }
-        if self
-            .effective_options(&table)?
-            .remove_dangling_deletes
-            .unwrap_or(false)
-            && !metrics.commits.is_empty()
-        {
+        if effective.remove_dangling_deletes.unwrap_or(false) && !metrics.commits.is_empty() {
             self.remove_dangling_deletes(&mut metrics).await?;
         }
         metrics.rows = rows_total;

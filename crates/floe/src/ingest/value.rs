@@ -120,52 +120,37 @@ impl Dec {
     /// Parses `[+-]? (D+ [. D*] | . D+) ([eE] [+-]? D+)?` (JSON numbers are a subset).
     pub(crate) fn parse(text: &str) -> Option<Dec> {
         let b = text.as_bytes();
-        let mut i = 0;
-        let neg = match b.first() {
-            Some(b'-') => {
-                i += 1;
-                true
-            }
-            Some(b'+') => {
-                i += 1;
-                false
+        // An optional sign at `*i`: true for `-`.
+        let sign = |i: &mut usize| match b.get(*i) {
+            Some(&c @ (b'-' | b'+')) => {
+                *i += 1;
+                c == b'-'
             }
             _ => false,
         };
+        let mut i = 0;
+        let neg = sign(&mut i);
         let mut digits = Vec::new();
-        let mut seen = 0usize;
         let mut frac = 0i64;
         while i < b.len() && b[i].is_ascii_digit() {
             digits.push(b[i]);
             i += 1;
-            seen += 1;
         }
         if i < b.len() && b[i] == b'.' {
             i += 1;
             while i < b.len() && b[i].is_ascii_digit() {
                 digits.push(b[i]);
                 i += 1;
-                seen += 1;
                 frac += 1;
             }
         }
-        if seen == 0 {
+        if digits.is_empty() {
             return None;
         }
         let mut e: i64 = 0;
         if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
             i += 1;
-            let eneg = match b.get(i) {
-                Some(b'-') => {
-                    i += 1;
-                    true
-                }
-                Some(b'+') => {
-                    i += 1;
-                    false
-                }
-                _ => false,
-            };
+            let eneg = sign(&mut i);
             let start = i;
             while i < b.len() && b[i].is_ascii_digit() {
                 e = (e * 10 + (b[i] - b'0') as i64).min(EXP_CLAMP);

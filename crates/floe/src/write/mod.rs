@@ -57,18 +57,23 @@ pub struct WriteOptions {
 /// Writes batches of one table into data files.
 pub struct TableWriter {
     inner: Inner,
-    file_io: iceberg::io::FileIO,
     schema: iceberg::spec::SchemaRef,
     spec_id: i32,
     arrow_schema: arrow_schema::SchemaRef,
     rows: u64,
+    /// Where this writer's files are, to delete them after a failure.
+    files: WriterFiles,
+}
+
+/// Where one writer's files are: every file it creates starts with `prefix` (a fresh UUID), so
+/// after a failure (a full disk fails the write or the close of a file the writer never
+/// returned) the files it left are found by name and deleted.
+struct WriterFiles {
+    file_io: iceberg::io::FileIO,
     /// The table location (the delete fence of a cleanup).
     location: String,
     /// Where data files go (`write.data.path`, else `<location>/data`).
     data_dir: String,
-    /// Every file this writer creates starts with this name (a fresh UUID): after a failure
-    /// (a full disk fails the write or the close of a file the writer never returned) the
-    /// files it left are found by name and deleted.
     prefix: String,
 }
 
@@ -184,14 +189,16 @@ impl TableWriter {
         };
         Ok(Self {
             inner,
-            file_io: table.file_io().clone(),
             arrow_schema: Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?),
             schema,
             spec_id: md.default_partition_spec_id(),
             rows: 0,
-            location: md.location().to_string(),
-            data_dir,
-            prefix,
+            files: WriterFiles {
+                file_io: table.file_io().clone(),
+                location: md.location().to_string(),
+                data_dir,
+                prefix,
+            },
         })
     }
 
@@ -236,29 +243,16 @@ impl TableWriter {
         let files = match Self::close_files(self.inner).await {
             Ok(files) => files,
             Err(e) => {
-                sweep(
-                    &self.file_io,
-                    &self.location,
-                    &self.data_dir,
-                    &self.prefix,
-                    vec![],
-                )
-                .await;
+                self.files.sweep(vec![]).await;
                 return Err(e);
             }
         };
         let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
-        match parquet_stats::exact_metrics(&self.file_io, &self.schema, self.spec_id, files).await {
+        let file_io = &self.files.file_io;
+        match parquet_stats::exact_metrics(file_io, &self.schema, self.spec_id, files).await {
             Ok(files) => Ok(files),
             Err(e) => {
-                sweep(
-                    &self.file_io,
-                    &self.location,
-                    &self.data_dir,
-                    &self.prefix,
-                    paths,
-                )
-                .await;
+                self.files.sweep(paths).await;
                 Err(e)
             }
         }
@@ -271,39 +265,29 @@ impl TableWriter {
             Ok(files) => files.iter().map(|f| f.file_path().to_string()).collect(),
             Err(_) => vec![],
         };
-        sweep(
-            &self.file_io,
-            &self.location,
-            &self.data_dir,
-            &self.prefix,
-            paths,
-        )
-        .await;
+        self.files.sweep(paths).await;
     }
 }
 
-/// Deletes `known` files and every file under `data_dir` whose name starts with `prefix` (the
-/// files a failed writer created but never returned), inside the table location only.
-async fn sweep(
-    file_io: &iceberg::io::FileIO,
-    location: &str,
-    data_dir: &str,
-    prefix: &str,
-    mut known: Vec<String>,
-) {
-    match crate::storage::listing::list_files(file_io, data_dir).await {
-        Ok(listed) => known.extend(listed.into_iter().map(|f| f.path).filter(|p| {
-            p.rsplit('/')
-                .next()
-                .is_some_and(|name| name.starts_with(prefix))
-        })),
-        // Debug, not a warning: the listing fails for the reason the write failed (no
-        // credentials, no network), and the command's own error already says it.
-        Err(e) => {
-            tracing::debug!(dir = data_dir, error = %e, "cannot list the files of a failed write; any left are orphans now")
+impl WriterFiles {
+    /// Deletes `known` files and every file under the data directory whose name starts with
+    /// the writer's prefix (the files a failed writer created but never returned), inside the
+    /// table location only.
+    async fn sweep(&self, mut known: Vec<String>) {
+        match crate::storage::listing::list_files(&self.file_io, &self.data_dir).await {
+            Ok(listed) => known.extend(listed.into_iter().map(|f| f.path).filter(|p| {
+                p.rsplit('/')
+                    .next()
+                    .is_some_and(|name| name.starts_with(&self.prefix))
+            })),
+            // Debug, not a warning: the listing fails for the reason the write failed (no
+            // credentials, no network), and the command's own error already says it.
+            Err(e) => {
+                tracing::debug!(dir = %self.data_dir, error = %e, "cannot list the files of a failed write; any left are orphans now")
+            }
         }
+        known.sort();
+        known.dedup();
+        crate::storage::delete::delete_quietly_in(&self.file_io, &self.location, known).await;
     }
-    known.sort();
-    known.dedup();
-    crate::storage::delete::delete_quietly_in(file_io, location, known).await;
 }
