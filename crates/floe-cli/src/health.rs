@@ -121,7 +121,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             if let Some(n) = retain_last {
                 b = b.retain_last(crate::positive("--retain-last", n)?);
             }
-            let (bar, progress) = out.delete_progress();
+            let (bar, progress) = out.progress("files");
             let r = b.with_progress(progress).execute().await;
             bar.finish_and_clear();
             let r = r?;
@@ -182,7 +182,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             if let Some(age) = older_than {
                 b = b.older_than(parse_duration("--older-than", &age)?);
             }
-            let (bar, progress) = out.delete_progress();
+            let (bar, progress) = out.progress("files");
             let r = b.with_progress(progress).execute().await;
             bar.finish_and_clear();
             let r = r?;

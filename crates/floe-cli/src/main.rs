@@ -84,6 +84,9 @@ enum Command {
         /// Target data file size (default: write.target-file-size-bytes, 512MiB).
         #[arg(long)]
         target_file_size: Option<String>,
+        /// Reads and checks every record, writes and commits nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Compacts small files (Iceberg's rewrite_data_files, bin-pack) in one replace commit.
     Compact {
@@ -350,6 +353,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             files,
             format,
             target_file_size,
+            dry_run,
         } => {
             let ident = parse_table_ident(&table)?;
             let format = format.as_deref().map(InputFormat::parse).transpose()?;
@@ -376,16 +380,22 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 .into());
             }
             let catalog = connect(g).await?;
-            let spinner = out.spinner(format!("appending {} file(s) to {table}", files.len()));
+            let (bar, progress) = out.progress("input files");
             let metrics = floe::append::AppendBuilder::new(&catalog, ident)
                 .with_inputs(files)
                 .with_format(format)
                 .with_write_options(options)
+                .with_dry_run(dry_run)
+                .with_progress(progress)
                 .execute()
                 .await;
-            spinner.finish_and_clear();
+            bar.finish_and_clear();
             let m = metrics?;
             out.result(&serde_json::to_value(&m)?, || match m.snapshot_id {
+                _ if m.dry_run => format!(
+                    "dry run: {} rows from {} file(s) ({} bytes) read and checked; nothing written to {}",
+                    m.rows, m.input_files, m.input_bytes, m.table
+                ),
                 Some(id) => format!(
                     "appended {} rows from {} file(s) to {} as {} data file(s), {} bytes, snapshot {id} ({} ms)",
                     m.rows, m.input_files, m.table, m.data_files, m.bytes_written, m.duration_ms
@@ -448,22 +458,8 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 .with_sort_by(sort_by)
                 .with_dry_run(dry_run)
                 .with_options(opts);
-            let bar = out.bytes_bar();
-            let progress_bar = bar.clone();
-            let m = b
-                .with_progress(move |p| match p {
-                    floe::compact::Progress::Planned {
-                        groups,
-                        files,
-                        bytes,
-                    } => {
-                        progress_bar.set_length(bytes);
-                        progress_bar.set_message(format!("0/{groups} groups, 0/{files} files"));
-                    }
-                    floe::compact::Progress::GroupDone { bytes, .. } => progress_bar.inc(bytes),
-                })
-                .execute()
-                .await;
+            let (bar, progress) = out.progress("groups");
+            let m = b.with_progress(progress).execute().await;
             bar.finish_and_clear();
             let m = m?;
             let failed: Vec<String> = m
@@ -575,7 +571,7 @@ async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
             purge,
             delete_external_files,
         } => {
-            let (bar, progress) = out.delete_progress();
+            let (bar, progress) = out.progress("files");
             let r = floe::clean::purge::DropBuilder::new(&catalog, parse_table_ident(&table)?)
                 .purge(purge)
                 .delete_external_files(delete_external_files)

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use arrow::record_batch::RecordBatch;
 use floe::iceberg::table::Table;
+use floe::operation::{Phase, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
@@ -107,45 +108,52 @@ impl Out {
         pb
     }
 
-    /// A byte progress bar on stderr (hidden for scripts).
-    pub fn bytes_bar(&self) -> ProgressBar {
-        if self.json || !std::io::stderr().is_terminal() {
-            return ProgressBar::hidden();
-        }
-        let pb = ProgressBar::new(0);
-        pb.set_style(
-            ProgressStyle::with_template(
-                "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} {msg} [{elapsed}]",
-            )
-            .expect("valid template"),
-        );
-        pb.enable_steady_tick(Duration::from_millis(200));
-        pb
-    }
-
-    /// A progress bar for deletes and the callback that drives it (for `with_progress`).
-    pub fn delete_progress(&self) -> (ProgressBar, impl Fn(u64, u64) + Send + Sync + 'static) {
-        let bar = self.files_bar("deleted");
+    /// A progress bar on stderr (hidden for scripts) and the callback that drives it from an
+    /// operation's [`Progress`] events (for `with_progress`): bytes for the write phase (with
+    /// `unit`, what a step is, e.g. "groups"), files for deletes.
+    pub fn progress(
+        &self,
+        unit: &'static str,
+    ) -> (ProgressBar, impl Fn(&Progress) + Send + Sync + 'static) {
+        let bar = if self.json || !std::io::stderr().is_terminal() {
+            ProgressBar::hidden()
+        } else {
+            let pb = ProgressBar::new(0);
+            pb.enable_steady_tick(Duration::from_millis(200));
+            pb
+        };
         let pb = bar.clone();
-        (bar, move |done, total| {
-            pb.set_length(total);
-            pb.set_position(done);
+        (bar, move |p: &Progress| {
+            if p.done.steps == 0 {
+                let template = match p.phase {
+                    Phase::Write => {
+                        "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} {msg} [{elapsed}]"
+                    }
+                    Phase::Delete => "{bar:30} {pos}/{len} files {msg} [{elapsed}]",
+                    Phase::Commit => "{spinner} {msg} [{elapsed}]",
+                };
+                pb.set_style(ProgressStyle::with_template(template).expect("valid template"));
+            }
+            match p.phase {
+                Phase::Write => {
+                    pb.set_length(p.total.bytes);
+                    pb.set_position(p.done.bytes);
+                    pb.set_message(format!(
+                        "{}/{} {unit}, {}/{} files",
+                        p.done.steps, p.total.steps, p.done.files, p.total.files
+                    ));
+                }
+                Phase::Delete => {
+                    pb.set_length(p.total.files);
+                    pb.set_position(p.done.files);
+                    pb.set_message("deleted");
+                }
+                Phase::Commit => pb.set_message(format!(
+                    "{} {unit}, {} rows, {} files",
+                    p.done.steps, p.done.rows, p.done.files
+                )),
+            }
         })
-    }
-
-    /// A file-count progress bar on stderr (hidden for scripts), for deletes.
-    fn files_bar(&self, msg: &str) -> ProgressBar {
-        if self.json || !std::io::stderr().is_terminal() {
-            return ProgressBar::hidden();
-        }
-        let pb = ProgressBar::new(0);
-        pb.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} files {msg} [{elapsed}]")
-                .expect("valid template"),
-        );
-        pb.set_message(msg.to_string());
-        pb.enable_steady_tick(Duration::from_millis(200));
-        pb
     }
 
     /// Prints query results as a table, `--json` (one object per line) or CSV.

@@ -2,9 +2,11 @@
 //!
 //! Reads every input (NDJSON, CSV, Parquet), converts records to the table schema, partitions by
 //! the default spec, rolls files at `write.target-file-size-bytes`, and commits once. Any bad
-//! record aborts the whole call: written files are deleted and nothing is committed.
+//! record aborts the whole call: written files are deleted and nothing is committed. A dry run
+//! reads and checks every record the same way and writes nothing.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
@@ -16,13 +18,18 @@ use crate::catalog::Catalog;
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::Result;
 use crate::ingest::files::{InputFormat, InputReader};
+use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
 use crate::write::{TableWriter, WriteOptions};
 
 /// What an append did.
 #[derive(Debug, Clone, Serialize)]
 pub struct AppendMetrics {
     pub table: String,
+    /// Inputs read and checked, nothing written.
+    pub dry_run: bool,
     pub input_files: usize,
+    /// Bytes of the input files.
+    pub input_bytes: u64,
     pub rows: u64,
     pub data_files: usize,
     pub bytes_written: u64,
@@ -32,13 +39,28 @@ pub struct AppendMetrics {
     pub duration_ms: u64,
 }
 
+impl Costed for AppendMetrics {
+    fn cost(&self) -> Cost {
+        Cost {
+            files_to_read: self.input_files as u64,
+            bytes_to_read: self.input_bytes,
+            files_to_write: self.data_files as u64,
+            bytes_to_write: self.bytes_written,
+            ..Cost::default()
+        }
+    }
+}
+
 /// Builder of an append of input files.
+#[derive(Clone)]
 pub struct AppendBuilder {
     catalog: Catalog,
     ident: TableIdent,
     inputs: Vec<PathBuf>,
     format: Option<InputFormat>,
     options: WriteOptions,
+    dry_run: bool,
+    progress: Option<ProgressFn>,
 }
 
 impl AppendBuilder {
@@ -49,7 +71,29 @@ impl AppendBuilder {
             inputs: vec![],
             format: None,
             options: WriteOptions::default(),
+            dry_run: false,
+            progress: None,
         }
+    }
+
+    /// Reads and checks every input record, writes and commits nothing.
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Receives progress events: the write phase, one step per input file.
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// What [`AppendBuilder::execute`] would do: the dry run (every input read and checked,
+    /// rows counted), changing nothing.
+    pub async fn plan(&self) -> Result<AppendMetrics> {
+        let mut dry = self.clone().with_dry_run(true);
+        dry.progress = None;
+        dry.execute().await
     }
 
     /// Input files.
@@ -70,13 +114,65 @@ impl AppendBuilder {
         self
     }
 
-    /// Runs the append.
+    /// Runs the append (or, with `with_dry_run`, only reads and checks the inputs).
     pub async fn execute(self) -> Result<AppendMetrics> {
         let started = Instant::now();
         let table = self.catalog.load_table(&self.ident).await?;
+        let sizes: Vec<u64> = self
+            .inputs
+            .iter()
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .collect();
+        let mut progress = Progress::start(
+            Phase::Write,
+            Amount {
+                steps: self.inputs.len() as u64,
+                files: self.inputs.len() as u64,
+                bytes: sizes.iter().sum(),
+                rows: 0,
+            },
+        );
+        let report = |p: &Progress| {
+            if let Some(f) = &self.progress {
+                f(p)
+            }
+        };
+        report(&progress);
+        if self.dry_run {
+            let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+                table.metadata().current_schema(),
+            )?);
+            for (path, size) in self.inputs.iter().zip(&sizes) {
+                let mut reader = InputReader::open(path, self.format, schema.clone())?;
+                let mut rows = 0;
+                while let Some(batch) = reader.next_batch()? {
+                    rows += batch.num_rows() as u64;
+                }
+                progress.done += Amount {
+                    steps: 1,
+                    files: 1,
+                    bytes: *size,
+                    rows,
+                };
+                report(&progress);
+            }
+            return Ok(AppendMetrics {
+                table: crate::catalog::ident_string(&self.ident),
+                dry_run: true,
+                input_files: self.inputs.len(),
+                input_bytes: progress.total.bytes,
+                rows: progress.done.rows,
+                data_files: 0,
+                bytes_written: 0,
+                snapshot_id: None,
+                commit_attempts: 0,
+                duration_ms: duration_ms(started.elapsed()),
+            });
+        }
         let mut writer = TableWriter::new(&table, &self.options).await?;
         let schema = writer.arrow_schema().clone();
-        for path in &self.inputs {
+        for (path, size) in self.inputs.iter().zip(&sizes) {
+            let before = writer.rows();
             let step = async {
                 let mut reader = InputReader::open(path, self.format, schema.clone())?;
                 while let Some(batch) = reader.next_batch()? {
@@ -88,10 +184,17 @@ impl AppendBuilder {
                 writer.abort().await;
                 return Err(e);
             }
+            progress.done += Amount {
+                steps: 1,
+                files: 1,
+                bytes: *size,
+                rows: writer.rows() - before,
+            };
+            report(&progress);
         }
         let rows = writer.rows();
         let files = writer.close().await?;
-        commit_files(
+        let mut m = commit_files(
             &self.catalog,
             &self.ident,
             table,
@@ -100,7 +203,9 @@ impl AppendBuilder {
             rows,
             started,
         )
-        .await
+        .await?;
+        m.input_bytes = progress.total.bytes;
+        Ok(m)
     }
 }
 
@@ -126,7 +231,9 @@ async fn commit_files(
     };
     Ok(AppendMetrics {
         table: crate::catalog::ident_string(ident),
+        dry_run: false,
         input_files: inputs,
+        input_bytes: 0,
         rows,
         data_files,
         bytes_written,

@@ -3,9 +3,11 @@
 //! Every operation is `XBuilder::new(&catalog, ident)` + `with_*` setters (the same
 //! `with_dry_run(bool)` everywhere) + `plan()` (what it would do, computed without changing
 //! anything: the dry run) + `execute()` returning `XMetrics`. Plans and metrics implement
-//! [`Costed`]: the files and bytes the work reads, writes and deletes.
+//! [`Costed`]: the files and bytes the work reads, writes and deletes. While they run, every
+//! operation reports the same [`Progress`] event through `with_progress`.
 
 use std::ops::{Add, AddAssign};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -53,6 +55,78 @@ impl AddAssign for Cost {
 pub trait Costed {
     fn cost(&self) -> Cost;
 }
+
+/// The kind of work a [`Progress`] event counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Reading input and writing data files: append (steps are input files), compaction
+    /// (steps are file groups).
+    Write,
+    /// Deleting files: expiry, orphan removal, purge, metadata cleanup (steps are files).
+    Delete,
+    /// Commits landing in a stream: ingest (steps are commits).
+    Commit,
+}
+
+/// An amount of work: `steps` in the phase's unit, and the files, bytes and rows they hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Amount {
+    pub steps: u64,
+    pub files: u64,
+    pub bytes: u64,
+    pub rows: u64,
+}
+
+impl AddAssign for Amount {
+    fn add_assign(&mut self, o: Amount) {
+        self.steps += o.steps;
+        self.files += o.files;
+        self.bytes += o.bytes;
+        self.rows += o.rows;
+    }
+}
+
+/// What a running operation reports, one type for every operation: in `phase`, `done` of
+/// `total` so far. `done` is cumulative; a zero `total` means not known ahead (a stream). The
+/// first event of a phase has `done` zero and announces the total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    pub phase: Phase,
+    pub done: Amount,
+    pub total: Amount,
+}
+
+impl Progress {
+    /// The start of `phase`, with the work ahead.
+    pub fn start(phase: Phase, total: Amount) -> Self {
+        Progress {
+            phase,
+            done: Amount::default(),
+            total,
+        }
+    }
+
+    /// A step of the deleting phase: `done` of `total` files.
+    pub fn deleted(done: u64, total: u64) -> Self {
+        Progress {
+            phase: Phase::Delete,
+            done: Amount {
+                steps: done,
+                files: done,
+                ..Amount::default()
+            },
+            total: Amount {
+                steps: total,
+                files: total,
+                ..Amount::default()
+            },
+        }
+    }
+}
+
+/// Receives [`Progress`] events (set with an operation's `with_progress`).
+pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
 
 #[cfg(test)]
 mod tests {

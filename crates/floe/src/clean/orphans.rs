@@ -22,7 +22,7 @@ use crate::catalog::{ident_string, Catalog};
 use crate::clean::check_gc_enabled;
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
-use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
+use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::storage::listing::{list_files, parse_equal_schemes, ListedFile, SplitPath};
 use crate::table::reach::{reachable_from_table, Reachable};
@@ -112,7 +112,7 @@ pub struct OrphanBuilder<'a> {
     mode: PrefixMismatchMode,
     equal_schemes: Option<String>,
     force: bool,
-    progress: Option<DeleteProgress>,
+    progress: Option<crate::operation::ProgressFn>,
 }
 
 impl<'a> OrphanBuilder<'a> {
@@ -168,7 +168,10 @@ impl<'a> OrphanBuilder<'a> {
     }
 
     /// Receives delete progress.
-    pub fn with_progress(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+    pub fn with_progress(
+        mut self,
+        f: impl Fn(&crate::operation::Progress) + Send + Sync + 'static,
+    ) -> Self {
         self.progress = Some(std::sync::Arc::new(f));
         self
     }

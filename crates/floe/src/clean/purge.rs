@@ -18,7 +18,7 @@ use iceberg::TableIdent;
 use crate::catalog::{ident_string, Catalog, CatalogKind};
 use crate::clean::check_gc_enabled;
 use crate::error::Result;
-use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
+use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::table::reach::reachable_from_table;
 
@@ -42,7 +42,7 @@ pub struct DropBuilder<'a> {
     ident: TableIdent,
     purge: bool,
     delete_external: bool,
-    progress: Option<DeleteProgress>,
+    progress: Option<crate::operation::ProgressFn>,
 }
 
 impl<'a> DropBuilder<'a> {
@@ -70,7 +70,10 @@ impl<'a> DropBuilder<'a> {
     }
 
     /// Receives delete progress.
-    pub fn with_progress(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+    pub fn with_progress(
+        mut self,
+        f: impl Fn(&crate::operation::Progress) + Send + Sync + 'static,
+    ) -> Self {
         self.progress = Some(std::sync::Arc::new(f));
         self
     }

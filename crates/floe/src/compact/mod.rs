@@ -36,7 +36,7 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
-use crate::operation::{Cost, Costed};
+use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
 use crate::properties::{self, u64_prop};
 use crate::write::{TableWriter, WriteOptions};
 pub use options::CompactOptions;
@@ -44,21 +44,6 @@ pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
 
 /// Prefix of table properties that set compaction defaults (`floe.compact.min-input-files`, ...).
 pub const PROPERTY_PREFIX: &str = "floe.compact.";
-
-/// Progress of a running compaction, for progress bars.
-#[derive(Debug, Clone, Copy)]
-pub enum Progress {
-    /// Planning finished: totals of the work ahead.
-    Planned {
-        groups: usize,
-        files: usize,
-        bytes: u64,
-    },
-    /// One group was rewritten.
-    GroupDone { files: usize, bytes: u64 },
-}
-
-type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
 /// What a compaction did (or, with `dry_run`, would do).
 #[derive(Debug, Clone, Serialize)]
@@ -208,8 +193,8 @@ impl CompactBuilder {
         self
     }
 
-    /// Receives progress events.
-    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+    /// Receives progress events: the rewrite phase, one step per file group.
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
         self.progress = Some(Arc::new(f));
         self
     }
@@ -305,12 +290,17 @@ impl CompactBuilder {
             mb_per_s: 0.0,
             plan,
         };
-        if let Some(p) = &self.progress {
-            p(Progress::Planned {
-                groups: metrics.plan.groups.len(),
-                files: metrics.plan.input_files(),
+        let mut progress = Progress::start(
+            Phase::Write,
+            Amount {
+                steps: metrics.plan.groups.len() as u64,
+                files: metrics.plan.input_files() as u64,
                 bytes: metrics.plan.input_bytes(),
-            });
+                rows: 0,
+            },
+        );
+        if let Some(p) = &self.progress {
+            p(&progress);
         }
         if self.dry_run || metrics.plan.groups.is_empty() {
             metrics.duration_ms = started.elapsed().as_millis() as u64;
@@ -393,11 +383,14 @@ impl CompactBuilder {
                     partial[gi].rows += job.rows;
                     pending[gi] -= 1;
                     if pending[gi] == 0 {
+                        progress.done += Amount {
+                            steps: 1,
+                            files: groups[gi].input_files as u64,
+                            bytes: groups[gi].input_bytes,
+                            rows: partial[gi].rows,
+                        };
                         if let Some(p) = &self.progress {
-                            p(Progress::GroupDone {
-                                files: groups[gi].input_files,
-                                bytes: groups[gi].input_bytes,
-                            });
+                            p(&progress);
                         }
                         done.push(std::mem::replace(
                             &mut partial[gi],

@@ -35,7 +35,7 @@ use crate::commit::{Committer, Produced};
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
 use crate::properties::{self, u64_prop};
-use crate::storage::delete::{delete_files, DeleteProgress, DeleteStats};
+use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::table::reach::{metadata_files, reachable_from_table, FileKind, ReachIndex};
 use crate::table::watermarks::{watermarks, Watermark};
@@ -270,7 +270,7 @@ pub struct ExpireBuilder<'a> {
     dry_run: bool,
     clean_files: bool,
     delete_external: bool,
-    progress: Option<DeleteProgress>,
+    progress: Option<crate::operation::ProgressFn>,
 }
 
 impl<'a> ExpireBuilder<'a> {
@@ -329,7 +329,10 @@ impl<'a> ExpireBuilder<'a> {
     }
 
     /// Receives delete progress.
-    pub fn with_progress(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+    pub fn with_progress(
+        mut self,
+        f: impl Fn(&crate::operation::Progress) + Send + Sync + 'static,
+    ) -> Self {
         self.progress = Some(std::sync::Arc::new(f));
         self
     }

@@ -34,127 +34,15 @@ use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
 use crate::ingest::decode::decode_records;
 use crate::ingest::metrics::Metrics;
 use crate::ingest::source::{Positions, Source, StreamLag};
+use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
 use crate::storage::delete::delete_quietly_in;
 use crate::table::watermarks::FLOE_WRITER_ID;
-use crate::write::WriteOptions;
 
-/// Summary key prefix of source positions.
-pub const POSITION_PREFIX: &str = "floe.position.";
-/// Summary key of the source URI.
-pub const SOURCE_KEY: &str = "floe.source";
-/// Table property: write buffer budget (bytes).
-pub const WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
-/// Default write buffer budget: 256 MiB.
-pub const WRITE_BUFFER_SIZE_DEFAULT: u64 = 256 * 1024 * 1024;
-/// Iceberg's `write.distribution-mode` property.
-pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
-
-/// How rows are spread over writer tasks (`write.distribution-mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Distribution {
-    /// Each micro-batch goes to the next writer: a partition may get a file per writer.
-    None,
-    /// Each partition goes to exactly one writer (by hash): one file per partition per commit.
-    Hash,
-}
-
-impl std::str::FromStr for Distribution {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "none" => Ok(Self::None),
-            // Range distribution needs a sort; partitions still go to one writer each.
-            "hash" | "range" => Ok(Self::Hash),
-            _ => Err(Error::invalid_option(
-                WRITE_DISTRIBUTION_MODE,
-                s,
-                "expected none, hash or range",
-            )),
-        }
-    }
-}
-
-/// Options of an ingest.
-#[derive(Debug, Clone)]
-pub struct IngestOptions {
-    /// Identity of this writer in snapshot summaries (positions are per writer id).
-    pub writer_id: String,
-    pub commit_interval: Duration,
-    pub commit_bytes: Option<u64>,
-    pub commit_records: Option<u64>,
-    /// Overrides `floe.ingest.write-buffer-size` (default 256 MiB).
-    pub write_buffer_size: Option<u64>,
-    /// Overrides `write.distribution-mode` (default none).
-    pub distribution: Option<Distribution>,
-    pub write_parallelism: usize,
-    /// Stop with an error once more than this many records were rejected.
-    pub max_bad_records: Option<u64>,
-    /// Commit and stop once no record arrived for this long.
-    pub stop_when_idle: Option<Duration>,
-    /// Records per micro-batch.
-    pub batch_records: usize,
-    pub write: WriteOptions,
-    /// Fault injection for tests: sleep this long between writing the files and committing.
-    #[doc(hidden)]
-    pub pause_before_commit: Option<Duration>,
-}
-
-impl IngestOptions {
-    /// Defaults: 60 s interval, one writer, 10,000-record micro-batches.
-    pub fn new(writer_id: impl Into<String>) -> Self {
-        Self {
-            writer_id: writer_id.into(),
-            commit_interval: Duration::from_secs(60),
-            commit_bytes: None,
-            commit_records: None,
-            write_buffer_size: None,
-            distribution: None,
-            write_parallelism: 1,
-            max_bad_records: None,
-            stop_when_idle: None,
-            batch_records: 10_000,
-            write: WriteOptions::default(),
-            pause_before_commit: None,
-        }
-    }
-
-    /// Refuses a zero count, size or duration (each would commit on every poll, stop at once or
-    /// run no writer), naming the `floe ingest` option.
-    pub fn validate(&self) -> Result<()> {
-        let zero = |option: &str, value: &str| {
-            Err(Error::invalid_option(
-                option,
-                value,
-                "must be greater than 0",
-            ))
-        };
-        if self.commit_interval.is_zero() {
-            return zero("--commit-interval", "0s");
-        }
-        if self.stop_when_idle.is_some_and(|d| d.is_zero()) {
-            return zero("--stop-when-idle", "0s");
-        }
-        for (option, value) in [
-            ("--commit-bytes", self.commit_bytes),
-            ("--commit-records", self.commit_records),
-            ("--write-buffer-size", self.write_buffer_size),
-            ("--target-file-size", self.write.target_file_size_bytes),
-        ] {
-            if value == Some(0) {
-                return zero(option, "0");
-            }
-        }
-        if self.write_parallelism == 0 {
-            return zero("--write-parallelism", "0");
-        }
-        if self.batch_records == 0 {
-            return zero("batch_records", "0");
-        }
-        Ok(())
-    }
-}
+pub use crate::ingest::options::{
+    Distribution, IngestOptions, POSITION_PREFIX, SOURCE_KEY, WRITE_BUFFER_SIZE,
+    WRITE_BUFFER_SIZE_DEFAULT, WRITE_DISTRIBUTION_MODE,
+};
 
 /// What one commit did (for the per-commit progress line).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -170,6 +58,25 @@ pub struct CommitReport {
     pub commit_ms: u64,
     pub spilled_bytes: u64,
     pub lag: Vec<StreamLag>,
+}
+
+/// What an ingest would do ([`IngestBuilder::plan`]): where it resumes and the settings in
+/// effect.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IngestPlan {
+    pub table: String,
+    pub writer_id: String,
+    pub source: String,
+    /// The writer's newest snapshot, if it committed before.
+    pub resumes_after_snapshot: Option<i64>,
+    /// Positions it resumes from (empty: from the start of the source).
+    pub resume_from: Positions,
+    pub write_buffer_size: u64,
+    pub distribution: Distribution,
+    pub write_parallelism: usize,
+    pub commit_interval_ms: u64,
+    pub commit_bytes: Option<u64>,
+    pub commit_records: Option<u64>,
 }
 
 /// What an ingest did when it stopped.
@@ -233,6 +140,7 @@ pub struct IngestBuilder {
     options: IngestOptions,
     metrics: Arc<Metrics>,
     on_commit: Option<OnCommit>,
+    progress: Option<ProgressFn>,
     shutdown: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
@@ -252,6 +160,7 @@ impl IngestBuilder {
             options,
             metrics: Metrics::new(),
             on_commit: None,
+            progress: None,
             shutdown: None,
         }
     }
@@ -268,7 +177,15 @@ impl IngestBuilder {
         self
     }
 
-    /// Called after each commit.
+    /// Receives progress events: the commit phase, one step per commit, with the rows, files
+    /// and bytes committed so far (no total: a stream has no end known ahead).
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    /// Called after each commit with its full report (positions, lag, timings): the line a
+    /// long-running ingest logs.
     pub fn on_commit(mut self, f: impl Fn(&CommitReport) + Send + Sync + 'static) -> Self {
         self.on_commit = Some(Box::new(f));
         self
@@ -283,16 +200,36 @@ impl IngestBuilder {
         self
     }
 
-    /// Runs until the source ends, the idle timeout, or the shutdown signal.
-    pub async fn execute(mut self) -> Result<IngestMetrics> {
-        let started = Instant::now();
+    /// What [`IngestBuilder::execute`] would do, changing nothing and reading no record: the
+    /// settings in effect (options, then table properties, then defaults) and the positions
+    /// it would resume from. A stream has no cost known ahead, so the plan has none.
+    pub async fn plan(&self) -> Result<IngestPlan> {
         self.options.validate()?;
-        let name = ident_string(&self.ident);
         let table = self.catalog.load_table(&self.ident).await?;
-        let props = table.metadata().properties().clone();
+        let (write_buffer_size, distribution) = self.settings(&table)?;
+        let resume_from = writer_positions(&table, &self.options.writer_id);
+        Ok(IngestPlan {
+            table: ident_string(&self.ident),
+            writer_id: self.options.writer_id.clone(),
+            source: self.source.uri(),
+            resumes_after_snapshot: resume_from.as_ref().map(|(id, _)| *id),
+            resume_from: resume_from.map(|(_, p)| p).unwrap_or_default(),
+            write_buffer_size,
+            distribution,
+            write_parallelism: self.options.write_parallelism,
+            commit_interval_ms: self.options.commit_interval.as_millis() as u64,
+            commit_bytes: self.options.commit_bytes,
+            commit_records: self.options.commit_records,
+        })
+    }
+
+    /// The write buffer budget and distribution in effect for `table`, and a check of the
+    /// writer id.
+    fn settings(&self, table: &Table) -> Result<(u64, Distribution)> {
+        let props = table.metadata().properties();
         let budget = match self.options.write_buffer_size {
             Some(b) => b,
-            None => u64_prop(&props, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT)?,
+            None => u64_prop(props, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT)?,
         };
         let distribution = match self.options.distribution {
             Some(d) => d,
@@ -301,7 +238,6 @@ impl IngestBuilder {
                 None => Distribution::None,
             },
         };
-        let n = self.options.write_parallelism.max(1);
         if self.options.writer_id.trim().is_empty() {
             return Err(Error::invalid_option(
                 "--writer-id",
@@ -309,6 +245,17 @@ impl IngestBuilder {
                 "must not be empty",
             ));
         }
+        Ok((budget, distribution))
+    }
+
+    /// Runs until the source ends, the idle timeout, or the shutdown signal.
+    pub async fn execute(mut self) -> Result<IngestMetrics> {
+        let started = Instant::now();
+        self.options.validate()?;
+        let name = ident_string(&self.ident);
+        let table = self.catalog.load_table(&self.ident).await?;
+        let (budget, distribution) = self.settings(&table)?;
+        let n = self.options.write_parallelism.max(1);
         let spill_root = tempfile::Builder::new().prefix("floe-spill-").tempdir()?;
         let mut writers = (0..n)
             .map(|i| {
@@ -354,6 +301,10 @@ impl IngestBuilder {
             .batch_records
             .min(self.options.commit_records.unwrap_or(u64::MAX).max(1) as usize)
             .max(1);
+        let mut progress = Progress::start(Phase::Commit, Amount::default());
+        if let Some(f) = &self.progress {
+            f(&progress);
+        }
         let mut since = Window::default();
         let mut last_commit = Instant::now();
         let mut last_record = Instant::now();
@@ -465,6 +416,15 @@ impl IngestBuilder {
                         .await?;
                     summary.commits += 1;
                     summary.data_files += report.data_files;
+                    progress.done += Amount {
+                        steps: 1,
+                        files: report.data_files,
+                        bytes: report.bytes,
+                        rows: report.records,
+                    };
+                    if let Some(f) = &self.progress {
+                        f(&progress);
+                    }
                     if let Some(f) = &self.on_commit {
                         f(&report);
                     }
@@ -626,44 +586,4 @@ fn hash_of(s: &str) -> usize {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);
     h.finish() as usize
-}
-
-#[cfg(test)]
-mod validate_tests {
-    use super::*;
-
-    type Edit = Box<dyn Fn(&mut IngestOptions)>;
-
-    #[test]
-    fn zero_counts_sizes_and_durations_are_refused_naming_the_option() {
-        let cases: Vec<(&str, Edit)> = vec![
-            (
-                "--commit-interval",
-                Box::new(|o| o.commit_interval = Duration::ZERO),
-            ),
-            (
-                "--stop-when-idle",
-                Box::new(|o| o.stop_when_idle = Some(Duration::ZERO)),
-            ),
-            ("--commit-bytes", Box::new(|o| o.commit_bytes = Some(0))),
-            ("--commit-records", Box::new(|o| o.commit_records = Some(0))),
-            (
-                "--write-buffer-size",
-                Box::new(|o| o.write_buffer_size = Some(0)),
-            ),
-            (
-                "--target-file-size",
-                Box::new(|o| o.write.target_file_size_bytes = Some(0)),
-            ),
-            ("--write-parallelism", Box::new(|o| o.write_parallelism = 0)),
-            ("batch_records", Box::new(|o| o.batch_records = 0)),
-        ];
-        assert!(IngestOptions::new("w").validate().is_ok());
-        for (option, set) in cases {
-            let mut o = IngestOptions::new("w");
-            set(&mut o);
-            let e = o.validate().unwrap_err().to_string();
-            assert!(e.contains(option) && e.contains("greater than 0"), "{e}");
-        }
-    }
 }

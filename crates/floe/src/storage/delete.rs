@@ -1,18 +1,14 @@
 //! Deletes, batched on object stores and concurrent locally, every one checked against a
 //! table's [`Fence`]: the only way floe deletes a file.
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 use iceberg::io::FileIO;
 
+use crate::operation::{Progress, ProgressFn};
 use crate::storage::fence::Fence;
 
 /// Concurrent deletes.
 const DELETE_CONCURRENCY: usize = 32;
-
-/// Receives (files done, files total) while deleting.
-pub type DeleteProgress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 /// Outcome of a batch of deletes.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -38,7 +34,7 @@ pub async fn delete_files(
     file_io: &FileIO,
     fence: &Fence,
     paths: Vec<String>,
-    progress: Option<DeleteProgress>,
+    progress: Option<ProgressFn>,
 ) -> DeleteStats {
     let mut stats = DeleteStats::default();
     let (paths, kept) = fence.partition(paths);
@@ -63,7 +59,7 @@ pub async fn delete_files(
             Ok(()) => {
                 stats.deleted += chunk.len() as u64;
                 if let Some(p) = &progress {
-                    p(stats.deleted + stats.failed, total);
+                    p(&Progress::deleted(stats.deleted + stats.failed, total));
                 }
             }
             Err(e) => {
@@ -87,7 +83,7 @@ async fn delete_one_by_one(
     paths: Vec<String>,
     stats: &mut DeleteStats,
     total: u64,
-    progress: Option<&DeleteProgress>,
+    progress: Option<&ProgressFn>,
 ) {
     let mut results = futures::stream::iter(paths.into_iter().map(|p| {
         let io = file_io.clone();
@@ -112,7 +108,7 @@ async fn delete_one_by_one(
             }
         }
         if let Some(p) = progress {
-            p(stats.deleted + stats.failed, total);
+            p(&Progress::deleted(stats.deleted + stats.failed, total));
         }
     }
 }

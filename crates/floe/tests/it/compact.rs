@@ -190,7 +190,7 @@ async fn a_group_whose_input_was_deleted_concurrently_fails_alone_and_leaves_not
     let m = CompactBuilder::new(&fx.catalog, ident.clone())
         .with_option("max-concurrent-file-group-rewrites", 1)
         .with_progress(move |p| {
-            if let floe::compact::Progress::Planned { .. } = p {
+            if p.done.steps == 0 {
                 let (other, id2, victim) = (other.clone(), id2.clone(), victim.clone());
                 tokio::task::block_in_place(|| {
                     tokio::runtime::Handle::current().block_on(async move {
@@ -241,7 +241,7 @@ async fn equality_deletes_committed_after_compaction_started_still_apply() {
     // ids 0..10 with an equality delete file.
     let m = CompactBuilder::new(&fx.catalog, ident.clone())
         .with_progress(move |p| {
-            if let floe::compact::Progress::Planned { .. } = p {
+            if p.done.steps == 0 {
                 let (other, id2) = (other.clone(), id2.clone());
                 tokio::task::block_in_place(|| {
                     tokio::runtime::Handle::current().block_on(async move {
@@ -619,8 +619,12 @@ async fn every_operation_plans_its_cost_without_changing_the_table() {
         )
     };
 
-    let compact = CompactBuilder::new(&fx.catalog, ident.clone());
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let compact = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_progress(move |p: &floe::operation::Progress| sink.lock().unwrap().push(*p));
     let planned = compact.plan().await.unwrap();
+    assert!(events.lock().unwrap().is_empty(), "plan() reports nothing");
     let cost = planned.cost();
     assert!(planned.dry_run);
     assert_eq!(cost.files_to_read, 18, "{cost:?}");
@@ -640,6 +644,14 @@ async fn every_operation_plans_its_cost_without_changing_the_table() {
     let done = compact.execute().await.unwrap();
     assert_eq!(done.cost().files_to_read, 18);
     assert_eq!(done.cost().files_to_write, 3);
+    // One start event and one per group; the last has done all it announced.
+    let ev = events.lock().unwrap().clone();
+    assert_eq!(ev.len(), 4, "{ev:?}");
+    assert_eq!((ev[0].done.steps, ev[0].total.steps), (0, 3));
+    let last = ev.last().unwrap();
+    assert_eq!(last.done, last.total);
+    assert_eq!(last.total.bytes, planned.plan.input_bytes());
+    assert_eq!(last.done.rows, done.rows);
     let expire = ExpireBuilder::new(&fx.catalog, ident.clone())
         .older_than(std::time::Duration::ZERO)
         .retain_last(1);

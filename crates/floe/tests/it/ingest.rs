@@ -420,3 +420,56 @@ async fn a_second_process_under_the_same_writer_id_is_refused() {
     );
     assert_eq!(count_distinct(&fx, "s.fence").await.0, 10, "no duplicate");
 }
+
+#[tokio::test]
+async fn an_ingest_plan_shows_where_it_resumes_and_progress_counts_commits() {
+    use floe::operation::{Phase, Progress};
+    let fx = Fixture::new().await;
+    fx.table("s.plan", Some("day(ts)")).await;
+    let ident = floe::catalog::parse_table_ident("s.plan").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.ndjson");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for i in 0..100 {
+        writeln!(f, "{}", line(i)).unwrap();
+    }
+    drop(f);
+    let uri = input.display().to_string();
+    let builder = |o| {
+        IngestBuilder::new(
+            &fx.catalog,
+            ident.clone(),
+            source::open(&uri, false).unwrap(),
+            o,
+        )
+    };
+    let fresh = builder(opts("w-plan")).plan().await.unwrap();
+    assert_eq!(fresh.resumes_after_snapshot, None);
+    assert!(fresh.resume_from.is_empty());
+    assert_eq!(fresh.distribution, floe::ingest::stream::Distribution::None);
+
+    let events = Arc::new(Mutex::new(Vec::<Progress>::new()));
+    let sink = events.clone();
+    let mut o = opts("w-plan");
+    o.commit_records = Some(40);
+    let s = builder(o)
+        .with_progress(move |p| sink.lock().unwrap().push(*p))
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(s.commits, 3);
+    let ev = events.lock().unwrap().clone();
+    assert!(ev.iter().all(|p| p.phase == Phase::Commit));
+    assert_eq!(ev.len(), 4, "a start and one per commit: {ev:?}");
+    let last = ev.last().unwrap().done;
+    assert_eq!((last.steps, last.rows, last.files), (3, 100, s.data_files));
+
+    let table = fx.load(&ident).await;
+    let again = builder(opts("w-plan")).plan().await.unwrap();
+    assert_eq!(
+        again.resumes_after_snapshot,
+        table.metadata().current_snapshot_id()
+    );
+    assert_eq!(again.resume_from, s.positions);
+    assert!(builder(opts(" ")).plan().await.is_err(), "empty writer id");
+}

@@ -523,3 +523,62 @@ async fn blank_lines_crlf_and_a_last_line_without_newline_read_the_same_in_appen
     let e = append_fails(&fx, &a, &[&bad]).await;
     assert!(e.contains("line 4"), "{e}");
 }
+
+#[tokio::test]
+async fn an_append_dry_run_checks_every_record_writes_nothing_and_reports_progress() {
+    use floe::operation::{Costed, Phase, Progress};
+    let fx = Fixture::new().await;
+    let a = table(&fx, "s.dry").await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(dir.path(), "good.ndjson", b"{\"id\":1}\n{\"id\":2}\n");
+    let more = write(dir.path(), "more.csv", b"id,n\n3,30\n");
+    let bad = write(dir.path(), "bad.ndjson", b"{\"id\":4}\n{\"id\":1.5}\n");
+    let events = Arc::new(std::sync::Mutex::new(Vec::<Progress>::new()));
+    let sink = events.clone();
+    let builder = floe::append::AppendBuilder::new(&fx.catalog, a.clone())
+        .with_inputs(vec![good.clone(), more.clone()])
+        .with_progress(move |p| sink.lock().unwrap().push(*p));
+    let planned = builder.plan().await.unwrap();
+    assert!(planned.dry_run);
+    assert_eq!((planned.rows, planned.input_files), (3, 2));
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert_eq!(planned.cost().bytes_to_read, size(&good) + size(&more));
+    assert_eq!(planned.cost().files_to_write, 0);
+    assert!(events.lock().unwrap().is_empty(), "plan() reports nothing");
+    let snapshot = fx
+        .catalog
+        .load_table(&a)
+        .await
+        .unwrap()
+        .metadata()
+        .current_snapshot_id();
+    assert_eq!(snapshot, None, "the dry run committed nothing");
+    assert!(
+        parquet_files(fx.warehouse()).is_empty(),
+        "and wrote nothing"
+    );
+
+    // A bad record fails the dry run the way it fails the append, naming file and line.
+    let e = floe::append::AppendBuilder::new(&fx.catalog, a.clone())
+        .with_inputs(vec![good.clone(), bad])
+        .with_dry_run(true)
+        .execute()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bad.ndjson") && e.contains("line 2"), "{e}");
+
+    // The real append reports one write step per input, ending at the totals.
+    let done = builder.execute().await.unwrap();
+    assert_eq!((done.rows, done.dry_run), (3, false));
+    assert_eq!(done.cost().bytes_to_read, planned.cost().bytes_to_read);
+    assert!(done.cost().files_to_write >= 1);
+    let ev = events.lock().unwrap().clone();
+    assert_eq!(ev.len(), 3, "{ev:?}");
+    assert!(ev.iter().all(|p| p.phase == Phase::Write));
+    assert_eq!(ev[0].done.steps, 0);
+    let last = ev.last().unwrap();
+    assert_eq!(last.done, last.total);
+    assert_eq!((last.total.steps, last.done.rows), (2, 3));
+    assert_eq!(ids(&fx, "s.dry").await, ["1", "2", "3"]);
+}

@@ -1,0 +1,164 @@
+//! The options of an ingest (`floe ingest` flags and the `floe.ingest.*` / `write.*` table
+//! properties they override), checked before anything starts.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::write::WriteOptions;
+
+/// Summary key prefix of source positions.
+pub const POSITION_PREFIX: &str = "floe.position.";
+/// Summary key of the source URI.
+pub const SOURCE_KEY: &str = "floe.source";
+/// Table property: write buffer budget (bytes).
+pub const WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
+/// Default write buffer budget: 256 MiB.
+pub const WRITE_BUFFER_SIZE_DEFAULT: u64 = 256 * 1024 * 1024;
+/// Iceberg's `write.distribution-mode` property.
+pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
+
+/// How rows are spread over writer tasks (`write.distribution-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Distribution {
+    /// Each micro-batch goes to the next writer: a partition may get a file per writer.
+    None,
+    /// Each partition goes to exactly one writer (by hash): one file per partition per commit.
+    Hash,
+}
+
+impl std::str::FromStr for Distribution {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Self::None),
+            // Range distribution needs a sort; partitions still go to one writer each.
+            "hash" | "range" => Ok(Self::Hash),
+            _ => Err(Error::invalid_option(
+                WRITE_DISTRIBUTION_MODE,
+                s,
+                "expected none, hash or range",
+            )),
+        }
+    }
+}
+
+/// Options of an ingest.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// Identity of this writer in snapshot summaries (positions are per writer id).
+    pub writer_id: String,
+    pub commit_interval: Duration,
+    pub commit_bytes: Option<u64>,
+    pub commit_records: Option<u64>,
+    /// Overrides `floe.ingest.write-buffer-size` (default 256 MiB).
+    pub write_buffer_size: Option<u64>,
+    /// Overrides `write.distribution-mode` (default none).
+    pub distribution: Option<Distribution>,
+    pub write_parallelism: usize,
+    /// Stop with an error once more than this many records were rejected.
+    pub max_bad_records: Option<u64>,
+    /// Commit and stop once no record arrived for this long.
+    pub stop_when_idle: Option<Duration>,
+    /// Records per micro-batch.
+    pub batch_records: usize,
+    pub write: WriteOptions,
+    /// Fault injection for tests: sleep this long between writing the files and committing.
+    #[doc(hidden)]
+    pub pause_before_commit: Option<Duration>,
+}
+
+impl IngestOptions {
+    /// Defaults: 60 s interval, one writer, 10,000-record micro-batches.
+    pub fn new(writer_id: impl Into<String>) -> Self {
+        Self {
+            writer_id: writer_id.into(),
+            commit_interval: Duration::from_secs(60),
+            commit_bytes: None,
+            commit_records: None,
+            write_buffer_size: None,
+            distribution: None,
+            write_parallelism: 1,
+            max_bad_records: None,
+            stop_when_idle: None,
+            batch_records: 10_000,
+            write: WriteOptions::default(),
+            pause_before_commit: None,
+        }
+    }
+
+    /// Refuses a zero count, size or duration (each would commit on every poll, stop at once or
+    /// run no writer), naming the `floe ingest` option.
+    pub fn validate(&self) -> Result<()> {
+        let zero = |option: &str, value: &str| {
+            Err(Error::invalid_option(
+                option,
+                value,
+                "must be greater than 0",
+            ))
+        };
+        if self.commit_interval.is_zero() {
+            return zero("--commit-interval", "0s");
+        }
+        if self.stop_when_idle.is_some_and(|d| d.is_zero()) {
+            return zero("--stop-when-idle", "0s");
+        }
+        for (option, value) in [
+            ("--commit-bytes", self.commit_bytes),
+            ("--commit-records", self.commit_records),
+            ("--write-buffer-size", self.write_buffer_size),
+            ("--target-file-size", self.write.target_file_size_bytes),
+        ] {
+            if value == Some(0) {
+                return zero(option, "0");
+            }
+        }
+        if self.write_parallelism == 0 {
+            return zero("--write-parallelism", "0");
+        }
+        if self.batch_records == 0 {
+            return zero("batch_records", "0");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod validate_tests {
+    use super::*;
+
+    type Edit = Box<dyn Fn(&mut IngestOptions)>;
+
+    #[test]
+    fn zero_counts_sizes_and_durations_are_refused_naming_the_option() {
+        let cases: Vec<(&str, Edit)> = vec![
+            (
+                "--commit-interval",
+                Box::new(|o| o.commit_interval = Duration::ZERO),
+            ),
+            (
+                "--stop-when-idle",
+                Box::new(|o| o.stop_when_idle = Some(Duration::ZERO)),
+            ),
+            ("--commit-bytes", Box::new(|o| o.commit_bytes = Some(0))),
+            ("--commit-records", Box::new(|o| o.commit_records = Some(0))),
+            (
+                "--write-buffer-size",
+                Box::new(|o| o.write_buffer_size = Some(0)),
+            ),
+            (
+                "--target-file-size",
+                Box::new(|o| o.write.target_file_size_bytes = Some(0)),
+            ),
+            ("--write-parallelism", Box::new(|o| o.write_parallelism = 0)),
+            ("batch_records", Box::new(|o| o.batch_records = 0)),
+        ];
+        assert!(IngestOptions::new("w").validate().is_ok());
+        for (option, set) in cases {
+            let mut o = IngestOptions::new("w");
+            set(&mut o);
+            let e = o.validate().unwrap_err().to_string();
+            assert!(e.contains(option) && e.contains("greater than 0"), "{e}");
+        }
+    }
+}
