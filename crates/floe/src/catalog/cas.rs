@@ -1,0 +1,152 @@
+//! The commit: [`Catalog::commit`], the only place a table pointer moves. A SQL catalog checks
+//! the requirements against the base metadata, writes the next `metadata.json` and swaps the
+//! pointer with compare-and-swap (`commit_sql`); a REST catalog posts requirements and updates
+//! and the server does the same.
+
+use std::str::FromStr;
+
+use iceberg::spec::TableMetadataBuilder;
+use iceberg::table::Table;
+use iceberg::{MetadataLocation, TableRequirement, TableUpdate};
+
+use super::{ident_string, ns_string, rest, table_from, Backend, Catalog, SqlCatalog};
+use crate::error::{Error, Result};
+use crate::properties;
+use crate::storage::fence::Fence;
+
+impl Catalog {
+    /// Commits `updates` on top of `base` if `requirements` hold.
+    ///
+    /// SQL catalogs: checks the requirements against `base`, writes
+    /// `metadata/NNNNN-<uuid>.metadata.json` (next version after `base`), then swaps the
+    /// pointer with `UPDATE ... WHERE metadata_location = <base's>`: if another commit moved
+    /// the pointer since `base` was loaded, nothing changes and [`Error::CommitConflict`] is
+    /// returned (the caller reloads and retries); the metadata file written is deleted. When
+    /// the swap statement itself fails, the pointer is re-read: if it shows our file, the
+    /// commit did happen and is reported as a success; if it cannot be re-read the outcome is
+    /// [`Error::CommitStateUnknown`], so files of a landed commit are never deleted. Honours
+    /// `write.metadata.delete-after-commit.enabled` / `write.metadata.previous-versions-max`.
+    ///
+    /// REST catalogs: posts the requirements and updates; see `rest.rs` for the outcome rules.
+    pub(crate) async fn commit(
+        &self,
+        base: &Table,
+        requirements: &[TableRequirement],
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        match &self.backend {
+            Backend::Sql { inner, .. } => commit_sql(inner, base, requirements, updates).await,
+            Backend::Rest(r) => {
+                let (metadata, location) = r.commit(base, requirements, updates).await?;
+                table_from(
+                    base.file_io(),
+                    base.identifier().clone(),
+                    metadata,
+                    location,
+                )
+            }
+        }
+    }
+}
+
+/// The SQL catalog's commit: local requirement check, new metadata file, pointer CAS.
+async fn commit_sql(
+    inner: &SqlCatalog,
+    base: &Table,
+    requirements: &[TableRequirement],
+    updates: Vec<TableUpdate>,
+) -> Result<Table> {
+    let ident = base.identifier();
+    let ns = ns_string(ident.namespace());
+    let name = ident_string(ident);
+    let file_io = base.file_io();
+    let current_location = base.metadata_location_result()?.to_string();
+    for req in requirements {
+        if let Err(e) = req.check(Some(base.metadata())) {
+            return Err(Error::CommitConflict {
+                table: name,
+                attempts: 1,
+                reason: e.message().to_string(),
+            });
+        }
+    }
+    let mut builder = TableMetadataBuilder::new_from_metadata(
+        base.metadata().clone(),
+        Some(current_location.clone()),
+    );
+    for update in updates {
+        builder = update.apply(builder)?;
+    }
+    let built = builder.build()?;
+    let new_location = MetadataLocation::from_str(&current_location)
+        .map(|l| l.with_next_version())
+        .unwrap_or_else(|_| {
+            MetadataLocation::new_with_metadata(built.metadata.location(), &built.metadata)
+        })
+        .with_new_metadata(&built.metadata);
+    let new_loc = new_location.to_string();
+    if let Err(e) = built.metadata.write_to(file_io, &new_location).await {
+        // A partial file (a full disk) would take the version number of the next commit.
+        let _ = file_io.delete(&new_loc).await;
+        return Err(crate::storage::storage_error_on(
+            file_io,
+            &new_loc,
+            rest::describe(&e),
+            e,
+        ));
+    }
+    let swapped = match inner
+        .swap(&ns, ident.name(), &current_location, &new_loc)
+        .await
+    {
+        Ok(swapped) => swapped,
+        Err(e) => {
+            // Unknown outcome: trust only the pointer itself.
+            match inner.metadata_location(&ns, ident.name()).await {
+                Ok(Some(now)) if now == new_loc => true,
+                Ok(_) => {
+                    let _ = file_io.delete(&new_loc).await;
+                    return Err(e);
+                }
+                Err(_) => {
+                    return Err(Error::CommitStateUnknown {
+                        table: name,
+                        reason: e.to_string(),
+                    })
+                }
+            }
+        }
+    };
+    if !swapped {
+        let _ = file_io.delete(&new_loc).await;
+        return Err(Error::CommitConflict {
+            table: name,
+            attempts: 1,
+            reason: "the table pointer moved during the commit".into(),
+        });
+    }
+    // The pointer has moved: the commit landed. A bad stored value must not turn it into an
+    // error now (callers would delete the files of a landed commit): keep the old metadata
+    // files and say why.
+    let delete_old = properties::bool_prop(
+        built.metadata.properties(),
+        properties::METADATA_DELETE_AFTER_COMMIT,
+        false,
+    )
+    .unwrap_or_else(|e| {
+        tracing::warn!("{}; old metadata files were kept", e.for_table(&name));
+        false
+    });
+    if delete_old {
+        // The metadata log is table input: only entries inside the table location go.
+        let fence = Fence::at(built.metadata.location());
+        for old in &built.expired_metadata_logs {
+            if !fence.verdict(&old.metadata_file).deletable() {
+                tracing::warn!(file = %old.metadata_file, "old metadata file outside the table location kept");
+            } else if let Err(e) = file_io.delete(&old.metadata_file).await {
+                tracing::warn!(file = %old.metadata_file, error = %e, "could not delete old metadata file");
+            }
+        }
+    }
+    table_from(file_io, ident.clone(), built.metadata, new_loc)
+}

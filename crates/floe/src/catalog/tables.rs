@@ -1,0 +1,154 @@
+//! A table's life in the catalog: [`Catalog::create_table`] (a v2 table; a SQL catalog writes
+//! the first metadata file and inserts the pointer, a REST server does both),
+//! [`Catalog::load_table`] (pointer -> `metadata.json` -> [`Table`]) and
+//! [`Catalog::drop_entry`] (removes the catalog entry; a SQL catalog never deletes files here).
+
+use iceberg::spec::{FormatVersion, TableMetadataBuilder};
+use iceberg::table::Table;
+use iceberg::Catalog as _;
+use iceberg::{MetadataLocation, TableCreation, TableIdent};
+
+use super::{
+    ident_string, ns_string, read_metadata, rest, table_from, validate_name, Backend, Catalog,
+    NewTable,
+};
+use crate::error::{Error, Result};
+use crate::table::ident::validate_namespace;
+
+impl Catalog {
+    /// Creates a v2 table and returns it loaded. Names that would escape or nest in the
+    /// warehouse are refused ([`validate_name`]).
+    pub async fn create_table(&self, new: NewTable) -> Result<Table> {
+        validate_namespace(new.ident.namespace())?;
+        validate_name("table name", new.ident.name(), true)?;
+        let ns = ns_string(new.ident.namespace());
+        let name = ident_string(&new.ident);
+        let mut creation = TableCreation::builder()
+            .name(new.ident.name().to_string())
+            .schema(new.schema)
+            .partition_spec(new.partition_spec)
+            .properties(new.properties)
+            .format_version(FormatVersion::V2)
+            .build();
+        creation.sort_order = new.sort_order;
+        let (inner, file_io) = match &self.backend {
+            Backend::Rest(r) => {
+                // Some servers answer a create of an existing table with that table (200).
+                if r.client()
+                    .table_exists(&new.ident)
+                    .await
+                    .map_err(|e| r.map_err(e))?
+                {
+                    return Err(Error::TableExists { table: name });
+                }
+                return match r
+                    .client()
+                    .create_table(new.ident.namespace(), creation)
+                    .await
+                {
+                    Ok(t) => Ok(t),
+                    Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists => {
+                        Err(Error::TableExists { table: name })
+                    }
+                    Err(e) if e.kind() == iceberg::ErrorKind::NamespaceNotFound => {
+                        Err(Error::NamespaceNotFound { namespace: ns })
+                    }
+                    Err(e) => Err(r.map_err(e)),
+                };
+            }
+            Backend::Sql { inner, file_io, .. } => (inner, file_io),
+        };
+        if !inner.namespace_exists(&ns).await? {
+            return Err(Error::NamespaceNotFound { namespace: ns });
+        }
+        if inner
+            .metadata_location(&ns, new.ident.name())
+            .await?
+            .is_some()
+        {
+            return Err(Error::TableExists { table: name });
+        }
+        let location = self
+            .default_location(&new.ident)
+            .expect("SQL catalogs place tables under their warehouse");
+        creation.location = Some(location.clone());
+        let metadata = TableMetadataBuilder::from_table_creation(creation)?
+            .build()?
+            .metadata;
+        let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
+        let loc = metadata_location.to_string();
+        if let Err(e) = metadata.write_to(file_io, &metadata_location).await {
+            // A partial file (a full disk) must not stay behind under a version number.
+            let _ = file_io.delete(&loc).await;
+            return Err(crate::storage::storage_error_on(
+                file_io,
+                &loc,
+                rest::describe(&e),
+                e,
+            ));
+        }
+        if let Err(e) = inner.insert_table(&ns, new.ident.name(), &loc).await {
+            let _ = file_io.delete(&loc).await;
+            return Err(match e {
+                Error::TableExists { .. } => Error::TableExists { table: name },
+                other => other,
+            });
+        }
+        table_from(file_io, new.ident, metadata, loc)
+    }
+
+    /// Loads a table's current metadata.
+    pub async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
+        let (inner, file_io) = match &self.backend {
+            Backend::Rest(r) => {
+                return match r.client().load_table(ident).await {
+                    Ok(t) => Ok(t),
+                    Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => {
+                        Err(Error::TableNotFound {
+                            table: ident_string(ident),
+                        })
+                    }
+                    Err(e) => Err(r.map_err(e)),
+                };
+            }
+            Backend::Sql { inner, file_io, .. } => (inner, file_io),
+        };
+        let ns = ns_string(ident.namespace());
+        let Some(location) = inner.metadata_location(&ns, ident.name()).await? else {
+            if !inner.namespace_exists(&ns).await? {
+                return Err(Error::NamespaceNotFound { namespace: ns });
+            }
+            return Err(Error::TableNotFound {
+                table: ident_string(ident),
+            });
+        };
+        let metadata = read_metadata(file_io, &location).await?;
+        table_from(file_io, ident.clone(), metadata, location)
+    }
+
+    /// Removes `table`'s entry from the catalog (SQL: only if its pointer is still the one
+    /// loaded). With `server_purge`, a REST catalog is asked to delete the files too
+    /// (`purgeRequested=true`); a SQL catalog never deletes files here: that is
+    /// [`crate::clean::purge::DropBuilder`]'s job, under the table's delete fence.
+    pub async fn drop_entry(&self, table: &Table, server_purge: bool) -> Result<()> {
+        let ident = table.identifier();
+        match &self.backend {
+            Backend::Sql { inner, .. } => {
+                let ns = ns_string(ident.namespace());
+                inner
+                    .delete_table(&ns, ident.name(), table.metadata_location_result()?)
+                    .await
+            }
+            // REST: the server owns the purge (`purgeRequested=true`, REST spec dropTable);
+            // deleting files from here too would race the server's own cleanup.
+            Backend::Rest(r) => {
+                let dropped = if server_purge {
+                    r.client().purge_table(ident).await
+                } else {
+                    r.client().drop_table(ident).await
+                };
+                dropped.map_err(|e| r.map_err(e))
+            }
+        }
+    }
+}
