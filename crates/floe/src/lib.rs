@@ -39,11 +39,12 @@
 //! A compaction, end to end: the CLI builds [`compact::CompactBuilder`], which loads the table
 //! through [`catalog::Catalog::load_table`], lists live files with
 //! [`table::manifests::live_files`], plans file groups ([`compact::plan`]), rewrites each group
-//! with [`write::TableWriter`], and commits a replace through [`commit::commit_on`]: the
-//! producer ([`commit::producer`]) writes manifests and a manifest list, the retry loop
-//! ([`commit::retry`]) hands them to [`catalog::Catalog::commit`], whose compare-and-swap makes
-//! the snapshot current; on a definite failure the files written are deleted through the
-//! table's fence ([`storage::delete`]).
+//! with [`write::TableWriter`], and commits a replace through [`commit::Committer`]: the
+//! producer ([`commit::producer`]) writes manifests and a manifest list, the committer retries
+//! under its [`commit::retry::RetryPolicy`] and hands each attempt to the catalog's
+//! compare-and-swap (`Catalog::commit`, crate-private), which makes the snapshot current; on a
+//! definite failure the files written are deleted through the table's fence
+//! ([`storage::delete`]).
 //!
 //! ## Where things live
 //!
@@ -58,7 +59,7 @@
 //!   reachability, writer watermarks, schema text.
 //! - [`catalog`]: the catalogs and their configuration (`floe.toml`, environment).
 //! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers).
-//! - [`write`]: Parquet data and delete files with full column metrics.
+//! - [`mod@write`]: Parquet data and delete files with full column metrics.
 //! - Operations: [`append`], [`ingest`] (streams with exactly-once), [`compact`]
 //!   (`rewrite_data_files`), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
 //!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health

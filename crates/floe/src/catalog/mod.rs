@@ -10,7 +10,7 @@
 //! Configuration (named catalogs, env, overrides) is in `config.rs`; the FileIO a location
 //! needs (local disk or S3) comes from [`crate::storage`].
 //!
-//! Invariant: [`Catalog::commit`] is the only place a table pointer moves. It checks the commit's
+//! Invariant: `Catalog::commit` (crate-private) is the only place a table pointer moves. It checks the commit's
 //! requirements against the *current* metadata, writes a new `metadata.json` and swaps the pointer
 //! with compare-and-swap; a lost race is [`Error::CommitConflict`] (retryable) and leaves no file
 //! behind.

@@ -144,7 +144,7 @@ async fn encode_slice(
         .acquire_owned()
         .await
         .map_err(|e| Error::Io(std::io::Error::other(e)))?;
-    let mut stream = super::read_rows(&table, tasks, schema)?;
+    let mut stream = super::rewrite::read_rows(&table, tasks, schema)?;
     let mut done = Vec::new();
     let mut open: Option<(Vec<ArrowColumnWriter>, usize, HashMap<i32, u64>)> = None;
     while let Some(batch) = stream.next().await {

@@ -9,7 +9,7 @@
 //!                                  ──> observations (the seeds' table) -> first action
 //! ```
 //!
-//! Gather, then compute: [`diagnose`] reads everything into plain facts first (`gather`, the
+//! Gather, then compute: `diagnose` reads everything into plain facts first (`gather`, the
 //! only I/O), then computes the report from them (`compute`, pure, unit-tested on synthetic
 //! tables).
 

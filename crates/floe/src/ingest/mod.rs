@@ -4,7 +4,7 @@
 //!   conversion of every input value to its column type; both shared by `append` and `ingest`.
 //! - [`files`], [`convert`]: input files (NDJSON, CSV, Parquet) decoded and converted to a
 //!   table's schema with per-record errors (`floe append`).
-//! - [`stream`]: `floe ingest` (its [`options`]), built from [`source`] (Kafka, files, stdin) -> [`decode`]
+//! - [`stream`]: `floe ingest` (its [`options`] and [`report`]s), built from [`source`] (Kafka, files, stdin) -> [`decode`]
 //!   (bad records to [`dead_letter`]) -> [`buffer`] (per-partition buffers, spill) -> one
 //!   exactly-once commit per trigger, with [`metrics`].
 
@@ -18,6 +18,7 @@ pub mod ndjson;
 pub mod options;
 #[cfg(test)]
 mod proptests;
+pub mod report;
 pub mod source;
 pub mod stream;
 pub mod value;

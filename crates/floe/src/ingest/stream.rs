@@ -33,7 +33,7 @@ use crate::ingest::buffer::{write_parts, PartitionBuffers, PartitionRouter};
 use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
 use crate::ingest::decode::decode_records;
 use crate::ingest::metrics::Metrics;
-use crate::ingest::source::{Positions, Source, StreamLag};
+use crate::ingest::source::{Positions, Source};
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
 use crate::storage::delete::delete_quietly_in;
@@ -44,67 +44,7 @@ pub use crate::ingest::options::{
     WRITE_BUFFER_SIZE_DEFAULT, WRITE_DISTRIBUTION_MODE,
 };
 
-/// What one commit did (for the per-commit progress line).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CommitReport {
-    pub commit: u64,
-    pub snapshot_id: i64,
-    pub records: u64,
-    pub bad_records: u64,
-    pub data_files: u64,
-    pub bytes: u64,
-    pub partitions: u64,
-    pub flush_ms: u64,
-    pub commit_ms: u64,
-    pub spilled_bytes: u64,
-    pub lag: Vec<StreamLag>,
-}
-
-/// What an ingest would do ([`IngestBuilder::plan`]): where it resumes and the settings in
-/// effect.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct IngestPlan {
-    pub table: String,
-    pub writer_id: String,
-    pub source: String,
-    /// The writer's newest snapshot, if it committed before.
-    pub resumes_after_snapshot: Option<i64>,
-    /// Positions it resumes from (empty: from the start of the source).
-    pub resume_from: Positions,
-    pub write_buffer_size: u64,
-    pub distribution: Distribution,
-    pub write_parallelism: usize,
-    pub commit_interval_ms: u64,
-    pub commit_bytes: Option<u64>,
-    pub commit_records: Option<u64>,
-}
-
-/// What an ingest did when it stopped.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct IngestMetrics {
-    pub table: String,
-    pub writer_id: String,
-    pub source: String,
-    pub resumed_from: Positions,
-    pub positions: Positions,
-    pub commits: u64,
-    pub records: u64,
-    pub bad_records: u64,
-    pub data_files: u64,
-    pub duration_ms: u64,
-    /// Why it stopped: end of input, idle, signal.
-    pub stopped_by: String,
-    /// Peak resident memory of the process (Linux), for checking the buffer budget.
-    pub peak_rss_bytes: Option<u64>,
-}
-
-/// The process's peak resident set size (`VmHWM`), on Linux.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
+pub use crate::ingest::report::{peak_rss_bytes, CommitReport, IngestMetrics, IngestPlan};
 
 /// The positions in the newest snapshot of `writer_id` on `main`'s history, if any.
 pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Positions)> {

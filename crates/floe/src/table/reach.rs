@@ -116,7 +116,7 @@ pub struct ReachIndex {
 
 impl ReachIndex {
     /// Reads the manifest lists of `snapshot_ids` (ids not in the metadata are ignored) and every
-    /// distinct manifest they list, [`READ_CONCURRENCY`] at a time.
+    /// distinct manifest they list, `READ_CONCURRENCY` at a time.
     pub async fn load(table: &Table, snapshot_ids: &[i64]) -> Result<Self> {
         Self::load_with_live(table, snapshot_ids, None).await
     }

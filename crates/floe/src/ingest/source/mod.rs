@@ -3,9 +3,9 @@
 //! data (never into the source), so a restart resumes exactly after the last committed record.
 //!
 //! - `kafka://HOST:PORT/TOPIC[?partitions=0,2&start=earliest|latest]` ([`kafka`]);
-//! - `-` or `stdin`: NDJSON on standard input ([`file`]; not resumable);
+//! - `-` or `stdin`: NDJSON on standard input ([`mod@file`]; not resumable);
 //! - a path or glob of NDJSON files, optionally `file://`-prefixed, with `--follow` to keep
-//!   reading appended lines and new files ([`file`]).
+//!   reading appended lines and new files ([`mod@file`]).
 
 pub mod file;
 pub mod kafka;

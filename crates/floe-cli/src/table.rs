@@ -1,0 +1,260 @@
+//! Catalog, namespace and table commands: list and show catalogs, create and list namespaces,
+//! create, list, describe, drop tables and set their properties.
+
+use super::*;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum CatalogCmd {
+    /// Lists the catalogs of the config file and the environment.
+    List,
+    /// Shows the catalog a command would use, connects to it and counts its namespaces.
+    Show,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum NamespaceCmd {
+    /// Creates a namespace.
+    Create { namespace: String },
+    /// Lists namespaces.
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum TableCmd {
+    /// Creates an Iceberg v2 table.
+    Create {
+        table: String,
+        /// Columns: 'id bigint not null, ts timestamp, name string, ...'.
+        #[arg(long, conflicts_with = "schema_file")]
+        schema: Option<String>,
+        /// Iceberg schema JSON file.
+        #[arg(long)]
+        schema_file: Option<PathBuf>,
+        /// Partition spec: 'day(ts), bucket(16, id), truncate(4, name), identity(col)'.
+        #[arg(long)]
+        partition: Option<String>,
+        /// Table property k=v (repeatable).
+        #[arg(long = "property", value_name = "K=V")]
+        properties: Vec<String>,
+    },
+    /// Lists tables (of one namespace, or all).
+    List { namespace: Option<String> },
+    /// Shows schema, partition spec, properties and current snapshot.
+    Describe { table: String },
+    /// Drops a table; --purge also deletes its files.
+    Drop {
+        table: String,
+        /// Also delete the files the table references (inside its location).
+        #[arg(long)]
+        purge: bool,
+        /// With --purge, also delete referenced files outside the table location (added with
+        /// add_files, say); by default they are kept and listed. Never another table's files.
+        #[arg(long, requires = "purge")]
+        delete_external_files: bool,
+    },
+    /// Sets (k=v) and removes (--unset k) table properties.
+    SetProperty {
+        table: String,
+        #[arg(value_name = "K=V")]
+        set: Vec<String>,
+        #[arg(long, value_name = "K")]
+        unset: Vec<String>,
+    },
+}
+
+pub(crate) async fn catalog_cmd(g: &Global, cmd: CatalogCmd, out: &Out) -> Result<()> {
+    match cmd {
+        CatalogCmd::List => {
+            let file = config::ConfigFile::discover(g.config.as_deref())?;
+            let env = config::env_catalogs(std::env::vars());
+            let mut names: Vec<String> = file.catalogs.keys().chain(env.keys()).cloned().collect();
+            names.sort();
+            names.dedup();
+            let mut rows = Vec::new();
+            for name in &names {
+                let sel = config::CatalogSelection {
+                    name: Some(name.clone()),
+                    ..Default::default()
+                };
+                let row = match config::resolve(&sel, &file, &env) {
+                    Ok(c) => {
+                        json!({"name": name, "type": c.kind.as_str(), "properties": c.redacted()})
+                    }
+                    Err(e) => json!({"name": name, "error": config::mask(&e.to_string())}),
+                };
+                rows.push(row);
+            }
+            let source = file.path.as_ref().map(|p| p.display().to_string());
+            out.result(
+                &json!({"config_file": source, "default": file.default_catalog, "catalogs": rows}),
+                || {
+                    let mut text = format!(
+                        "config file: {}\n",
+                        source.clone().unwrap_or_else(|| "(none)".into())
+                    );
+                    for r in &rows {
+                        let default = file.default_catalog.as_deref() == r["name"].as_str();
+                        text.push_str(&format!(
+                            "{}{} {} {}\n",
+                            r["name"].as_str().unwrap_or(""),
+                            if default { " (default)" } else { "" },
+                            r["type"].as_str().unwrap_or("?"),
+                            r["properties"]["uri"]
+                                .as_str()
+                                .or(r["error"].as_str())
+                                .unwrap_or("")
+                        ));
+                    }
+                    text.push_str("embedded: sqlite catalog in <warehouse>/catalog.db (when no catalog is named)");
+                    text
+                },
+            );
+            Ok(())
+        }
+        CatalogCmd::Show => {
+            let config = catalog_config(g)?;
+            let catalog = open(&config).await?;
+            let namespaces = catalog.list_namespaces().await?;
+            let props = config.redacted();
+            out.result(
+                &json!({"name": config.name, "type": config.kind.as_str(), "properties": props, "namespaces": namespaces.len()}),
+                || {
+                    let mut text = format!("{} ({})\n", config.name, config.kind.as_str());
+                    for (k, v) in &props {
+                        text.push_str(&format!("  {k} = {v}\n"));
+                    }
+                    text.push_str(&format!("connected: {} namespace(s)", namespaces.len()));
+                    text
+                },
+            );
+            Ok(())
+        }
+    }
+}
+
+pub(crate) async fn namespace_cmd(g: &Global, cmd: NamespaceCmd, out: &Out) -> Result<()> {
+    let catalog = connect(g).await?;
+    match cmd {
+        NamespaceCmd::Create { namespace } => {
+            catalog
+                .create_namespace(&parse_namespace(&namespace)?)
+                .await?;
+            out.result(&json!({"created": namespace}), || {
+                format!("created namespace {namespace}")
+            });
+        }
+        NamespaceCmd::List => {
+            let names = catalog.list_namespaces().await?;
+            out.result(&json!(names), || names.join("\n"));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()> {
+    let catalog = connect(g).await?;
+    match cmd {
+        TableCmd::Create {
+            table,
+            schema,
+            schema_file,
+            partition,
+            properties,
+        } => {
+            let ident = parse_table_ident(&table)?;
+            let schema = match (schema, schema_file) {
+                (Some(s), _) => floe::table::schema::parse_schema(&s)?,
+                (None, Some(f)) => {
+                    let text = std::fs::read_to_string(&f)
+                        .with_context(|| format!("cannot read schema file {}", f.display()))?;
+                    floe::table::schema::parse_schema_json(&text)?
+                }
+                (None, None) => {
+                    anyhow::bail!("give the columns with --schema '...' or --schema-file FILE")
+                }
+            };
+            let spec = match partition.as_deref() {
+                Some(p) if !p.trim().is_empty() => {
+                    floe::table::schema::parse_partition(p, &schema)?
+                }
+                _ => floe::table::schema::unpartitioned(),
+            };
+            let t = catalog
+                .create_table(NewTable {
+                    ident,
+                    schema,
+                    partition_spec: spec,
+                    sort_order: None,
+                    properties: parse_kv(&properties)?,
+                })
+                .await?;
+            out.result(&output::describe_json(&t), || {
+                format!("created table {table} at {}", t.metadata().location())
+            });
+        }
+        TableCmd::List { namespace } => {
+            let ns = namespace.as_deref().map(parse_namespace).transpose()?;
+            let tables: Vec<String> = catalog
+                .list_tables(ns.as_ref())
+                .await?
+                .iter()
+                .map(floe::catalog::ident_string)
+                .collect();
+            out.result(&json!(tables), || tables.join("\n"));
+        }
+        TableCmd::Describe { table } => {
+            let t = catalog.load_table(&parse_table_ident(&table)?).await?;
+            out.result(&output::describe_json(&t), || output::describe_text(&t));
+        }
+        TableCmd::Drop {
+            table,
+            purge,
+            delete_external_files,
+        } => {
+            let (bar, progress) = out.progress("files");
+            let r = floe::clean::purge::DropBuilder::new(&catalog, parse_table_ident(&table)?)
+                .purge(purge)
+                .delete_external_files(delete_external_files)
+                .with_progress(progress)
+                .execute()
+                .await;
+            bar.finish_and_clear();
+            let r = r?;
+            let mut v = serde_json::to_value(&r)?;
+            v["dropped"] = json!(table);
+            out.result(&v, || {
+                let mut s = format!("dropped {table}");
+                if r.purged_by_server {
+                    s.push_str(" (the catalog server purges its files)");
+                } else if r.purged {
+                    s.push_str(&format!(
+                        " and deleted {} of its {} referenced file(s)",
+                        r.deleted.deleted, r.referenced_files
+                    ));
+                    s.push_str(&output::kept_lines(&r.kept));
+                    if r.deleted.failed > 0 {
+                        s.push_str(&format!(
+                            "\n  {} delete(s) failed: {}",
+                            r.deleted.failed,
+                            r.deleted.failures.join("; ")
+                        ));
+                    }
+                }
+                s
+            });
+        }
+        TableCmd::SetProperty { table, set, unset } => {
+            if set.is_empty() && unset.is_empty() {
+                anyhow::bail!("nothing to change: give KEY=VALUE pairs and/or --unset KEY");
+            }
+            let t = catalog
+                .set_properties(&parse_table_ident(&table)?, parse_kv(&set)?, unset)
+                .await?;
+            out.result(
+                &json!({"table": table, "properties": t.metadata().properties()}),
+                || format!("updated properties of {table}"),
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! Reading and rewriting: the scan planned once (live data files with their deletes), one
+//! plan file per task, and one job of a file group read (deletes applied), sorted if asked and
+//! written rolled at the target size.
+
+use super::*;
+
+/// Plans the scan once: live data files (optionally pruned by `--where`) with the delete files
+/// that apply to them. Returns the tasks and the total number of live data files.
+pub(super) async fn plan_files(
+    table: &Table,
+    where_filter: Option<&str>,
+) -> Result<(Vec<FileScanTask>, usize)> {
+    if table.metadata().current_snapshot().is_none() {
+        return Ok((vec![], 0));
+    }
+    let all: Vec<FileScanTask> = table
+        .scan()
+        .build()?
+        .plan_files()
+        .await?
+        .try_collect()
+        .await?;
+    let total = all.len();
+    let tasks = match where_filter {
+        None => all,
+        Some(w) => {
+            let predicate = filter::parse_where(w, table.metadata().current_schema())?;
+            let matching: std::collections::HashSet<String> = table
+                .scan()
+                .with_filter(predicate)
+                .build()?
+                .plan_files()
+                .await?
+                .map_ok(|t| t.data_file_path)
+                .try_collect()
+                .await?;
+            all.into_iter()
+                .filter(|t| matching.contains(&t.data_file_path))
+                .collect()
+        }
+    };
+    Ok((tasks, total))
+}
+
+pub(super) fn plan_file(
+    index: usize,
+    t: &FileScanTask,
+    spec_id: i32,
+    partition: Option<&iceberg::spec::Struct>,
+    table: &Table,
+) -> PlanFile {
+    let md = table.metadata();
+    let partition = match (partition, md.partition_spec_by_id(spec_id)) {
+        (Some(p), Some(spec)) if !spec.is_unpartitioned() => {
+            spec.partition_to_path(p, md.current_schema().clone())
+        }
+        _ => "unpartitioned".to_string(),
+    };
+    PlanFile {
+        index,
+        size: t.file_size_in_bytes,
+        records: t.record_count.unwrap_or(0),
+        spec_id,
+        partition,
+        deletes: t.deletes.len(),
+    }
+}
+
+/// Every row of `members`, their delete files applied (all rows, not only those matching a
+/// `--where` filter), as batches in `schema`: the table's Arrow schema with field ids.
+pub(super) fn read_rows(
+    table: &Table,
+    members: Vec<FileScanTask>,
+    schema: arrow_schema::SchemaRef,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let tasks: Vec<iceberg::Result<FileScanTask>> = members
+        .into_iter()
+        .map(|mut t| {
+            t.predicate = None;
+            Ok(t)
+        })
+        .collect();
+    let batches = table
+        .reader_builder()
+        .with_batch_size(8192)
+        .build()
+        .read(futures::stream::iter(tasks).boxed())?
+        .stream();
+    Ok(batches
+        .map(move |b| Ok(RecordBatch::try_new(schema.clone(), b?.columns().to_vec())?))
+        .boxed())
+}
+
+/// Reads a group's files (applying their delete files) and writes them rolled at the target.
+pub(super) async fn rewrite_group(
+    table: &Table,
+    group: usize,
+    spec_id: i32,
+    members: Vec<FileScanTask>,
+    options: &WriteOptions,
+    sort_keys: Option<&Vec<sort::SortKey>>,
+    cores: Arc<tokio::sync::Semaphore>,
+) -> Result<GroupResult> {
+    if sort_keys.is_none() {
+        if let (Some((spec, partition)), Some(target)) = (
+            parallel::output_partition(table, spec_id, &members),
+            options.target_file_size_bytes,
+        ) {
+            let (files, rows) =
+                parallel::rewrite(table, members, target, spec, partition, cores).await?;
+            return Ok(GroupResult { group, files, rows });
+        }
+    }
+    let mut writer = TableWriter::new(table, options).await?;
+    let schema = writer.arrow_schema().clone();
+    // Decode on another task while this one encodes: the two halves of a rewrite then use
+    // two cores. The bounded channel keeps at most a few batches in flight (memory is bounded
+    // by concurrency, not by group size).
+    let mut stream = read_rows(table, members, schema.clone())?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4);
+    let reader = tokio::spawn(async move {
+        while let Some(batch) = stream.next().await {
+            let failed = batch.is_err();
+            if tx.send(batch).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    let step = async {
+        let mut held = Vec::new();
+        while let Some(batch) = rx.recv().await {
+            let batch = batch?;
+            match sort_keys {
+                Some(_) => held.push(batch),
+                None => writer.write(batch).await?,
+            }
+        }
+        if let (Some(keys), false) = (sort_keys, held.is_empty()) {
+            let sorted = sort::sort_batches(&schema, &held, keys)?;
+            drop(held);
+            let mut offset = 0;
+            while offset < sorted.num_rows() {
+                let len = (sorted.num_rows() - offset).min(crate::write::BATCH_ROWS);
+                writer.write(sorted.slice(offset, len)).await?;
+                offset += len;
+            }
+        }
+        Ok::<_, Error>(())
+    };
+    let result = step.await;
+    reader.abort();
+    if let Err(e) = result {
+        writer.abort().await;
+        return Err(e);
+    }
+    let rows = writer.rows();
+    let files = writer.close().await?;
+    Ok(GroupResult { group, files, rows })
+}
