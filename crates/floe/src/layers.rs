@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "alter", "append", "ingest", "compact", "expire", "clean", "diagnose", "inspect", "sql",
         ],
     ),
+    ("maintain", &["maintain"]),
 ];
 
 /// The top-level modules a source file names through `crate::`, outside comments.

@@ -11,6 +11,8 @@
 //! points up or a module cycle.
 //!
 //! ```text
+//!  maintain     the self-driving service: facts, triggers, scheduling of the operations
+//!      v
 //!  operations   append  ingest  compact  expire  clean  diagnose  inspect  sql  alter
 //!      │            each reads tables, plans, writes files and commits through the layers below
 //!      v
@@ -65,6 +67,8 @@
 //!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
 //!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
 //!   DataFusion), [`alter`] (table property updates).
+//! - [`maintain`]: `floe maintain`, which decides per table which operation is due (policy
+//!   from `floe.maintain.*` properties, facts from metadata, triggers) and runs them.
 
 pub mod alter;
 pub mod append;
@@ -78,6 +82,7 @@ pub mod expire;
 pub mod fault;
 pub mod ingest;
 pub mod inspect;
+pub mod maintain;
 pub mod operation;
 pub mod properties;
 pub mod secrets;
