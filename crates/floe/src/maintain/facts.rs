@@ -167,7 +167,7 @@ pub fn gather(table: &Table) -> TableFacts {
         cur = s.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p));
     }
     let rows: Vec<SnapshotRow<'_>> = chain
-        .iter()
+        .into_iter()
         .map(|s| {
             let summary = s.summary();
             (

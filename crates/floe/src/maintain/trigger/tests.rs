@@ -178,12 +178,17 @@ fn expiry_fires_on_old_snapshots_beyond_the_ones_to_keep() {
     );
 }
 
+/// The last runs with one orphan removal at `at`.
+fn ran(at: i64) -> HashMap<JobKind, i64> {
+    HashMap::from([(JobKind::RemoveOrphanFiles, at)])
+}
+
 #[test]
 fn orphans_run_once_per_interval() {
     let orphans = |runs: &HashMap<JobKind, i64>| one(JobKind::RemoveOrphanFiles, &quiet(), runs);
     assert!(orphans(&HashMap::new()).is_due());
-    assert!(orphans(&[(JobKind::RemoveOrphanFiles, NOW - DAY)].into()).is_due());
-    let c = orphans(&[(JobKind::RemoveOrphanFiles, NOW - DAY + 1)].into());
+    assert!(orphans(&ran(NOW - DAY)).is_due());
+    let c = orphans(&ran(NOW - DAY + 1));
     assert!(!c.is_due());
     assert!(c
         .skipped
