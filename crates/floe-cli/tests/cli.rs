@@ -119,6 +119,21 @@ fn table_lifecycle_with_json_output() {
         "customer,id,ts,total\ncy,3,2026-02-06T00:00:00Z,1.25\n",
     )
     .unwrap();
+    // A dry run reads and checks every record and commits nothing.
+    let dry = ok_json(
+        d,
+        &["append", "shop.orders", "a.ndjson", "b.csv", "--dry-run"],
+    );
+    assert_eq!(
+        (dry["rows"].as_u64(), dry["dry_run"].as_bool()),
+        (Some(3), Some(true))
+    );
+    assert!(
+        dry["snapshot_id"].is_null() && dry["data_files"] == 0,
+        "{dry}"
+    );
+    let described = ok_json(d, &["table", "describe", "shop.orders"]);
+    assert!(described["current_snapshot"].is_null(), "{described}");
     let appended = ok_json(d, &["append", "shop.orders", "a.ndjson", "b.csv"]);
     assert_eq!(appended["rows"], 3);
     assert_eq!(appended["input_files"], 2);

@@ -138,72 +138,76 @@ impl AppendBuilder {
             }
         };
         report(&progress);
-        if self.dry_run {
-            let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+        // One pass over the inputs: every record read and checked; written unless dry run.
+        let mut writer = if self.dry_run {
+            None
+        } else {
+            Some(TableWriter::new(&table, &self.options).await?)
+        };
+        let schema = match &writer {
+            Some(w) => w.arrow_schema().clone(),
+            None => Arc::new(iceberg::arrow::schema_to_arrow_schema(
                 table.metadata().current_schema(),
-            )?);
-            for (path, size) in self.inputs.iter().zip(&sizes) {
+            )?),
+        };
+        for (path, size) in self.inputs.iter().zip(&sizes) {
+            let step = async {
+                let mut rows = 0u64;
                 let mut reader = InputReader::open(path, self.format, schema.clone())?;
-                let mut rows = 0;
                 while let Some(batch) = reader.next_batch()? {
                     rows += batch.num_rows() as u64;
+                    if let Some(w) = writer.as_mut() {
+                        w.write(batch).await?;
+                    }
                 }
-                progress.done += Amount {
-                    steps: 1,
-                    files: 1,
-                    bytes: *size,
-                    rows,
-                };
-                report(&progress);
-            }
-            return Ok(AppendMetrics {
+                Ok::<_, crate::error::Error>(rows)
+            };
+            let rows = match step.await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    if let Some(w) = writer {
+                        w.abort().await;
+                    }
+                    return Err(e);
+                }
+            };
+            progress.done += Amount {
+                steps: 1,
+                files: 1,
+                bytes: *size,
+                rows,
+            };
+            report(&progress);
+        }
+        let files = match writer {
+            Some(w) => w.close().await?,
+            None => vec![],
+        };
+        let mut m = if self.dry_run {
+            AppendMetrics {
                 table: crate::catalog::ident_string(&self.ident),
                 dry_run: true,
                 input_files: self.inputs.len(),
-                input_bytes: progress.total.bytes,
+                input_bytes: 0,
                 rows: progress.done.rows,
                 data_files: 0,
                 bytes_written: 0,
                 snapshot_id: None,
                 commit_attempts: 0,
                 duration_ms: duration_ms(started.elapsed()),
-            });
-        }
-        let mut writer = TableWriter::new(&table, &self.options).await?;
-        let schema = writer.arrow_schema().clone();
-        for (path, size) in self.inputs.iter().zip(&sizes) {
-            let before = writer.rows();
-            let step = async {
-                let mut reader = InputReader::open(path, self.format, schema.clone())?;
-                while let Some(batch) = reader.next_batch()? {
-                    writer.write(batch).await?;
-                }
-                Ok::<_, crate::error::Error>(())
-            };
-            if let Err(e) = step.await {
-                writer.abort().await;
-                return Err(e);
             }
-            progress.done += Amount {
-                steps: 1,
-                files: 1,
-                bytes: *size,
-                rows: writer.rows() - before,
-            };
-            report(&progress);
-        }
-        let rows = writer.rows();
-        let files = writer.close().await?;
-        let mut m = commit_files(
-            &self.catalog,
-            &self.ident,
-            table,
-            files,
-            self.inputs.len(),
-            rows,
-            started,
-        )
-        .await?;
+        } else {
+            commit_files(
+                &self.catalog,
+                &self.ident,
+                table,
+                files,
+                self.inputs.len(),
+                progress.done.rows,
+                started,
+            )
+            .await?
+        };
         m.input_bytes = progress.total.bytes;
         Ok(m)
     }
