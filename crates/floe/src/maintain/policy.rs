@@ -324,7 +324,7 @@ pub fn human_bytes(n: u64) -> String {
     for (unit, name) in UNITS {
         if n >= unit {
             let x = n as f64 / unit as f64;
-            return if n % unit == 0 {
+            return if n.is_multiple_of(unit) {
                 format!("{}{name}", n / unit)
             } else {
                 format!("{x:.1}{name}")
