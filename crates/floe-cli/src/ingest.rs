@@ -111,7 +111,7 @@ fn nothing_to_read_yet(source: &str) -> Option<String> {
     (!any).then(|| path.display().to_string())
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term =

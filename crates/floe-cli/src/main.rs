@@ -2,6 +2,7 @@
 
 mod health;
 mod ingest;
+mod maintain;
 mod output;
 mod quickstart;
 mod table;
@@ -130,6 +131,9 @@ enum Command {
     /// Writes a stream (Kafka, NDJSON files, stdin) into a table: few large files,
     /// exactly-once commits, bad records to a dead-letter sink.
     Ingest(ingest::IngestArgs),
+    /// Keeps every table healthy by itself: compaction, expiry, orphan and metadata cleanup,
+    /// triggered per table, scheduled under a budget, one maintainer per table (leases).
+    Maintain(maintain::MaintainArgs),
     #[command(flatten)]
     Health(health::HealthCmd),
     /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...).
@@ -361,6 +365,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             Ok(())
         }
         Command::Ingest(args) => ingest::run(&connect(g).await?, args, out).await,
+        Command::Maintain(args) => maintain::run(g, args, out).await,
         Command::Health(cmd) => health::run(&connect(g).await?, cmd, out).await,
         Command::Sql { query, csv } => {
             if csv && g.json {

@@ -60,6 +60,13 @@ impl Out {
         }
     }
 
+    /// A note on stderr for humans (what a long-running command is doing); none with `--json`.
+    pub fn note(&self, text: impl AsRef<str>) {
+        if !self.json {
+            eprintln!("{}", text.as_ref());
+        }
+    }
+
     /// A warning on stderr (with `--json` too: the result on stdout stays one JSON value).
     pub fn warn(&self, text: impl AsRef<str>) {
         eprintln!("warning: {}", text.as_ref());

@@ -25,7 +25,7 @@ mod cas;
 pub mod config;
 mod locations;
 mod rest;
-mod sql;
+pub(crate) mod sql;
 mod tables;
 
 use std::collections::HashMap;

@@ -29,23 +29,7 @@ pub struct SqlCatalog {
 impl SqlCatalog {
     /// Connects and creates the JDBC-schema tables when missing.
     pub async fn connect(name: &str, uri: &str) -> Result<Self> {
-        sqlx::any::install_default_drivers();
-        let display_uri = redact(uri);
-        let url = normalize_uri(uri)?;
-        let err = |e: sqlx::Error| Error::catalog_with(display_uri.clone(), describe_sqlx(&e), e);
-        let options = AnyConnectOptions::from_str(&url).map_err(err)?;
-        let pool = AnyPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(10))
-            // No idle timeout and no max lifetime: then sqlx starts no background maintenance
-            // task. That task can spin forever on a miscounted idle queue
-            // (launchbadge/sqlx#3645), holding the process at exit. A connection the server
-            // closed meanwhile is still caught: the pool tests each one before handing it out.
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options)
-            .await
-            .map_err(err)?;
+        let (pool, display_uri) = connect_pool(uri).await?;
         let catalog = Self {
             name: name.to_string(),
             display_uri,
@@ -298,9 +282,32 @@ impl SqlCatalog {
     }
 }
 
+/// Opens a pool of up to 4 connections on `uri` (see [`normalize_uri`]); returns it with the
+/// URI as it may be shown ([`redact`]).
+pub(crate) async fn connect_pool(uri: &str) -> Result<(AnyPool, String)> {
+    sqlx::any::install_default_drivers();
+    let display_uri = redact(uri);
+    let url = normalize_uri(uri)?;
+    let err = |e: sqlx::Error| Error::catalog_with(display_uri.clone(), describe_sqlx(&e), e);
+    let options = AnyConnectOptions::from_str(&url).map_err(err)?;
+    let pool = AnyPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(10))
+        // No idle timeout and no max lifetime: then sqlx starts no background maintenance
+        // task. That task can spin forever on a miscounted idle queue
+        // (launchbadge/sqlx#3645), holding the process at exit. A connection the server
+        // closed meanwhile is still caught: the pool tests each one before handing it out.
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .connect_with(options)
+        .await
+        .map_err(err)?;
+    Ok((pool, display_uri))
+}
+
 /// Accepts `sqlite:///abs.db`, SQLAlchemy's `sqlite:////abs.db`, `sqlite:rel.db`, and
 /// `postgres://` / `postgresql://` (also SQLAlchemy's `postgresql+psycopg2://`).
-fn normalize_uri(uri: &str) -> Result<String> {
+pub(crate) fn normalize_uri(uri: &str) -> Result<String> {
     if let Some(rest) = uri.strip_prefix("sqlite:") {
         let path = rest.strip_prefix("//").unwrap_or(rest);
         let path = if path.starts_with("//") {
@@ -354,11 +361,11 @@ fn normalize_uri(uri: &str) -> Result<String> {
 
 /// The URI as it may be shown: floe's one masking function (userinfo password, secret query
 /// parameters, any registered secret).
-fn redact(uri: &str) -> String {
+pub(crate) fn redact(uri: &str) -> String {
     super::config::redact_uri(uri)
 }
 
-fn describe_sqlx(e: &sqlx::Error) -> String {
+pub(crate) fn describe_sqlx(e: &sqlx::Error) -> String {
     match e {
         sqlx::Error::Database(db) => {
             let msg = db.message();

@@ -22,7 +22,7 @@ pub mod plan;
 mod rewrite;
 pub mod sort;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,6 +43,7 @@ use crate::properties::{self, u64_prop};
 use crate::write::{TableWriter, WriteOptions};
 pub use options::CompactOptions;
 pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
+pub use rewrite::partition_path;
 use rewrite::{plan_file, plan_files, rewrite_group};
 
 /// Prefix of table properties that set compaction defaults (`floe.compact.min-input-files`, ...).
@@ -135,6 +136,8 @@ pub struct CompactBuilder {
     /// The first `with_option` (key, value) that did not parse, reported by `plan`/`execute`.
     bad_option: Option<(String, String)>,
     where_filter: Option<String>,
+    /// Only these partitions ([`partition_path`] names), when set.
+    partitions: Option<Arc<BTreeSet<String>>>,
     sort_by: Option<String>,
     dry_run: bool,
     progress: Option<ProgressFn>,
@@ -154,6 +157,7 @@ impl CompactBuilder {
             options: CompactOptions::default(),
             bad_option: None,
             where_filter: None,
+            partitions: None,
             sort_by: None,
             dry_run: false,
             progress: None,
@@ -180,6 +184,14 @@ impl CompactBuilder {
     /// Only compacts files that may hold rows matching this filter.
     pub fn with_where(mut self, filter: Option<String>) -> Self {
         self.where_filter = filter;
+        self
+    }
+
+    /// Only compacts the file groups of these partitions, named as [`partition_path`] names
+    /// them (`None`: every partition). `floe maintain` uses it to leave partitions still being
+    /// written alone.
+    pub fn with_partitions(mut self, partitions: Option<BTreeSet<String>>) -> Self {
+        self.partitions = partitions.map(Arc::new);
         self
     }
 
@@ -272,7 +284,10 @@ impl CompactBuilder {
                 plan_file(i, t, spec_id, partition, &table)
             })
             .collect();
-        let plan = plan::plan(&plan_files, &opts);
+        let mut plan = plan::plan(&plan_files, &opts);
+        if let Some(keep) = &self.partitions {
+            plan.groups.retain(|g| keep.contains(&g.partition));
+        }
         let mut metrics = CompactMetrics {
             table: ident_string(&self.ident),
             dry_run: self.dry_run,

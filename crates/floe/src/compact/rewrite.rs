@@ -42,6 +42,23 @@ pub(super) async fn plan_files(
     Ok((tasks, total))
 }
 
+/// How a compaction names a partition (its file groups' `partition`, what
+/// [`super::CompactBuilder::with_partitions`] selects): the spec's path form
+/// (`ts_day=2026-11-30`), or `unpartitioned`.
+pub fn partition_path(
+    table: &Table,
+    spec_id: i32,
+    partition: Option<&iceberg::spec::Struct>,
+) -> String {
+    let md = table.metadata();
+    match (partition, md.partition_spec_by_id(spec_id)) {
+        (Some(p), Some(spec)) if !spec.is_unpartitioned() => {
+            spec.partition_to_path(p, md.current_schema().clone())
+        }
+        _ => "unpartitioned".to_string(),
+    }
+}
+
 pub(super) fn plan_file(
     index: usize,
     t: &FileScanTask,
@@ -49,13 +66,7 @@ pub(super) fn plan_file(
     partition: Option<&iceberg::spec::Struct>,
     table: &Table,
 ) -> PlanFile {
-    let md = table.metadata();
-    let partition = match (partition, md.partition_spec_by_id(spec_id)) {
-        (Some(p), Some(spec)) if !spec.is_unpartitioned() => {
-            spec.partition_to_path(p, md.current_schema().clone())
-        }
-        _ => "unpartitioned".to_string(),
-    };
+    let partition = partition_path(table, spec_id, partition);
     PlanFile {
         index,
         size: t.file_size_in_bytes,

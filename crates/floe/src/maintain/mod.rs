@@ -21,16 +21,32 @@
 //!    and its [`crate::operation::Cost`].
 //! 4. **Scheduler** (next): due jobs of all tables ranked by benefit per cost, run under a
 //!    budget of bytes and concurrent jobs.
-//! 5. **Leases** (next): one runner per table across `floe maintain` instances.
+//! 5. **Leases** ([`store`]): one runner per table across `floe maintain` instances, by
+//!    expiring lease rows in a SQL database that also keeps the history of runs.
 //! 6. **Run** (next): the operation's `execute()`, its [`crate::operation::Progress`] and
 //!    the run recorded as the job's last run (an input of the triggers).
 //!
 //! This slice implements steps 1 and 2, pure and unit-tested: [`policy`], [`facts`]
 //! ([`facts::compute`] over plain snapshot rows, [`facts::gather`] from a loaded table) and
 //! [`trigger::evaluate`].
+//!
+//! What the service shows:
+//!
+//! - [`state`]: the shared [`state::ServiceState`] (each table's numbers, decision table and
+//!   history; the jobs; the last pass) and its Prometheus exposition.
+//! - [`http`]: `/metrics`, the JSON API (`/api/status`, `/api/tables`, `/api/tables/{name}`,
+//!   `/api/jobs`) and the dashboard page on `--listen`.
 
 pub mod facts;
+pub mod http;
+pub mod jobs;
+pub mod partitions;
 pub mod policy;
+pub mod rates;
+pub mod scheduler;
+pub mod service;
+pub mod state;
+pub mod store;
 pub mod trigger;
 
 pub use facts::{ManifestFacts, TableFacts};

@@ -6,6 +6,8 @@ mod common;
 mod compact;
 mod ingest;
 mod interop;
+mod maintain_dashboard;
+mod maintain_store;
 mod maintenance;
 mod safety;
 mod sql;
