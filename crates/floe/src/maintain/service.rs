@@ -344,9 +344,30 @@ impl Maintainer {
                             ));
                         }
                         LeaseOutcome::Acquired => {
+                            // Another maintainer may have run this job between the
+                            // evaluation and the lease: then the plan is stale.
+                            let last = self.store.last_runs(&scope).await?;
+                            if let Some(t) = last
+                                .get(p.job.as_str())
+                                .and_then(|l| l.last_success_ms.max(l.last_failure_ms))
+                                .filter(|t| *t >= now)
+                            {
+                                self.store.release(&scope, &self.opts.holder).await?;
+                                d.skipped = Some(format!(
+                                    "another maintainer ran it {} ago, after this evaluation",
+                                    human_ms((now_ms() - t).max(0) as u64)
+                                ));
+                                continue;
+                            }
                             d.chosen = true;
                             let reason = d.fired.clone().unwrap_or_default();
                             let d = d.clone();
+                            // Uncut, a compaction still covers only its planned (eligible)
+                            // partitions.
+                            let partitions = partitions.or_else(|| {
+                                (!p.partitions.is_empty())
+                                    .then(|| p.partitions.iter().map(|(n, _)| n.clone()).collect())
+                            });
                             self.start(
                                 w.clone(),
                                 scope,

@@ -6,6 +6,7 @@ mod common;
 mod compact;
 mod ingest;
 mod interop;
+mod maintain;
 mod maintain_dashboard;
 mod maintain_store;
 mod maintenance;

@@ -1,0 +1,308 @@
+//! `floe maintain` end to end on real tables: triggers from real metadata, idle partitions
+//! first, a bad property skips one table only, and several maintainers on one PostgreSQL
+//! lease store split the tables without running a job twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use floe::catalog::{Catalog, CatalogConfig};
+use floe::iceberg::TableIdent;
+use floe::maintain::service::{MaintainOptions, Maintainer, PassReport, Source};
+use floe::maintain::state::{Decision, ServiceState};
+use floe::maintain::store::Store;
+
+use crate::common::{sum_ids, Fixture};
+
+/// A maintainer on the fixture's catalog, its log lines kept.
+async fn maintainer(
+    catalog: &Catalog,
+    store_uri: &str,
+    opts: MaintainOptions,
+) -> (Maintainer, Arc<Mutex<Vec<String>>>) {
+    let store = Arc::new(Store::connect(store_uri).await.unwrap());
+    let state = ServiceState::new(&opts.holder, 0);
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    let m = Maintainer::new(
+        vec![Source {
+            catalog: catalog.clone(),
+            prefix: None,
+        }],
+        store,
+        state,
+        opts,
+    )
+    .with_log(Arc::new(move |l: &str| {
+        sink.lock().unwrap().push(l.to_string())
+    }));
+    (m, lines)
+}
+
+fn opts(holder: &str) -> MaintainOptions {
+    MaintainOptions {
+        holder: holder.into(),
+        ..MaintainOptions::default()
+    }
+}
+
+fn decision<'a>(report: &'a PassReport, table: &str, job: &str) -> &'a Decision {
+    report
+        .decisions
+        .iter()
+        .find(|d| d.table == table && d.job == job)
+        .unwrap_or_else(|| panic!("no decision for {table} {job}: {:#?}", report.decisions))
+}
+
+/// Live data files per partition value (`truncate(1000, id)`: 0, 1000, ...).
+async fn files_per_partition(fx: &Fixture, ident: &TableIdent) -> HashMap<String, usize> {
+    let table = fx.load(ident).await;
+    let mut out = HashMap::new();
+    for f in floe::table::manifests::live_files(&table).await.unwrap() {
+        let p = floe::compact::partition_path(&table, f.spec_id, Some(f.file.partition()));
+        *out.entry(p).or_default() += 1;
+    }
+    out
+}
+
+async fn compactions(fx_catalog: &Catalog, ident: &TableIdent) -> usize {
+    let table = fx_catalog.load_table(ident).await.unwrap();
+    table
+        .metadata()
+        .snapshots()
+        .filter(|s| s.summary().operation.as_str() == "replace")
+        .count()
+}
+
+#[tokio::test]
+async fn idle_partitions_are_compacted_and_partitions_still_written_are_left_alone() {
+    let fx = Fixture::new().await;
+    let t = fx.table("m.events", Some("truncate(1000, id)")).await;
+    fx.set_property(&t, "floe.maintain.compact.partition-idle-time", "3s")
+        .await;
+    fx.set_property(&t, "floe.maintain.compact.trigger.data-file-count", "8")
+        .await;
+    // Six small files in partition id_trunc=0, then (3 s later) six in id_trunc=1000.
+    for i in 0..6 {
+        fx.append(&t, i * 10, i * 10 + 10).await;
+    }
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    for i in 0..6 {
+        fx.append(&t, 1000 + i * 10, 1000 + i * 10 + 10).await;
+    }
+    let before = files_per_partition(&fx, &t).await;
+    assert_eq!(before.values().sum::<usize>(), 12, "{before:?}");
+
+    let uri = fx.config.uri.clone();
+    let (mut dry, _) = maintainer(
+        &fx.catalog,
+        &uri,
+        MaintainOptions {
+            dry_run: true,
+            ..opts("dry")
+        },
+    )
+    .await;
+    let report = dry.pass().await.unwrap();
+    let d = decision(&report, "m.events", "compact");
+    assert!(d.chosen, "{d:#?}");
+    assert_eq!(d.scope, "1 partition(s), 1 active left alone");
+    assert!(
+        d.fired
+            .as_deref()
+            .unwrap()
+            .contains("data-file-count 12 >= 8"),
+        "{d:#?}"
+    );
+    assert!(d.benefit > 0.0 && d.cost.bytes_to_read > 0 && d.score > 0.0);
+    assert_eq!(
+        files_per_partition(&fx, &t).await,
+        before,
+        "a dry run changes nothing"
+    );
+
+    let (m, lines) = maintainer(&fx.catalog, &uri, opts("m1")).await;
+    let summary = m.run_once().await.unwrap();
+    assert_eq!(summary.jobs_failed, 0, "{:?}", lines.lock().unwrap());
+    let after = files_per_partition(&fx, &t).await;
+    let cold = after.iter().find(|(p, _)| p.ends_with("=0")).unwrap();
+    let hot = after.iter().find(|(p, _)| p.ends_with("=1000")).unwrap();
+    assert_eq!(*cold.1, 1, "the idle partition is compacted: {after:?}");
+    assert_eq!(
+        *hot.1, 6,
+        "the partition still written is left alone: {after:?}"
+    );
+    assert_eq!(
+        fx.count_and_sum(&t).await,
+        (120, sum_ids(0, 60) + sum_ids(1000, 1060))
+    );
+    // The run is on record, with what it read.
+    let store = Store::connect(&uri).await.unwrap();
+    let runs = store.recent_runs(Some("compact"), 10).await.unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].succeeded && runs[0].files_read == 6 && runs[0].holder == "m1");
+}
+
+#[tokio::test]
+async fn triggers_fire_at_their_threshold_and_the_rate_limit_holds_the_next_one() {
+    let fx = Fixture::new().await;
+    let t = fx.table("m.quiet", None).await;
+    fx.set_property(&t, "floe.maintain.compact.partition-idle-time", "0s")
+        .await;
+    for i in 0..5 {
+        fx.append(&t, i * 10, i * 10 + 10).await;
+    }
+    let uri = fx.config.uri.clone();
+    let dry = || MaintainOptions {
+        dry_run: true,
+        ..opts("dry")
+    };
+    let (mut m, _) = maintainer(&fx.catalog, &uri, dry()).await;
+    let r = m.pass().await.unwrap();
+    let d = decision(&r, "m.quiet", "compact");
+    assert!(!d.chosen);
+    let skipped = d.skipped.clone().unwrap();
+    assert!(
+        skipped.starts_with("no trigger reached: commit-count 5 < 10, data-file-count 5 < 50"),
+        "{skipped}"
+    );
+
+    // At the threshold it fires, and the compaction runs.
+    fx.set_property(&t, "floe.maintain.compact.trigger.commit-count", "5")
+        .await;
+    let (m, _) = maintainer(&fx.catalog, &uri, opts("m1")).await;
+    let s = m.run_once().await.unwrap();
+    assert_eq!(s.passes[0].decisions.iter().filter(|d| d.chosen).count(), 1);
+    assert_eq!(
+        decision(&s.passes[0], "m.quiet", "compact")
+            .fired
+            .as_deref(),
+        Some("commit-count 5 >= 5")
+    );
+    assert_eq!(compactions(&fx.catalog, &t).await, 1);
+
+    // Five more commits fire it again, but the rate limit (5 min) holds it back.
+    for i in 5..10 {
+        fx.append(&t, i * 10, i * 10 + 10).await;
+    }
+    let (mut m, _) = maintainer(&fx.catalog, &uri, dry()).await;
+    let r = m.pass().await.unwrap();
+    let d = decision(&r, "m.quiet", "compact");
+    assert_eq!(d.fired.as_deref(), Some("commit-count 5 >= 5"));
+    assert!(
+        d.skipped
+            .as_deref()
+            .unwrap()
+            .starts_with("rate-limit: last compaction"),
+        "{d:#?}"
+    );
+    assert!(!d.chosen);
+    assert_eq!(fx.count_and_sum(&t).await, (100, sum_ids(0, 100)));
+}
+
+#[tokio::test]
+async fn a_bad_property_skips_its_table_naming_it_and_the_others_go_on() {
+    let fx = Fixture::new().await;
+    let bad = fx.table("m.bad", None).await;
+    let good = fx.table("m.good", None).await;
+    for t in [&bad, &good] {
+        fx.set_property(t, "floe.maintain.compact.partition-idle-time", "0s")
+            .await;
+        fx.set_property(t, "floe.maintain.compact.trigger.commit-count", "2")
+            .await;
+        for i in 0..5 {
+            fx.append(t, i * 10, i * 10 + 10).await;
+        }
+    }
+    fx.set_property(&bad, "floe.maintain.compact.trigger.commit-count", "lots")
+        .await;
+    let (m, lines) = maintainer(&fx.catalog, &fx.config.uri, opts("m1")).await;
+    let s = m.run_once().await.unwrap();
+    let problems = &s.passes[0].problems;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].0, "m.bad");
+    for needle in [
+        "m.bad",
+        "floe.maintain.compact.trigger.commit-count",
+        "lots",
+    ] {
+        assert!(
+            problems[0].1.contains(needle),
+            "{needle}: {}",
+            problems[0].1
+        );
+    }
+    assert!(lines.lock().unwrap().iter().any(|l| l.contains("lots")));
+    assert_eq!(compactions(&fx.catalog, &bad).await, 0, "never touched");
+    assert_eq!(compactions(&fx.catalog, &good).await, 1);
+}
+
+/// Three maintainers, each with its own catalog connection and lease-store pool (as three
+/// processes would have), on one PostgreSQL database: every table is compacted exactly once
+/// and no two runs on one table overlap in time.
+#[tokio::test]
+async fn three_maintainers_on_one_postgres_lease_store_split_the_tables() {
+    let Ok(url) = std::env::var("FLOE_TEST_POSTGRES_URL") else {
+        panic!("FLOE_TEST_POSTGRES_URL is not set: run the tests through .ci/test, which starts PostgreSQL");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = CatalogConfig::embedded(Some(dir.path())).unwrap();
+    config.name = format!("maint_{}", uuid::Uuid::new_v4().simple());
+    config.uri = url.clone();
+    let catalog = Catalog::connect(&config).await.unwrap();
+    let fx = Fixture {
+        _dir: dir,
+        config: config.clone(),
+        catalog,
+    };
+    let mut tables = Vec::new();
+    for i in 0..8 {
+        let t = fx.table(&format!("pgm.t{i}"), None).await;
+        fx.set_property(&t, "floe.maintain.compact.partition-idle-time", "0s")
+            .await;
+        fx.set_property(&t, "floe.maintain.compact.trigger.commit-count", "4")
+            .await;
+        for b in 0..5 {
+            fx.append(&t, b * 10, b * 10 + 10).await;
+        }
+        tables.push(t);
+    }
+    let mut runs = Vec::new();
+    for h in ["m1", "m2", "m3"] {
+        let catalog = Catalog::connect(&config).await.unwrap();
+        let (m, _) = maintainer(&catalog, &url, opts(h)).await;
+        runs.push(tokio::spawn(m.run_once()));
+    }
+    let mut succeeded = 0;
+    for r in runs {
+        let s = r.await.unwrap().unwrap();
+        assert_eq!(s.jobs_failed, 0);
+        succeeded += s.jobs_succeeded;
+    }
+    for t in &tables {
+        assert_eq!(compactions(&fx.catalog, t).await, 1, "{t}");
+        assert_eq!(fx.count_and_sum(t).await, (50, sum_ids(0, 50)));
+    }
+    // Every compaction on record, one per table, none overlapping another on its table.
+    let store = Store::connect(&url).await.unwrap();
+    let prefix = format!("{}.", config.name);
+    let all: Vec<_> = store
+        .recent_runs(Some("compact"), 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.scope.starts_with(&prefix))
+        .collect();
+    let committed: Vec<_> = all.iter().filter(|r| r.files_written > 0).collect();
+    assert_eq!(committed.len(), 8, "{all:#?}");
+    assert!(succeeded >= 8);
+    for a in &all {
+        for b in &all {
+            if std::ptr::eq(a, b) || a.scope != b.scope {
+                continue;
+            }
+            let overlap = a.started_ms < b.finished_ms && b.started_ms < a.finished_ms;
+            assert!(!overlap, "two runs on {} overlap: {a:?} {b:?}", a.scope);
+        }
+    }
+}
