@@ -1,0 +1,392 @@
+//! `floe maintain` as a process: the dry-run decision table, a maintainer killed with kill -9
+//! whose lease expires and whose work is done once by the next, SIGTERM letting a running job
+//! finish, and the dashboard, metrics and API of a live service read in headless Chromium.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// A `floe maintain` process, killed by PID when the test ends (even on failure), with its
+/// stderr lines forwarded to a channel.
+struct Service {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Service {
+    fn start(d: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_floe"));
+        cmd.current_dir(d)
+            .arg("maintain")
+            .args(args)
+            .env_remove("FLOE_WAREHOUSE")
+            .env_remove("FLOE_CATALOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("floe maintain starts");
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Service {
+            child,
+            lines: rx,
+            seen: vec![],
+        }
+    }
+
+    /// Waits for a stderr line containing `needle`; returns it.
+    fn wait_for(&mut self, needle: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        if let Some(l) = self.seen.iter().find(|l| l.contains(needle)) {
+            return l.clone();
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {needle:?} within {limit:?}; saw {:#?}",
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// Waits for the exit; stdout.
+    fn wait_exit(&mut self, limit: Duration) -> (std::process::ExitStatus, String) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut out = String::new();
+                self.child
+                    .stdout
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut out)
+                    .unwrap();
+                return (status, out);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "floe maintain did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A table of 12 small files over 3 day partitions, compacted by maintain at once (idle time 0).
+fn due_table(d: &Path) -> (i64, i64) {
+    let expected = make_table_with_small_files(d, 12, 200);
+    ok_json(
+        d,
+        &[
+            "table",
+            "set-property",
+            "db.t",
+            "floe.maintain.compact.partition-idle-time=0s",
+        ],
+    );
+    expected
+}
+
+fn compactions(d: &Path) -> usize {
+    let out = floe(
+        d,
+        &["--json", "sql", "SELECT operation FROM db.t$snapshots"],
+    );
+    json_lines(&out)
+        .iter()
+        .filter(|r| r["operation"] == "replace")
+        .count()
+}
+
+fn decision<'a>(v: &'a Value, job: &str) -> &'a Value {
+    v["passes"][0]["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["table"] == "db.t" && d["job"] == job)
+        .unwrap_or_else(|| panic!("no {job} decision: {v}"))
+}
+
+#[test]
+fn dry_run_prints_the_decision_table_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = due_table(d);
+    let files = walk_files(&d.join("warehouse/db/t")).len();
+    let v = ok_json(d, &["maintain", "--once", "--dry-run"]);
+    let c = decision(&v, "compact");
+    assert_eq!(c["chosen"], true, "{c}");
+    assert_eq!(c["fired"], "commit-count 12 >= 10");
+    assert!(c["cost"]["bytes_to_read"].as_u64().unwrap() > 0);
+    assert!(c["score"].as_f64().unwrap() > 0.0);
+    let o = decision(&v, "remove-orphan-files");
+    assert!(
+        o["skipped"]
+            .as_str()
+            .unwrap()
+            .contains("orphans.older-than 3d"),
+        "{o}"
+    );
+    let human = floe(d, &["maintain", "--dry-run"]);
+    assert!(human.status.success());
+    let text = String::from_utf8_lossy(&human.stdout);
+    for needle in [
+        "table  job",
+        "scope",
+        "benefit",
+        "score",
+        "RUN: commit-count 12 >= 10",
+        "skip: oldest snapshot",
+        "dry run: 1 job(s) would start now",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
+    }
+    assert_eq!(walk_files(&d.join("warehouse/db/t")).len(), files);
+    assert_eq!(compactions(d), 0);
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+    // A bad option is one error naming it.
+    let bad = floe(d, &["maintain", "--once", "--interval", "0s"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--interval"));
+}
+
+#[test]
+fn a_maintainer_killed_with_kill_9_loses_its_lease_and_the_next_one_does_the_work_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = due_table(d);
+    let data = d.join("warehouse/db/t/data");
+    let inputs = walk_files(&data).len();
+    // A pauses right before committing its compaction; kill -9 it there.
+    let mut a = Service::start(
+        d,
+        &["--once", "--holder", "A", "--lease-ttl", "2s"],
+        &[("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "60000")],
+    );
+    a.wait_for("start compact on db.t", Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while walk_files(&data).len() < inputs + 3 {
+        assert!(Instant::now() < deadline, "A wrote no output");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+
+    // B at once: the lease is still A's.
+    let v = ok_json(
+        d,
+        &["maintain", "--once", "--holder", "B", "--lease-ttl", "2s"],
+    );
+    let c = decision(&v, "compact");
+    assert!(
+        c["skipped"]
+            .as_str()
+            .unwrap()
+            .starts_with("leased by A for "),
+        "{c}"
+    );
+    assert_eq!(compactions(d), 0);
+    // After the TTL the lease is free: B compacts, once.
+    std::thread::sleep(Duration::from_millis(2200));
+    let v = ok_json(
+        d,
+        &["maintain", "--once", "--holder", "B", "--lease-ttl", "2s"],
+    );
+    assert_eq!(decision(&v, "compact")["chosen"], true, "{v}");
+    assert_eq!(v["jobs_failed"], 0);
+    assert_eq!(compactions(d), 1);
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+    let live = ok_json(d, &["compact", "db.t", "--dry-run"])["live_files_before"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(live, 3, "one file per partition");
+    // A's outputs were never committed: unreferenced files, that only an orphan removal sees.
+    let data = walk_files(&d.join("warehouse/db/t/data")).len() as u64;
+    assert!(
+        data >= 12 + 3 + 3,
+        "12 inputs, B's 3 outputs, A's 3 orphans: {data}"
+    );
+}
+
+#[test]
+fn sigterm_lets_the_running_job_finish_then_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = due_table(d);
+    let mut s = Service::start(
+        d,
+        &["--interval", "1s", "--holder", "S"],
+        &[("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "2000")],
+    );
+    s.wait_for("start compact on db.t", Duration::from_secs(30));
+    let status = Command::new("kill")
+        .args(["-TERM", &s.pid()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    s.wait_for(
+        "stopping: waiting up to 1m for 1 running job(s)",
+        Duration::from_secs(10),
+    );
+    let (status, out) = s.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    assert!(out.contains("1 job(s) succeeded, 0 failed"), "{out}");
+    assert_eq!(compactions(d), 1, "the running compaction committed");
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn the_dashboard_of_a_live_service_renders_in_chromium() {
+    let chromium = Path::new("/usr/bin/chromium");
+    assert!(
+        chromium.exists(),
+        "/usr/bin/chromium is missing: .ci/setup installs Debian's chromium package"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    due_table(d);
+    let mut s = Service::start(
+        d,
+        &[
+            "--interval",
+            "1s",
+            "--listen",
+            "127.0.0.1:0",
+            "--holder",
+            "dash",
+        ],
+        &[],
+    );
+    let line = s.wait_for("serving the dashboard on http://", Duration::from_secs(30));
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    s.wait_for("done compact on db.t", Duration::from_secs(60));
+    // A pass after the job, so the table's numbers show the compaction.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = http_get(&addr, "/api/tables/db.t");
+        if body.contains("\"live_data_files\":3") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no pass after the compaction: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let metrics = http_get(&addr, "/metrics");
+    assert!(
+        metrics.contains("floe_maintain_jobs_succeeded_total{job=\"compact\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("floe_table_live_data_files{table=\"db.t\"} 3"),
+        "{metrics}"
+    );
+    let jobs = http_get(&addr, "/api/jobs");
+    assert!(
+        jobs.contains("\"job\":\"compact\"") && jobs.contains("\"succeeded\""),
+        "{jobs}"
+    );
+
+    let profile = tempfile::tempdir().unwrap();
+    let mut browser = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("http://{addr}/"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let dom = loop {
+        if browser.try_wait().unwrap().is_some() {
+            let mut dom = String::new();
+            browser
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut dom)
+                .unwrap();
+            break dom;
+        }
+        if Instant::now() > deadline {
+            let _ = browser.kill();
+            let _ = browser.wait();
+            panic!("chromium did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(dom.contains("data-ready=\"1\""), "{dom}");
+    assert!(dom.contains("data-table=\"db.t\""), "{dom}");
+    assert!(dom.contains("<polyline"), "plots drawn: {dom}");
+    assert!(dom.contains("class=\"job"), "jobs listed: {dom}");
+    assert!(
+        dom.contains("commit-count 12 &gt;= 10") || dom.contains("commit-count 12 >= 10"),
+        "the job's reason: {dom}"
+    );
+}
