@@ -112,3 +112,89 @@ pub fn snapshot_count(d: &Path) -> u64 {
         .as_u64()
         .unwrap()
 }
+
+/// The Kafka broker `.ci/setup` starts.
+pub fn kafka() -> String {
+    std::env::var("FLOE_TEST_KAFKA").expect("Kafka tests need FLOE_TEST_KAFKA (run .ci/setup)")
+}
+
+/// Creates `topic` with `partitions` partitions and produces ids `0..n` as NDJSON events
+/// (`id`, `ts` over three days, `name`), 100 per partition per round, a round every
+/// `pause`: a stream of a few seconds.
+pub async fn produce_events(topic: &str, partitions: i32, n: u64, pause: std::time::Duration) {
+    use rskafka::client::partition::{Compression, UnknownTopicHandling};
+    use rskafka::client::ClientBuilder;
+    use rskafka::record::Record;
+    let c = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
+    c.controller_client()
+        .unwrap()
+        .create_topic(topic, partitions, 1, 5_000)
+        .await
+        .unwrap();
+    let mut parts = Vec::new();
+    for p in 0..partitions {
+        parts.push(
+            c.partition_client(topic.to_string(), p, UnknownTopicHandling::Retry)
+                .await
+                .unwrap(),
+        );
+    }
+    let mut next = 0u64;
+    while next < n {
+        for pc in &parts {
+            let records: Vec<Record> = (next..(next + 100).min(n))
+                .map(|id| Record {
+                    key: None,
+                    value: Some(
+                        format!(
+                            "{{\"id\": {id}, \"ts\": \"2026-03-0{}T{:02}:00:00\", \"name\": \"user-{}\"}}",
+                            1 + id % 3,
+                            id % 24,
+                            id % 1000
+                        )
+                        .into_bytes(),
+                    ),
+                    headers: Default::default(),
+                    timestamp: chrono::Utc::now(),
+                })
+                .collect();
+            next = (next + 100).min(n);
+            if !records.is_empty() {
+                pc.produce(records, Compression::NoCompression)
+                    .await
+                    .unwrap();
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// `tests/interop/read_table.py` on the embedded catalog of `d`: what PyIceberg and DuckDB
+/// read of `table` (rows, and the sum of `sum_column`).
+pub fn python_read(d: &Path, table: &str, sum_column: &str) -> Value {
+    let py = std::env::var("FLOE_PYTHON").expect("FLOE_PYTHON (run .ci/setup)");
+    let wh = d.join("warehouse").display().to_string();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(py)
+        .arg(root.join("tests/interop/read_table.py"))
+        .args([
+            "--catalog-uri",
+            &format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/')),
+        ])
+        .args([
+            "--warehouse",
+            &wh,
+            "--table",
+            table,
+            "--sum-column",
+            sum_column,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -114,6 +114,8 @@ pub struct MaintainSummary {
     pub passes: Vec<PassReport>,
     pub jobs_succeeded: usize,
     pub jobs_failed: usize,
+    /// Jobs that succeeded, by job name.
+    pub succeeded_by_job: std::collections::BTreeMap<String, usize>,
     pub rewritten_bytes: u64,
     pub deleted_files: u64,
 }
@@ -499,6 +501,11 @@ impl Maintainer {
                 self.busy.remove(&f.scope);
                 if f.record.succeeded {
                     self.summary.jobs_succeeded += 1;
+                    *self
+                        .summary
+                        .succeeded_by_job
+                        .entry(f.record.job.clone())
+                        .or_default() += 1;
                     self.summary.rewritten_bytes += f.record.bytes_read;
                     self.summary.deleted_files += f.record.files_deleted;
                 } else {
