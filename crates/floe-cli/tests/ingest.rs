@@ -13,6 +13,8 @@ use rskafka::client::ClientBuilder;
 use rskafka::record::Record;
 use serde_json::Value;
 
+mod common;
+
 fn floe(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
     c.current_dir(dir)
@@ -68,9 +70,7 @@ fn event(id: u64) -> String {
     )
 }
 
-fn kafka() -> String {
-    std::env::var("FLOE_TEST_KAFKA").expect("Kafka tests need FLOE_TEST_KAFKA (run .ci/setup)")
-}
+use common::kafka;
 
 #[test]
 fn kafka_ingest_is_exactly_once_under_repeated_kill_9() {
@@ -176,31 +176,7 @@ fn kafka_ingest_is_exactly_once_under_repeated_kill_9() {
         "the killed runs committed too: {snaps}"
     );
     // PyIceberg reads the same rows.
-    let py = std::env::var("FLOE_PYTHON").expect("FLOE_PYTHON (run .ci/setup)");
-    let wh = d.join("warehouse").display().to_string();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(py)
-        .arg(root.join("tests/interop/read_table.py"))
-        .args([
-            "--catalog-uri",
-            &format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/')),
-        ])
-        .args([
-            "--warehouse",
-            &wh,
-            "--table",
-            "k.events",
-            "--sum-column",
-            "id",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::python_read(d, "k.events", "id");
     assert_eq!(v["pyiceberg"]["rows"].as_u64(), Some(N));
     assert_eq!(v["pyiceberg"]["sum"].as_u64(), Some(N * (N - 1) / 2));
     assert_eq!(v["duckdb"]["rows"].as_u64(), Some(N));
