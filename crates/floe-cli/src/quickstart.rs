@@ -2,8 +2,9 @@
 //! generated event stream through the ingest engine with a commit every 500 events (as a
 //! streaming writer commits every checkpoint), and shows what `$files`
 //! and `$snapshots` reveal: many small files, one snapshot per commit. Then it diagnoses the
-//! table, compacts it, diagnoses again, expires the history, removes a crashed job's leftover
-//! file, and prints a before/after table.
+//! table and lets `floe maintain --once` keep it healthy (compaction, expiry, removal of a
+//! crashed job's leftover file), diagnoses again, streams on, maintains again, and prints a
+//! before/after table.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -153,7 +154,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     // it look 4 days old so the default 3-day threshold of remove-orphan-files applies.
     let crashed = leave_crashed_write(&catalog, &ident).await?;
 
-    // Diagnose, compact, diagnose again, expire history, remove orphans.
+    // Diagnose, then let the maintenance service do what a user would otherwise run by hand.
     let probe = format!("SELECT kind, count(*) AS n, sum(amount) AS amount FROM {TABLE} GROUP BY kind ORDER BY kind");
     let before = shape(&catalog, &ident, &probe).await?;
     let report_before = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
@@ -163,27 +164,48 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         "\nfloe diagnose {TABLE}\n{}",
         floe::diagnose::render::text(&report_before)
     ));
-    let m = floe::compact::CompactBuilder::new(&catalog, ident.clone())
-        .execute()
+    // The service reads its policy from table properties. The demo's partitions were written
+    // a moment ago (by default a partition is left to its writers for 15 minutes) and its
+    // history is minutes old (kept 5 days by default): a demo policy compacts at once and keeps
+    // only what a reader or the writer needs.
+    let policy = [
+        ("floe.maintain.compact.partition-idle-time", "0s"),
+        ("floe.maintain.compact.trigger.commit-count", "5"),
+        ("history.expire.max-snapshot-age-ms", "0"),
+    ];
+    catalog
+        .set_properties(
+            &ident,
+            policy
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            vec![],
+        )
         .await?;
     out.say(format!(
-        "floe compact {TABLE}\n{}",
-        crate::output::compact_text(&m)
+        "\nfloe table set-property {TABLE} {}",
+        policy
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     ));
+    let first = maintain_once(&catalog, &config, out).await?;
     let compacted = shape(&catalog, &ident, &probe).await?;
     if before.answer != compacted.answer {
         anyhow::bail!(
-            "compaction changed the query answer: {:?} vs {:?}",
+            "maintenance changed the query answer: {:?} vs {:?}",
             before.answer,
             compacted.answer
         );
     }
-    out.say("same query answer before and after compaction");
+    out.say("same query answer before and after maintenance");
     let report_after = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
         .execute()
         .await?;
     out.say(format!(
-        "\nfloe diagnose {TABLE}  (after compaction; observations only)\n{}",
+        "\nfloe diagnose {TABLE}  (after maintenance; observations only)\n{}",
         observations_text(&report_after)
     ));
     // The stream goes on: 500 more events, read from where the last commit stopped. The
@@ -203,25 +225,8 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         more.records,
         more.resumed_from.values().next().copied().unwrap_or(0)
     ));
-    let expired = floe::expire::ExpireBuilder::new(&catalog, ident.clone())
-        .older_than(std::time::Duration::ZERO)
-        .retain_last(1)
-        .execute()
-        .await?;
-    out.say(format!(
-        "\nfloe expire-snapshots {TABLE} --older-than 0s --retain-last 1\nexpired {} snapshots; deleted {} files no snapshot needs any more",
-        expired.plan.expired_snapshots.len(),
-        expired.deleted.deleted
-    ));
-    let orphans = floe::clean::orphans::OrphanBuilder::new(&catalog, ident.clone())
-        .execute()
-        .await?;
-    out.say(format!(
-        "\nfloe remove-orphan-files {TABLE}\nlisted {} files, deleted {} orphan(s) older than 3 days{}",
-        orphans.listed_files,
-        orphans.deleted.deleted,
-        if std::path::Path::new(&crashed).exists() { "" } else { " (the crashed writer's file)" }
-    ));
+    let second = maintain_once(&catalog, &config, out).await?;
+    let crashed_removed = !std::path::Path::new(&crashed).exists();
     let after = shape(&catalog, &ident, &probe).await?;
     out.say(format!(
         "\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>8.1}ms {:>8.1}ms",
@@ -248,14 +253,61 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     out.result(
         &json!({
             "table": TABLE, "warehouse": config.warehouse, "commits": commits, "queries": results,
-            "compaction": m,
+            "maintain": [first, second],
+            "crashed_write": crashed, "crashed_write_removed": crashed_removed,
             "diagnose_before": report_before, "diagnose_after": report_after,
-            "expire": expired, "remove_orphan_files": orphans,
             "before": before.json(), "after": after.json(),
         }),
         String::new,
     );
     Ok(())
+}
+
+/// `floe maintain --once` on the demo's catalog: prints the first pass's decision table and
+/// the jobs it ran.
+async fn maintain_once(
+    catalog: &Catalog,
+    config: &CatalogConfig,
+    out: &Out,
+) -> Result<floe::maintain::service::MaintainSummary> {
+    use floe::maintain::service::{MaintainOptions, Maintainer, Source};
+    let store = std::sync::Arc::new(floe::maintain::store::Store::connect(&config.uri).await?);
+    let opts = MaintainOptions {
+        holder: "quickstart".into(),
+        ..MaintainOptions::default()
+    };
+    let state = floe::maintain::state::ServiceState::new(&opts.holder, 0);
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let summary = Maintainer::new(
+        vec![Source {
+            catalog: catalog.clone(),
+            prefix: None,
+        }],
+        store.clone(),
+        state,
+        opts,
+    )
+    .with_log(std::sync::Arc::new(move |l: &str| {
+        sink.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(l.to_string())
+    }))
+    .run_once()
+    .await?;
+    store.close().await;
+    out.say(format!(
+        "\nfloe maintain --once\n{}",
+        summary
+            .passes
+            .first()
+            .map(|p| crate::maintain::table(&p.decisions))
+            .unwrap_or_default()
+    ));
+    for l in lines.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        out.say(format!("  {l}"));
+    }
+    Ok(summary)
 }
 
 /// The demo's streaming writer: the events file, one commit per micro-batch of events.

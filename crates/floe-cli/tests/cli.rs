@@ -46,14 +46,25 @@ fn quickstart_runs_on_the_embedded_default() {
         "3 compacted + 3 from the commit after compaction"
     );
     assert_eq!(v["after"]["snapshots"], 1);
-    assert_eq!(v["remove_orphan_files"]["deleted"]["deleted"], 1);
+    // The service did the work: compaction, expiry and the crashed writer's orphan, each
+    // chosen by its trigger; the second round (after the stream went on) expired again.
+    let first = &v["maintain"][0]["succeeded_by_job"];
+    assert_eq!(first["compact"], 1, "{}", v["maintain"][0]);
+    assert_eq!(first["remove-orphan-files"], 1);
+    assert!(first["expire-snapshots"].as_u64().unwrap() >= 1);
+    assert_eq!(v["maintain"][0]["jobs_failed"], 0);
+    assert_eq!(v["maintain"][1]["succeeded_by_job"]["expire-snapshots"], 1);
+    assert_eq!(v["crashed_write_removed"], true);
     assert!(v["after"]["storage_bytes"].as_u64() < v["before"]["storage_bytes"].as_u64());
     // Running it again starts over instead of failing.
     let v = ok_json(dir.path(), &["quickstart"]);
     assert_eq!(v["queries"]["rows"][0]["rows"], 4000);
     let human = floe(dir.path(), &["quickstart"]);
     assert!(human.status.success());
-    assert!(String::from_utf8_lossy(&human.stdout).contains("$files"));
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("$files"));
+    assert!(text.contains("floe maintain --once"), "{text}");
+    assert!(text.contains("RUN: commit-count 8 >= 5"), "{text}");
 }
 
 #[test]

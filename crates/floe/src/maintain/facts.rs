@@ -71,9 +71,6 @@ pub struct TableFacts {
     pub metadata_log_entries: u64,
     /// Manifest and metadata-file facts, when gathered.
     pub manifests: Option<ManifestFacts>,
-    /// The oldest time the metadata knows of (metadata log, snapshots, last update): the
-    /// table is at least this old. No file it wrote can be older.
-    pub created_ms: Option<i64>,
 }
 
 /// What kind of commit a snapshot is, for maintenance.
@@ -181,15 +178,7 @@ pub fn gather(table: &Table) -> TableFacts {
         })
         .collect();
     let stamps: Vec<i64> = md.snapshots().map(|s| s.timestamp_ms()).collect();
-    let mut f = compute(&rows, &stamps, md.metadata_log().len() as u64);
-    f.created_ms = md
-        .metadata_log()
-        .iter()
-        .map(|l| l.timestamp_ms)
-        .chain(stamps.iter().copied())
-        .chain([md.last_updated_ms()])
-        .min();
-    f
+    compute(&rows, &stamps, md.metadata_log().len() as u64)
 }
 
 #[cfg(test)]

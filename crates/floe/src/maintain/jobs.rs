@@ -43,7 +43,7 @@ use super::partitions::{activity, choose, PartitionActivity, PartitionChoice};
 use super::policy::{human_ms, Policy};
 use super::rates::Rates;
 use super::state::{Decision, TableStatus};
-use super::store::LastRuns;
+use super::store::{LastRuns, Store};
 use super::trigger::{evaluate, Candidate, JobKind};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -74,6 +74,9 @@ pub struct Planned {
 /// One table's pass.
 #[derive(Debug, Clone)]
 pub struct TableEvaluation {
+    /// Where the table's runs are recorded: its lease scope and its `table-uuid`, so that a
+    /// table dropped and created again under the same name starts a fresh history.
+    pub history_scope: String,
     pub status: TableStatus,
     pub policy: Policy,
     pub planned: Vec<Planned>,
@@ -90,15 +93,18 @@ pub fn backoff_ms(failures: u32) -> i64 {
 }
 
 /// Evaluates one table at `now_ms`: its status (numbers and the decision table) and its due
-/// jobs, planned. `last` holds the store's record of past runs per job name; `rates` the cost
+/// jobs, planned. Past runs come from `store` (under `scope@table-uuid`); `rates` are the cost
 /// rates per job kind.
 pub async fn evaluate_table(
     w: &Watched,
-    last: &HashMap<String, LastRuns>,
+    store: &Store,
+    scope: &str,
     rates: &HashMap<JobKind, Rates>,
     now_ms: i64,
 ) -> Result<TableEvaluation> {
     let table = w.catalog.load_table(&w.ident).await?;
+    let history_scope = format!("{scope}@{}", table.metadata().uuid());
+    let last = &store.last_runs(&history_scope).await?;
     let props = table.metadata().properties();
     let policy = Policy::from_properties(props).map_err(|e| e.for_table(&w.name))?;
     let compact = CompactBuilder::new(&w.catalog, w.ident.clone());
@@ -124,6 +130,7 @@ pub async fn evaluate_table(
             })
             .collect();
         return Ok(TableEvaluation {
+            history_scope,
             status,
             policy,
             planned: vec![],
@@ -176,6 +183,7 @@ pub async fn evaluate_table(
         status.decisions.push(d);
     }
     Ok(TableEvaluation {
+        history_scope,
         status,
         policy,
         planned,

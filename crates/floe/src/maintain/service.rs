@@ -267,8 +267,7 @@ impl Maintainer {
                 });
                 continue;
             }
-            let last = self.store.last_runs(&scope).await?;
-            match evaluate_table(&w, &last, &rates, now).await {
+            match evaluate_table(&w, &self.store, &scope, &rates, now).await {
                 Ok(e) => evals.push((w, e)),
                 Err(e) => {
                     let problem = format!("skipped: {e}");
@@ -348,7 +347,7 @@ impl Maintainer {
                         LeaseOutcome::Acquired => {
                             // Another maintainer may have run this job between the
                             // evaluation and the lease: then the plan is stale.
-                            let last = self.store.last_runs(&scope).await?;
+                            let last = self.store.last_runs(&e.history_scope).await?;
                             if let Some(t) = last
                                 .get(p.job.as_str())
                                 .and_then(|l| l.last_success_ms.max(l.last_failure_ms))
@@ -373,6 +372,7 @@ impl Maintainer {
                             self.start(
                                 w.clone(),
                                 scope,
+                                e.history_scope.clone(),
                                 p,
                                 partitions,
                                 rewrite_bytes,
@@ -409,6 +409,7 @@ impl Maintainer {
         &mut self,
         w: Watched,
         scope: String,
+        history_scope: String,
         p: Planned,
         partitions: Option<Vec<String>>,
         rewrite_bytes: u64,
@@ -446,7 +447,7 @@ impl Maintainer {
             let finished = now_ms();
             let cost = result.as_ref().copied().unwrap_or_default();
             let record = RunRecord {
-                scope: scope.clone(),
+                scope: history_scope,
                 job: p.job.to_string(),
                 holder: holder.clone(),
                 started_ms: started,

@@ -107,7 +107,7 @@ pub fn evaluate(
     vec![
         compact(policy, facts, last_runs, now_ms),
         expire(policy, facts, now_ms),
-        orphans(policy, facts, last_runs, now_ms),
+        orphans(policy, last_runs, now_ms),
         rewrite_manifests(policy, facts),
         clean_metadata(facts),
     ]
@@ -258,29 +258,10 @@ fn expire(policy: &Policy, facts: &TableFacts, now_ms: i64) -> Candidate {
     )
 }
 
-fn orphans(
-    policy: &Policy,
-    facts: &TableFacts,
-    last_runs: &HashMap<JobKind, i64>,
-    now_ms: i64,
-) -> Candidate {
+fn orphans(policy: &Policy, last_runs: &HashMap<JobKind, i64>, now_ms: i64) -> Candidate {
     let job = JobKind::RemoveOrphanFiles;
     if !policy.gc_enabled {
         return Candidate::skipped(job, "gc.enabled=false".into());
-    }
-    // Orphans are files the table's own failed writes left: none can be older than the table.
-    if let Some(created) = facts.created_ms {
-        let table_age = age(now_ms, created);
-        if table_age < policy.orphans_older_than_ms {
-            return Candidate::skipped(
-                job,
-                format!(
-                    "table {} old < orphans.older-than {}: no orphan can be old enough",
-                    human_ms(table_age),
-                    human_ms(policy.orphans_older_than_ms)
-                ),
-            );
-        }
     }
     let interval = policy.orphans_interval_ms;
     match last_runs.get(&job) {

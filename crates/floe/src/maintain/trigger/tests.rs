@@ -203,21 +203,6 @@ fn orphans_run_once_per_interval() {
 }
 
 #[test]
-fn a_table_younger_than_older_than_has_no_orphan_to_find() {
-    let mut young = quiet();
-    young.created_ms = Some(NOW - DAY);
-    let c = one(JobKind::RemoveOrphanFiles, &young, &HashMap::new());
-    assert!(!c.is_due());
-    assert_eq!(
-        c.skipped.as_deref(),
-        Some("table 1d old < orphans.older-than 3d: no orphan can be old enough")
-    );
-    let mut old = quiet();
-    old.created_ms = Some(NOW - 3 * DAY);
-    assert!(one(JobKind::RemoveOrphanFiles, &old, &HashMap::new()).is_due());
-}
-
-#[test]
 fn manifest_jobs_need_manifest_facts() {
     let mut f = quiet();
     let c = one(JobKind::RewriteManifests, &f, &HashMap::new());
