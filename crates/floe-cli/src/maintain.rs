@@ -193,7 +193,7 @@ fn text(s: &MaintainSummary, opts: &MaintainOptions) -> String {
     } else {
         lines.push(format!(
             "{} pass(es): {} job(s) succeeded, {} failed; {} rewritten, {} file(s) deleted",
-            s.passes.len(),
+            s.passes_total,
             s.jobs_succeeded,
             s.jobs_failed,
             human_bytes(s.rewritten_bytes),

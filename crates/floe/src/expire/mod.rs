@@ -255,25 +255,31 @@ impl<'a> ExpireBuilder<'a> {
         } else {
             let this = &self;
             // Each attempt plans against the table it commits on; the plan of the attempt
-            // that landed comes back with the outcome.
+            // that landed comes back with the outcome. The manifests read for the cleanup are
+            // kept across attempts: a retry reads only what the commits it lost to added, so
+            // it is fast enough to land between a streaming writer's commits.
+            let shared: tokio::sync::Mutex<Option<ReachIndex>> = tokio::sync::Mutex::new(None);
+            let shared = &shared;
             let committed = Committer::new(self.catalog, &self.ident)
                 .on(table)
                 .commit_with(|t| async move {
                     let (p, _) = this.plan_for(&t, now_ms)?;
                     // Read everything the cleanup needs before committing: an unreadable
                     // manifest list or manifest aborts here, with the metadata unchanged.
-                    let index = if this.clean_files && !p.expired_snapshots.is_empty() {
-                        Some(ReachIndex::load(&t, &all_snapshot_ids(&t)).await?)
-                    } else {
-                        None
-                    };
+                    if this.clean_files && !p.expired_snapshots.is_empty() {
+                        let mut index = shared.lock().await;
+                        let index = index.get_or_insert_with(ReachIndex::default);
+                        index.extend_to(&t, &all_snapshot_ids(&t)).await?;
+                    }
                     Ok(Produced {
                         commit: expiry_commit(&t, &p),
-                        plan: (p, t, index),
+                        plan: (p, t),
                     })
                 })
                 .await?;
-            committed.plan
+            let (p, t) = committed.plan;
+            let index = shared.lock().await.take();
+            (p, t, index)
         };
 
         // Files only the expired snapshots reached.

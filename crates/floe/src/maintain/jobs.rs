@@ -156,7 +156,25 @@ pub async fn evaluate_table(
             skipped: c.skipped.clone(),
             ..Decision::default()
         };
-        if c.is_due() {
+        // The hard limit is a cap: a partition past it is compacted even within the rate
+        // limit, which otherwise lets a 1-commit/s stream pile up a rate-limit's worth of files.
+        if c.job == JobKind::Compact && c.fired.is_some() {
+            let limit = policy.compact.small_file_hard_limit;
+            let over = choices.iter().find(|p| p.small_files >= limit);
+            if let (Some(held), Some(p)) = (d.skipped.as_deref(), over) {
+                if held.starts_with("rate-limit") {
+                    d.fired = Some(format!(
+                        "{}; {} has {} small files >= small-file-hard-limit {} (overrides the rate limit)",
+                        d.fired.as_deref().unwrap_or(""),
+                        p.partition,
+                        p.small_files,
+                        limit
+                    ));
+                    d.skipped = None;
+                }
+            }
+        }
+        if d.fired.is_some() && d.skipped.is_none() {
             if let Some(wait) = backoff(last.get(c.job.as_str()), now_ms) {
                 d.skipped = Some(wait);
             }

@@ -111,6 +111,9 @@ pub struct PassReport {
 /// What the whole run did (`--once`).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MaintainSummary {
+    /// Passes made.
+    pub passes_total: usize,
+    /// The reports of the passes: every pass of `--once`, the last few of the service.
     pub passes: Vec<PassReport>,
     pub jobs_succeeded: usize,
     pub jobs_failed: usize,
@@ -533,6 +536,7 @@ impl Maintainer {
     pub async fn run_once(mut self) -> Result<MaintainSummary> {
         for _ in 0..1000 {
             let report = self.pass().await?;
+            self.summary.passes_total += 1;
             let started = report.jobs_started;
             self.summary.passes.push(report);
             if self.opts.dry_run {
@@ -559,6 +563,7 @@ impl Maintainer {
         loop {
             match self.pass().await {
                 Ok(report) => {
+                    self.summary.passes_total += 1;
                     let keep = 5;
                     self.summary.passes.push(report);
                     if self.summary.passes.len() > keep {

@@ -130,13 +130,32 @@ impl ReachIndex {
         snapshot_ids: &[i64],
         live_of: Option<i64>,
     ) -> Result<Self> {
+        let mut index = ReachIndex::default();
+        index.add(table, snapshot_ids, live_of).await?;
+        Ok(index)
+    }
+
+    /// Reads what the index lacks for `snapshot_ids`: the manifest lists of snapshots not yet
+    /// in it and the manifests none of its lists named. A retried commit (expiry racing a
+    /// streaming writer) pays for the new snapshots only.
+    pub async fn extend_to(&mut self, table: &Table, snapshot_ids: &[i64]) -> Result<()> {
+        self.add(table, snapshot_ids, None).await
+    }
+
+    async fn add(
+        &mut self,
+        table: &Table,
+        snapshot_ids: &[i64],
+        live_of: Option<i64>,
+    ) -> Result<()> {
+        let index = self;
         let md = table.metadata();
         let snapshots: Vec<_> = snapshot_ids
             .iter()
+            .filter(|id| !index.lists.contains_key(id))
             .filter_map(|id| md.snapshot_by_id(*id).cloned())
             .collect();
         let wanted: HashSet<i64> = snapshots.iter().map(|s| s.snapshot_id()).collect();
-        let mut index = ReachIndex::default();
         let stats = md
             .statistics_iter()
             .map(|s| (s.snapshot_id, &s.statistics_path, s.file_size_in_bytes))
@@ -179,7 +198,11 @@ impl ReachIndex {
             let paths = files.iter().map(|m| m.manifest_path.clone()).collect();
             index.lists.insert(id, (list, paths));
             for m in files {
-                to_read.entry(m.manifest_path.clone()).or_insert(m);
+                if !index.manifests.contains_key(&m.manifest_path)
+                    || keep_live.contains(&m.manifest_path)
+                {
+                    to_read.entry(m.manifest_path.clone()).or_insert(m);
+                }
             }
         }
         let mut loads = futures::stream::iter(to_read.into_values().map(|m| {
@@ -228,7 +251,7 @@ impl ReachIndex {
                 .collect();
             index.manifests.insert(path, (length, entries));
         }
-        Ok(index)
+        Ok(())
     }
 
     /// The live entries kept by [`ReachIndex::load_with_live`] (empty after the first call).

@@ -647,3 +647,51 @@ async fn expiry_racing_appends_loses_nothing() {
     assert_referenced_files_exist(&fx, &ident, "after the race").await;
     assert_eq!(fx.count_and_sum(&ident).await, (210, (0..210).sum::<i64>()));
 }
+
+/// Expiry of a long history while another writer commits as fast as it can: a retried expiry
+/// reads only the manifests of the commits it lost to, so it lands between the writer's
+/// commits instead of losing every race (it used to re-read the whole history per attempt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_of_a_long_history_lands_beside_a_fast_writer() {
+    let fx = Fixture::new().await;
+    let t = fx.table("exp.fast", None).await;
+    for i in 0..300 {
+        fx.append(&t, i * 2, i * 2 + 2).await;
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (catalog, t, stop) = (fx.second_connection().await, t.clone(), stop.clone());
+        let table = fx.load(&t).await;
+        tokio::spawn(async move {
+            let mut next = 10_000i64;
+            let mut commits = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let b = make_batch(&table, next, next + 2);
+                floe::append::append_batches(&catalog, &t, vec![b])
+                    .await
+                    .unwrap();
+                next += 2;
+                commits += 1;
+            }
+            (next, commits)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let m = ExpireBuilder::new(&fx.catalog, t.clone())
+        .older_than(Duration::ZERO)
+        .retain_last(1)
+        .execute()
+        .await
+        .expect("expiry lands despite the writer");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (next, commits) = writer.await.unwrap();
+    assert!(commits > 5, "the writer kept committing: {commits}");
+    assert!(
+        m.plan.expired_snapshots.len() >= 290,
+        "{}",
+        m.plan.expired_snapshots.len()
+    );
+    let expected_rows = 600 + (next - 10_000);
+    assert_eq!(fx.count_and_sum(&t).await.0, expected_rows);
+    assert_referenced_files_exist(&fx, &t, "after expiry beside a writer").await;
+}
