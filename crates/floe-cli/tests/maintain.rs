@@ -484,3 +484,34 @@ fn maintenance_beside_a_running_ingest_loses_and_duplicates_nothing() {
     assert_eq!(v["pyiceberg"]["sum"].as_u64(), Some(N * (N - 1) / 2));
     assert_eq!(v["duckdb"]["rows"].as_u64(), Some(N));
 }
+
+/// A failed job is recorded, `--once` exits non-zero, and the next round backs off that job
+/// instead of retrying it at once (no hot loop); the failure shows in the decision.
+#[test]
+fn a_failed_job_backs_off_and_once_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = due_table(d);
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d)
+        .args(["--json", "maintain", "--once"])
+        .env("FLOE_FAULT_FAIL_MAINTAIN_JOB", "storage unavailable")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a failed round exits non-zero");
+    let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    let summary: Value = serde_json::from_str(lines[0]).unwrap();
+    // Compaction failed; the other due job (orphans) too; each once, no retry loop.
+    assert_eq!(summary["jobs_failed"], 2, "{summary}");
+    assert_eq!(summary["jobs_succeeded"], 0);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 maintenance job(s) failed"));
+    let v = ok_json(d, &["maintain", "--once", "--dry-run"]);
+    let c = decision(&v, "compact");
+    let why = c["skipped"].as_str().unwrap();
+    assert!(
+        why.starts_with("backoff: 1 failure(s), last ") && why.contains("storage unavailable"),
+        "{c}"
+    );
+    assert_eq!(compactions(d), 0);
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+}

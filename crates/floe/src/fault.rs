@@ -12,3 +12,12 @@ pub async fn pause(point: &str) {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 }
+
+/// `Some(message)` when the environment asks the operation at `point` to fail
+/// (`FLOE_FAULT_FAIL_<POINT>=message`), for tests of failure handling. Unset in production.
+pub fn fail(point: &str) -> Option<String> {
+    let key = format!("FLOE_FAULT_FAIL_{point}");
+    std::env::var(&key)
+        .ok()
+        .map(|m| format!("fault injection ({key}): {m}"))
+}

@@ -456,6 +456,9 @@ pub async fn run_job(
     partitions: Option<Vec<String>>,
     policy: &Policy,
 ) -> std::result::Result<Cost, String> {
+    if let Some(e) = crate::fault::fail("MAINTAIN_JOB") {
+        return Err(e);
+    }
     run(w, job, partitions, policy)
         .await
         .map_err(|e| e.to_string())?

@@ -292,3 +292,21 @@ pub async fn commit_raw(
         .await
         .unwrap()
 }
+
+/// Every regular file under `dir` (not following symlinks).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(files_under(&e.path()));
+        } else if t.is_file() {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
+}

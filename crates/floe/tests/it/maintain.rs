@@ -12,7 +12,7 @@ use floe::maintain::service::{MaintainOptions, Maintainer, PassReport, Source};
 use floe::maintain::state::{Decision, ServiceState};
 use floe::maintain::store::Store;
 
-use crate::common::{sum_ids, Fixture};
+use crate::common::{files_under, sum_ids, Fixture};
 
 /// A maintainer on the fixture's catalog, its log lines kept.
 async fn maintainer(
@@ -216,11 +216,31 @@ async fn a_bad_property_skips_its_table_naming_it_and_the_others_go_on() {
     }
     fx.set_property(&bad, "floe.maintain.compact.trigger.commit-count", "lots")
         .await;
+    // A third table whose current metadata file is unreadable: skipped, reported, never
+    // cleaned (its files all stay).
+    let broken = fx.table("m.broken", None).await;
+    fx.append(&broken, 0, 10).await;
+    let location = fx
+        .load(&broken)
+        .await
+        .metadata_location()
+        .unwrap()
+        .to_string();
+    let broken_dir = fx.warehouse().join("m/broken");
+    std::fs::write(location.trim_start_matches("file://"), b"{ not json").unwrap();
+    let files_before = files_under(&broken_dir);
     let (m, lines) = maintainer(&fx.catalog, &fx.config.uri, opts("m1")).await;
     let s = m.run_once().await.unwrap();
     let problems = &s.passes[0].problems;
-    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems.len(), 2, "{problems:?}");
     assert_eq!(problems[0].0, "m.bad");
+    assert_eq!(problems[1].0, "m.broken");
+    assert!(problems[1].1.contains("metadata"), "{}", problems[1].1);
+    assert_eq!(
+        files_under(&broken_dir),
+        files_before,
+        "nothing of the broken table touched"
+    );
     for needle in [
         "m.bad",
         "floe.maintain.compact.trigger.commit-count",

@@ -13,25 +13,7 @@ use floe::error::Error;
 use floe::expire::ExpireBuilder;
 use floe::iceberg::TableIdent;
 
-use crate::common::{run_python, Fixture};
-
-/// Every regular file under `dir` (not following symlinks).
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let t = e.file_type().unwrap();
-        if t.is_dir() {
-            out.extend(files_under(&e.path()));
-        } else if t.is_file() {
-            out.push(e.path());
-        }
-    }
-    out.sort();
-    out
-}
+use crate::common::{files_under, run_python, Fixture};
 
 /// Makes every file under `dir` five days old, so age thresholds do not protect them.
 fn backdate(dir: &Path) {

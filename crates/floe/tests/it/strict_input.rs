@@ -19,7 +19,7 @@ use floe::ingest::source;
 use floe::ingest::stream::{IngestBuilder, IngestMetrics, IngestOptions};
 use serde_json::Value;
 
-use crate::common::Fixture;
+use crate::common::{files_under, Fixture};
 
 const SCHEMA: &str = "id bigint not null, n int, d decimal(10, 2), f float, ts timestamp";
 
@@ -71,26 +71,12 @@ async fn append_fails(fx: &Fixture, ident: &TableIdent, inputs: &[&Path]) -> Str
 }
 
 fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = walk(dir)
+    let mut v: Vec<PathBuf> = files_under(dir)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
         .collect();
     v.sort();
     v
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![];
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.path().is_dir() {
-                out.extend(walk(&e.path()));
-            } else {
-                out.push(e.path());
-            }
-        }
-    }
-    out
 }
 
 async fn ingest(fx: &Fixture, table: &str, input: &Path, dead: &Path) -> IngestMetrics {
