@@ -222,7 +222,7 @@ def nice_max(v):
         return 1
     import math
     e = 10 ** math.floor(math.log10(v))
-    for m in (1, 2, 2.5, 5, 10):
+    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
         if v <= m * e:
             return m * e
     return 10 * e

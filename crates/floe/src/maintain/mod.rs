@@ -11,24 +11,28 @@
 //!                     last run   not)
 //! ```
 //!
-//! 1. **Facts** ([`facts`]): from the table's metadata alone, the commits since the last
-//!    compaction and what they added (snapshot summaries), the last write, the snapshots and
-//!    the metadata log; manifest facts (one manifest list read, one listing) when gathered.
+//! 1. **Facts** ([`facts`], [`partitions`]): from the table's metadata, the commits since the
+//!    last compaction and what they added (snapshot summaries), the last write, the snapshots
+//!    and the metadata log; the manifests of the current snapshot and the metadata files on
+//!    storage; per partition its live and small files and when it was last written.
 //! 2. **Triggers** ([`trigger`]): the table's [`policy::Policy`] (`floe.maintain.*`
 //!    properties, compaction triggers named after Flink's `TableMaintenance`) weighed against
 //!    the facts: every job either fired, with its numbers, or skipped, with the reason.
-//! 3. **Plan and cost** (next): each due job's operation builds its `plan()` (the dry run)
-//!    and its [`crate::operation::Cost`].
-//! 4. **Scheduler** (next): due jobs of all tables ranked by benefit per cost, run under a
-//!    budget of bytes and concurrent jobs.
+//!    [`partitions::choose`] leaves partitions still being written to their writers and puts
+//!    idle ones first.
+//! 3. **Plan, benefit and cost** ([`jobs`]): each due job's operation builds its `plan()` (the
+//!    dry run) and its [`crate::operation::Cost`]; the benefit counts the files it takes off
+//!    readers, the cost in seconds comes from rates fitted on past runs ([`rates`]).
+//! 4. **Scheduler** ([`scheduler`]): due jobs of all tables ranked by benefit per second, run
+//!    under a budget of concurrent jobs and rewrite bytes per hour, with a fair share.
 //! 5. **Leases** ([`store`]): one runner per table across `floe maintain` instances, by
 //!    expiring lease rows in a SQL database that also keeps the history of runs.
-//! 6. **Run** (next): the operation's `execute()`, its [`crate::operation::Progress`] and
-//!    the run recorded as the job's last run (an input of the triggers).
+//! 6. **Run** ([`service`]): the pass loop (`--once` or every `--interval`), the operation's
+//!    `execute()` under a renewed lease, the run recorded (an input of the triggers, the
+//!    backoff and the rates), SIGTERM handling.
 //!
-//! This slice implements steps 1 and 2, pure and unit-tested: [`policy`], [`facts`]
-//! ([`facts::compute`] over plain snapshot rows, [`facts::gather`] from a loaded table) and
-//! [`trigger::evaluate`].
+//! Steps 2 and 4 are pure and unit-tested ([`trigger::evaluate`], [`partitions::choose`],
+//! [`scheduler::schedule`], [`rates::fit`]); the rest is tested on real tables.
 //!
 //! What the service shows:
 //!
