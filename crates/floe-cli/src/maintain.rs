@@ -65,6 +65,46 @@ pub struct MaintainArgs {
     shutdown_grace: String,
 }
 
+/// Connects with `connect`. The service (not `--once`) waits for an unreachable catalog or
+/// lease store, saying so on every retry (1 s, doubling up to `--interval`); a configuration
+/// error (bad URI, bad option) fails at once.
+async fn connect_retrying<T, F, Fut>(
+    what: &str,
+    once: bool,
+    interval: std::time::Duration,
+    mut connect: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut wait = std::time::Duration::from_secs(1);
+    let shutdown = crate::ingest::shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let e = match connect().await {
+            Ok(t) => return Ok(t),
+            Err(e) => e,
+        };
+        let unreachable = matches!(
+            e.downcast_ref::<floe::Error>(),
+            Some(floe::Error::Catalog { .. } | floe::Error::Storage { .. } | floe::Error::Io(_))
+        );
+        if once || !unreachable {
+            return Err(e);
+        }
+        eprintln!(
+            "[maintain] waiting: {what} unreachable: {e:#}; retrying in {}",
+            floe::maintain::policy::human_ms(wait.as_millis() as u64)
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = &mut shutdown => anyhow::bail!("stopped while waiting for {what}"),
+        }
+        wait = (wait * 2).min(interval.max(std::time::Duration::from_secs(1)));
+    }
+}
+
 fn duration(option: &str, v: &str) -> Result<std::time::Duration> {
     let d = parse_duration(option, v)?;
     if d.is_zero() {
@@ -117,17 +157,23 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
             })?,
     };
     let several = configs.len() > 1;
+    let once = args.once || args.dry_run;
     let mut sources = Vec::new();
     for c in &configs {
+        let what = format!("catalog {}", c.name);
+        let catalog = connect_retrying(&what, once, opts.interval, || open(c)).await?;
         sources.push(Source {
-            catalog: open(c).await?,
+            catalog,
             prefix: several.then(|| c.name.clone()),
         });
     }
     let store = Arc::new(
-        Store::connect(&lease_uri)
-            .await
-            .with_context(|| "opening the lease store (--lease-db)")?,
+        connect_retrying("the lease store", once, opts.interval, || async {
+            Store::connect(&lease_uri)
+                .await
+                .with_context(|| "opening the lease store (--lease-db)")
+        })
+        .await?,
     );
     let state = ServiceState::new(&opts.holder, chrono::Utc::now().timestamp_millis());
     let mut server = None;
@@ -138,7 +184,6 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
         ));
         server = Some(handle);
     }
-    let once = args.once || args.dry_run;
     if !once {
         out.note(format!(
             "maintaining {} catalog(s) as {}: a pass every {}, leases in {}",

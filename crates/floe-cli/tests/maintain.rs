@@ -515,3 +515,34 @@ fn a_failed_job_backs_off_and_once_exits_non_zero() {
     assert_eq!(compactions(d), 0);
     assert_eq!(count_and_sum(d, "db.t"), expected);
 }
+
+/// The service waits for an unreachable catalog and says so on every retry; `--once` fails at
+/// once with one error naming it.
+#[test]
+fn an_unreachable_catalog_is_reported_while_the_service_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let uri = "postgres://postgres@127.0.0.1:1/nowhere";
+    let once = floe(d, &["--catalog-uri", uri, "maintain", "--once"]);
+    assert!(!once.status.success());
+    let err = String::from_utf8_lossy(&once.stderr);
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+    let mut s = Service::start(d, &["--interval", "2s"], &[("FLOE_CATALOG_URI", uri)]);
+    let first = s.wait_for(
+        "[maintain] waiting: catalog floe unreachable",
+        Duration::from_secs(40),
+    );
+    assert!(first.contains("retrying in 1s"), "{first}");
+    s.wait_for("retrying in 2s", Duration::from_secs(40));
+    Command::new("kill")
+        .args(["-TERM", &s.pid()])
+        .status()
+        .unwrap();
+    let (_, _) = s.wait_exit(Duration::from_secs(30));
+    assert!(s
+        .wait_for(
+            "stopped while waiting for catalog floe",
+            Duration::from_secs(5)
+        )
+        .contains("stopped"));
+}

@@ -581,3 +581,51 @@ fn a_commit_whose_answer_is_lost_lands_exactly_once_and_keeps_its_files() {
         assert_readers(&lake.read_rest(&t), 1000, sum_to(1000));
     }
 }
+
+/// `floe maintain` on a REST catalog over S3: leases need `--lease-db` (a REST catalog has no
+/// database of its own); with one, the service compacts the table and readers agree.
+#[test]
+fn maintain_on_a_rest_catalog_takes_its_leases_from_lease_db() {
+    let lake = Lake::new("mnt");
+    let ns = lake.ns.clone();
+    let t = format!("{ns}.events");
+    lake.ok(&["namespace", "create", &ns]);
+    lake.ok(&[
+        "table",
+        "create",
+        &t,
+        "--schema",
+        "id bigint not null, ts timestamp, name string, amount double",
+        "--partition",
+        "day(ts)",
+    ]);
+    for kv in [
+        "floe.maintain.compact.partition-idle-time=0s",
+        "floe.maintain.compact.trigger.commit-count=5",
+    ] {
+        lake.ok(&["table", "set-property", &t, kv]);
+    }
+    for k in 0..6u64 {
+        let f = lake.ndjson(&format!("m{k}.ndjson"), k * 100..k * 100 + 100);
+        lake.ok(&["append", &t, f.to_str().unwrap()]);
+    }
+    let err = lake.fails(&["maintain", "--once", "--namespace", &ns]);
+    assert!(err.contains("--lease-db"), "{err}");
+    let leases = format!("sqlite:///{}/leases.db", lake.path().display());
+    let v = lake.ok(&[
+        "maintain",
+        "--once",
+        "--namespace",
+        &ns,
+        "--lease-db",
+        &leases,
+    ]);
+    assert_eq!(v["jobs_failed"], 0, "{v}");
+    assert!(
+        v["succeeded_by_job"]["compact"].as_u64().unwrap() >= 1,
+        "{v}"
+    );
+    let d = lake.ok(&["diagnose", &t]);
+    assert_eq!(d["totals"]["data_files"], 3, "{d}");
+    assert_readers(&lake.read_rest(&t), 600, sum_to(600));
+}

@@ -198,6 +198,20 @@ async fn triggers_fire_at_their_threshold_and_the_rate_limit_holds_the_next_one(
     );
     assert!(!d.chosen);
     assert_eq!(fx.count_and_sum(&t).await, (100, sum_ids(0, 100)));
+
+    // Opted out: every job skipped, saying why.
+    fx.set_property(&t, "floe.maintain.enabled", "false").await;
+    let (mut m, _) = maintainer(&fx.catalog, &uri, dry()).await;
+    let r = m.pass().await.unwrap();
+    let mine: Vec<&Decision> = r
+        .decisions
+        .iter()
+        .filter(|d| d.table == "m.quiet")
+        .collect();
+    assert_eq!(mine.len(), 5);
+    assert!(mine
+        .iter()
+        .all(|d| !d.chosen && d.skipped.as_deref() == Some("floe.maintain.enabled=false")));
 }
 
 #[tokio::test]
