@@ -24,6 +24,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use iceberg::spec::ManifestFile;
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
@@ -36,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::expire::ExpireBuilder;
 use crate::operation::{Cost, Costed};
 use crate::storage::listing::list_files;
-use crate::table::manifests::{current_manifests, live_files};
+use crate::table::manifests::{current_manifests, live_files_of};
 
 use super::facts::{self, ManifestFacts, TableFacts};
 use super::partitions::{activity, choose, PartitionActivity, PartitionChoice};
@@ -114,8 +115,10 @@ pub async fn evaluate_table(
         .min_file_size_bytes;
 
     let mut facts = facts::gather(&table);
-    facts.manifests = Some(manifest_facts(&table).await?);
-    let live = live_files(&table).await?;
+    // One manifest list read serves the manifest facts and the live files.
+    let manifests = current_manifests(&table).await?;
+    facts.manifests = Some(manifest_facts(&table, &manifests).await?);
+    let live = live_files_of(&table, &manifests).await?;
     let parts = activity(&table, &live, small_below);
     let mut status = status_of(&w.name, &facts, &parts, now_ms);
     if !policy.enabled {
@@ -405,9 +408,8 @@ fn activity_weight(table: &Table, now_ms: i64) -> f64 {
     1.0 + (1.0 + writes as f64 / 24.0).ln()
 }
 
-/// The manifests of the current snapshot and the `metadata.json` files on storage.
-async fn manifest_facts(table: &Table) -> Result<ManifestFacts> {
-    let manifests = current_manifests(table).await?;
+/// The sizes of the current snapshot's `manifests` and the `metadata.json` files on storage.
+async fn manifest_facts(table: &Table, manifests: &[ManifestFile]) -> Result<ManifestFacts> {
     let dir = format!(
         "{}/metadata",
         table.metadata().location().trim_end_matches('/')

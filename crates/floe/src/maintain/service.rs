@@ -142,6 +142,8 @@ pub struct Maintainer {
     log: LogFn,
     running: JoinSet<Finished>,
     busy: HashMap<String, Running>,
+    /// The lease scope of each running task, to free the right table if one panics.
+    task_scopes: HashMap<tokio::task::Id, String>,
     summary: MaintainSummary,
 }
 
@@ -160,6 +162,7 @@ impl Maintainer {
             log: Arc::new(|line: &str| eprintln!("{line}")),
             running: JoinSet::new(),
             busy: HashMap::new(),
+            task_scopes: HashMap::new(),
             summary: MaintainSummary::default(),
         }
     }
@@ -440,7 +443,8 @@ impl Maintainer {
             self.opts.lease_ttl,
             policy.clone(),
         );
-        self.running.spawn(async move {
+        let task_scope = scope.clone();
+        let task = self.running.spawn(async move {
             let started = now_ms();
             let clock = Instant::now();
             let result = with_lease(&store, &scope, &holder, ttl, async {
@@ -490,6 +494,7 @@ impl Maintainer {
             state.job_finished(id, result, finished);
             Finished { scope, record }
         });
+        self.task_scopes.insert(task.id(), task_scope);
     }
 
     /// Collects the jobs that finished.
@@ -503,6 +508,7 @@ impl Maintainer {
         match done {
             Ok(f) => {
                 self.busy.remove(&f.scope);
+                self.task_scopes.retain(|_, s| *s != f.scope);
                 if f.record.succeeded {
                     self.summary.jobs_succeeded += 1;
                     *self
@@ -520,7 +526,9 @@ impl Maintainer {
                 // A panicked job: its lease expires by itself; count it failed.
                 (self.log)(&format!("a job task failed: {e}"));
                 self.summary.jobs_failed += 1;
-                self.busy.clear();
+                if let Some(scope) = self.task_scopes.remove(&e.id()) {
+                    self.busy.remove(&scope);
+                }
             }
         }
     }

@@ -63,8 +63,12 @@ pub(crate) fn live_file_as(
 /// Loads every live data and delete file of the current snapshot, with spec ids and sequence
 /// numbers (what compaction and the metadata tables need).
 pub async fn live_files(table: &Table) -> Result<Vec<LiveFile>> {
-    let manifests = current_manifests(table).await?;
-    let loaded = load_manifests(table, &manifests).await?;
+    live_files_of(table, &current_manifests(table).await?).await
+}
+
+/// The live data and delete files `manifests` hold (a manifest list already read).
+pub async fn live_files_of(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<LiveFile>> {
+    let loaded = load_manifests(table, manifests).await?;
     let mut out = Vec::new();
     for (mf, m) in manifests.iter().zip(loaded) {
         for e in m.entries().iter().filter(|e| e.is_alive()) {
