@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use floe::catalog::{parse_table_ident, Catalog};
+use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, CatalogKind};
 use floe::ingest::dead_letter::DeadLetterSink;
 use floe::ingest::stream::{CommitReport, IngestBuilder, IngestOptions};
 use floe::properties::{parse_duration, parse_size};
@@ -59,6 +59,16 @@ pub struct IngestArgs {
     /// Commit and stop once no record arrived for this long (e.g. 5s).
     #[arg(long)]
     stop_when_idle: Option<String>,
+    /// Run the table's maintenance in this process between commits: compaction (rolling up
+    /// the small files of partitions still being written, by size tier), snapshot expiry,
+    /// orphan and metadata cleanup, by the table's floe.maintain.* policy. Default: the
+    /// table property floe.ingest.maintain.
+    #[arg(long)]
+    maintain: bool,
+    /// Lease and run-history database of --maintain (default: the SQL catalog's database,
+    /// the one `floe maintain` uses, so the two never run a job on the table at once).
+    #[arg(long)]
+    lease_db: Option<String>,
 }
 
 fn default_writer_id(source: &str) -> String {
@@ -75,8 +85,16 @@ fn default_writer_id(source: &str) -> String {
 
 fn progress_line(r: &CommitReport) -> String {
     let lag: i64 = r.lag.iter().map(|l| l.lag).sum();
+    let throttled = match &r.debt {
+        Some(d) if !d.over.is_empty() => format!(
+            "; backpressure: {}; next commit in {} ms",
+            d.over.join(", "),
+            r.commit_interval_ms
+        ),
+        _ => String::new(),
+    };
     format!(
-        "commit {}: {} records{} -> {} file(s), {} in {} partition(s); flush {} ms, commit {} ms{}{}",
+        "commit {}: {} records{} -> {} file(s), {} in {} partition(s); flush {} ms, commit {} ms{}{}{}{}",
         r.commit,
         r.records,
         if r.bad_records > 0 { format!(" ({} bad)", r.bad_records) } else { String::new() },
@@ -87,6 +105,8 @@ fn progress_line(r: &CommitReport) -> String {
         r.commit_ms,
         if r.spilled_bytes > 0 { format!("; spilled {}", human_bytes(r.spilled_bytes)) } else { String::new() },
         if r.lag.is_empty() { String::new() } else { format!("; lag {lag}") },
+        if r.attempts > 1 { format!("; {} attempts (another process committed)", r.attempts) } else { String::new() },
+        throttled,
     )
 }
 
@@ -133,7 +153,12 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
-pub async fn run(catalog: &Catalog, a: IngestArgs, out: &Out) -> Result<()> {
+pub async fn run(
+    catalog: &Catalog,
+    config: &CatalogConfig,
+    a: IngestArgs,
+    out: &Out,
+) -> Result<()> {
     let ident = parse_table_ident(&a.table)?;
     let source = floe::ingest::source::open(&a.source, a.follow)?;
     if a.follow {
@@ -171,6 +196,14 @@ pub async fn run(catalog: &Catalog, a: IngestArgs, out: &Out) -> Result<()> {
         .as_deref()
         .map(|s| parse_size("--target-file-size", s))
         .transpose()?;
+    o.maintain = a.maintain.then_some(true);
+    // The lease store `floe maintain` shares: --lease-db, else the SQL catalog's database;
+    // with a REST catalog and no --lease-db, a private one (no other maintainer sees it).
+    o.maintain_store = match (&a.lease_db, config.kind) {
+        (Some(u), _) => Some(u.clone()),
+        (None, CatalogKind::Sql) => Some(config.uri.clone()),
+        (None, _) => None,
+    };
     // Zero counts, sizes and durations are refused before anything starts.
     o.validate()?;
     let metrics = floe::ingest::metrics::Metrics::new();

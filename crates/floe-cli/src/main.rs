@@ -364,7 +364,10 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             }
             Ok(())
         }
-        Command::Ingest(args) => ingest::run(&connect(g).await?, args, out).await,
+        Command::Ingest(args) => {
+            let config = catalog_config(g)?;
+            ingest::run(&open(&config).await?, &config, args, out).await
+        }
         Command::Maintain(args) => maintain::run(g, args, out).await,
         Command::Health(cmd) => health::run(&connect(g).await?, cmd, out).await,
         Command::Sql { query, csv } => {

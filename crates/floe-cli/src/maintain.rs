@@ -128,6 +128,7 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
         tables: args.tables.clone(),
         dry_run: args.dry_run,
         shutdown_grace: parse_duration("--shutdown-grace", &args.shutdown_grace)?,
+        policy_defaults: Default::default(),
     };
 
     // The catalogs, and the lease store: --lease-db, else the first SQL catalog's database.
@@ -165,6 +166,7 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
         sources.push(Source {
             catalog,
             prefix: several.then(|| c.name.clone()),
+            only: None,
         });
     }
     let store = Arc::new(

@@ -283,6 +283,7 @@ async fn maintain_once(
         vec![Source {
             catalog: catalog.clone(),
             prefix: None,
+            only: None,
         }],
         store.clone(),
         state,

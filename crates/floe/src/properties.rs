@@ -128,6 +128,15 @@ pub const COMPACT_PREFIX: &str = "floe.compact.";
 pub const INGEST_PREFIX: &str = "floe.ingest.";
 /// `floe.ingest.write-buffer-size`: the ingest buffer budget, in bytes.
 pub const INGEST_WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
+/// Every `floe.ingest.*` property (`crate::ingest::maintain` documents the others).
+pub const INGEST_PROPERTIES: [&str; 6] = [
+    INGEST_WRITE_BUFFER_SIZE,
+    "floe.ingest.maintain",
+    "floe.ingest.max-small-files-per-partition",
+    "floe.ingest.max-snapshots-since-compaction",
+    "floe.ingest.max-time-since-compaction",
+    "floe.ingest.max-commit-interval",
+];
 
 const INT_MAX: i64 = i32::MAX as i64;
 const LONG_MAX: i64 = i64::MAX;
@@ -149,6 +158,8 @@ pub enum Rule {
     Count { min: u64 },
     /// `floe compact`'s `rewrite-job-order`.
     JobOrder,
+    /// A duration such as `30s`, `5m`, `1h` (as `floe ingest` flags take it).
+    Duration,
     /// A `floe.compact.*` or `floe.ingest.*` key floe does not know: refused when set (a typo
     /// would silently do nothing), ignored when stored.
     Unknown(&'static str),
@@ -203,6 +214,12 @@ pub fn rule(key: &str) -> Option<Rule> {
         HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP => int(1, INT_MAX),
         GC_ENABLED => Some(Rule::Bool),
         INGEST_WRITE_BUFFER_SIZE => int(1, LONG_MAX),
+        "floe.ingest.maintain" => Some(Rule::Bool),
+        "floe.ingest.max-small-files-per-partition"
+        | "floe.ingest.max-snapshots-since-compaction" => int(0, LONG_MAX),
+        "floe.ingest.max-time-since-compaction" | "floe.ingest.max-commit-interval" => {
+            Some(Rule::Duration)
+        }
         // Parsed by iceberg-rust's `TableProperties` (drop --purge reads them all).
         "write.datafusion.fanout.enabled" | "write.parquet.content-defined-chunking.enabled" => {
             Some(Rule::Bool)
@@ -246,6 +263,7 @@ impl Rule {
             Rule::JobOrder => {
                 "expected none, bytes-asc, bytes-desc, files-asc or files-desc".into()
             }
+            Rule::Duration => "expected a duration such as 30s, 5m or 1h".into(),
             Rule::Unknown(COMPACT_PREFIX) => format!(
                 "not a floe compact option; expected one of: {}",
                 COMPACT_OPTIONS
@@ -255,7 +273,10 @@ impl Rule {
                     .join(", ")
             ),
             Rule::Unknown(_) => {
-                format!("not a floe ingest property; expected: {INGEST_WRITE_BUFFER_SIZE}")
+                format!(
+                    "not a floe ingest property; expected one of: {}",
+                    INGEST_PROPERTIES.join(", ")
+                )
             }
         }
     }
@@ -290,6 +311,7 @@ impl Rule {
                 .iter()
                 .find(|w| w.eq_ignore_ascii_case(v))
                 .map(|w| w.to_string()),
+            Rule::Duration => parse_duration("", v).ok().map(|_| v.to_string()),
             Rule::Unknown(_) => None,
         };
         ok.ok_or_else(|| self.expected())

@@ -22,8 +22,16 @@
 //! A bad stored value of a property the commit path reads fails the commit before anything is
 //! written, naming the table, the key and the repair command; except for property updates,
 //! which must be able to repair such a table (they fall back to Iceberg's defaults).
+//!
+//! **One committer per table in a process.** Every attempt holds the table's process-wide
+//! commit slot from the moment it picks its base until the catalog answers, so the commits one
+//! process makes to one table (an ingest's data commits and the maintenance it runs beside
+//! them) are serialized and never conflict with each other: an attempt starts from the
+//! metadata the previous one committed. Conflicts come only from other processes.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use iceberg::table::Table;
@@ -87,6 +95,24 @@ pub struct Committer<'a> {
     keep_files: bool,
     owned_files: Vec<String>,
     repairing: bool,
+    persistent: bool,
+}
+
+/// A table's commit slot: held by one attempt at a time; holds the metadata location of the
+/// last commit this process made to the table.
+type Slot = Arc<tokio::sync::Mutex<Option<String>>>;
+
+static SLOTS: LazyLock<Mutex<HashMap<String, Slot>>> = LazyLock::new(Default::default);
+
+/// The commit slot of `ident` in `catalog` (one per catalog and table in this process).
+fn slot(catalog: &Catalog, ident: &TableIdent) -> Slot {
+    let key = format!("{catalog:?}|{}", ident_string(ident));
+    SLOTS
+        .lock()
+        .expect("not poisoned")
+        .entry(key)
+        .or_default()
+        .clone()
 }
 
 impl<'a> Committer<'a> {
@@ -100,7 +126,16 @@ impl<'a> Committer<'a> {
             keep_files: false,
             owned_files: vec![],
             repairing: false,
+            persistent: false,
         }
+    }
+
+    /// Retries conflicts until `commit.retry.total-timeout-ms`, however many attempts that
+    /// takes (`commit.retry.num-retries` does not apply): for an append, which always rebases,
+    /// from a writer that must not fail because maintenance committed in between.
+    pub fn retrying_conflicts(mut self) -> Self {
+        self.persistent = true;
+        self
     }
 
     /// Builds the first attempt on `base` (a table the caller just loaded), saving a read;
@@ -193,12 +228,21 @@ impl<'a> Committer<'a> {
             keep_files,
             owned_files,
             repairing,
+            persistent,
         } = self;
         // Where the operation's files live, known without a read when a base was given.
         let home = base
             .as_ref()
             .map(|t| (t.file_io().clone(), t.metadata().location().to_string()));
-        let result = attempt_loop(catalog, &ident, base, precondition, repairing, produce).await;
+        let result = attempt_loop(
+            catalog,
+            &ident,
+            base,
+            precondition,
+            (repairing, persistent),
+            produce,
+        )
+        .await;
         if let Err(e) = &result {
             let definite = !matches!(e, Error::CommitStateUnknown { .. });
             if definite && !keep_files && !owned_files.is_empty() {
@@ -230,7 +274,7 @@ async fn attempt_loop<P, F, Fut>(
     ident: &TableIdent,
     mut base: Option<Table>,
     precondition: Option<Precondition<'_>>,
-    repairing: bool,
+    (repairing, persistent): (bool, bool),
     mut produce: F,
 ) -> Result<Committed<P>>
 where
@@ -240,11 +284,20 @@ where
     let name = ident_string(ident);
     let started = Instant::now();
     let mut attempt: u32 = 0;
+    let slot = slot(catalog, ident);
     loop {
         attempt += 1;
+        let mut last_commit = slot.lock().await;
+        // A given base older than this process's last commit to the table is reloaded.
         let table = match base.take() {
-            Some(t) => t,
-            None => catalog.load_table(ident).await?,
+            Some(t)
+                if last_commit
+                    .as_deref()
+                    .is_none_or(|l| t.metadata_location() == Some(l)) =>
+            {
+                t
+            }
+            _ => catalog.load_table(ident).await?,
         };
         let policy = if repairing {
             RetryPolicy::or_defaults(&name, table.metadata().properties())
@@ -269,17 +322,19 @@ where
             .await
         {
             Ok(table) => {
+                *last_commit = table.metadata_location().map(str::to_string);
                 return Ok(Committed {
                     table,
                     attempts: attempt,
                     plan,
-                })
+                });
             }
             // The outcome is unknown: the files may be referenced by a commit that landed.
             Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
             Err(e) => {
+                drop(last_commit);
                 delete_quietly_in(&file_io, table.metadata().location(), commit.written).await;
-                let out_of_budget = u64::from(attempt) > policy.num_retries
+                let out_of_budget = (!persistent && u64::from(attempt) > policy.num_retries)
                     || started.elapsed() >= policy.total_timeout;
                 match e {
                     Error::CommitConflict { reason, .. } if !out_of_budget => {

@@ -22,7 +22,7 @@ pub mod plan;
 mod rewrite;
 pub mod sort;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -127,6 +127,40 @@ fn table_target(table: &Table) -> Result<u64> {
     )
 }
 
+/// Plans `files`; the files of a partition in `roll_up` with the candidate bound its size tier
+/// sets and groups of two or more.
+fn plan_with_roll_up(
+    files: &[PlanFile],
+    opts: &PlanOptions,
+    roll_up: &BTreeMap<String, u64>,
+) -> plan::Plan {
+    if roll_up.is_empty() {
+        return plan::plan(files, opts);
+    }
+    let (tiered, rest): (Vec<PlanFile>, Vec<PlanFile>) = files
+        .iter()
+        .cloned()
+        .partition(|f| roll_up.contains_key(&f.partition));
+    let mut out = plan::plan(&rest, opts);
+    let mut by_bound: BTreeMap<u64, Vec<PlanFile>> = BTreeMap::new();
+    for f in tiered {
+        let bound = roll_up[&f.partition].min(opts.min_file_size_bytes);
+        by_bound.entry(bound).or_default().push(f);
+    }
+    for (bound, fs) in by_bound {
+        let o = PlanOptions {
+            min_file_size_bytes: bound,
+            min_input_files: 2,
+            ..opts.clone()
+        };
+        let p = plan::plan(&fs, &o);
+        out.groups.extend(p.groups);
+        out.candidate_files += p.candidate_files;
+    }
+    out.live_files = files.len();
+    out
+}
+
 /// Builder of a compaction.
 #[derive(Clone)]
 pub struct CompactBuilder {
@@ -138,6 +172,8 @@ pub struct CompactBuilder {
     where_filter: Option<String>,
     /// Only these partitions ([`partition_path`] names), when set.
     partitions: Option<Arc<BTreeSet<String>>>,
+    /// Partitions rolled up by size tier: only their files under the bound are merged.
+    roll_up: BTreeMap<String, u64>,
     sort_by: Option<String>,
     dry_run: bool,
     progress: Option<ProgressFn>,
@@ -158,6 +194,7 @@ impl CompactBuilder {
             bad_option: None,
             where_filter: None,
             partitions: None,
+            roll_up: BTreeMap::new(),
             sort_by: None,
             dry_run: false,
             progress: None,
@@ -192,6 +229,14 @@ impl CompactBuilder {
     /// written alone.
     pub fn with_partitions(mut self, partitions: Option<BTreeSet<String>>) -> Self {
         self.partitions = partitions.map(Arc::new);
+        self
+    }
+
+    /// Rolls these partitions up (`floe.maintain.compact.roll-up-fan-in`): in each, only the
+    /// data files under its bound (and under `min-file-size-bytes`) are candidates, and two
+    /// make a group; other partitions are planned as usual.
+    pub fn with_roll_up(mut self, roll_up: BTreeMap<String, u64>) -> Self {
+        self.roll_up = roll_up;
         self
     }
 
@@ -284,7 +329,7 @@ impl CompactBuilder {
                 plan_file(i, t, spec_id, partition, &table)
             })
             .collect();
-        let mut plan = plan::plan(&plan_files, &opts);
+        let mut plan = plan_with_roll_up(&plan_files, &opts, &self.roll_up);
         if let Some(keep) = &self.partitions {
             plan.groups.retain(|g| keep.contains(&g.partition));
         }

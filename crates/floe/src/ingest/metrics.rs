@@ -2,7 +2,10 @@
 //! Flink sink (`flushedDataFiles`, `dataFilesSizeHistogram`, `lastFlushDurationMs`,
 //! `committedDataFilesCount`, `committedDataFilesRecordCount`, `lastCommitDurationMs`,
 //! `elapsedSecondsSinceLastSuccessfulCommit`) plus records in, bad records, spilled bytes and
-//! Kafka lag per partition.
+//! Kafka lag per partition, the compaction debt and backpressure (`debtSmallFilesPerPartition`,
+//! `debtSnapshotsSinceCompaction`, `debtSecondsSinceCompaction`, `commitIntervalMs`,
+//! `throttledSeconds`), and with `--maintain` the in-process maintenance's `floe_maintain_*`
+//! metrics.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -11,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::error::{Error, Result};
+use crate::ingest::maintain::Debt;
 use crate::ingest::source::StreamLag;
+use crate::maintain::state::ServiceState;
 
 /// Upper bounds of the data file size histogram (bytes).
 const SIZE_BUCKETS: [u64; 8] = [
@@ -40,6 +45,12 @@ pub struct Metrics {
     pub last_commit_epoch_ms: AtomicI64,
     pub started_epoch_ms: AtomicI64,
     pub spilled_bytes: AtomicU64,
+    /// The commit interval in effect (stretched by backpressure).
+    pub effective_commit_interval_ms: AtomicU64,
+    /// Time the interval was stretched beyond `--commit-interval`, summed.
+    pub throttled_ms: AtomicU64,
+    debt: Mutex<Option<Debt>>,
+    maintenance: Mutex<Option<Arc<ServiceState>>>,
     size_buckets: Mutex<[u64; SIZE_BUCKETS.len() + 1]>,
     size_sum: AtomicU64,
     lag: Mutex<Vec<StreamLag>>,
@@ -66,6 +77,16 @@ impl Metrics {
             self.size_sum.fetch_add(s, Ordering::Relaxed);
             self.flushed_data_files.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Replaces the debt gauges.
+    pub fn set_debt(&self, d: &Debt) {
+        *self.debt.lock().expect("not poisoned") = Some(d.clone());
+    }
+
+    /// Adds the in-process maintenance's metrics to the exposition.
+    pub fn attach_maintenance(&self, state: Arc<ServiceState>) {
+        *self.maintenance.lock().expect("not poisoned") = Some(state);
     }
 
     /// Replaces the lag gauges.
@@ -116,6 +137,11 @@ impl Metrics {
         );
         counter("commits", "Successful commits.", get(&self.commits));
         counter(
+            "throttledSeconds",
+            "Seconds the commit interval was stretched beyond --commit-interval by backpressure.",
+            get(&self.throttled_ms) / 1000,
+        );
+        counter(
             "spilledBytes",
             "Bytes spilled to local disk by the write buffers.",
             get(&self.spilled_bytes),
@@ -138,6 +164,33 @@ impl Metrics {
             "Seconds since the last successful commit.",
             format!("{:.3}", self.elapsed_since_commit()),
         );
+        gauge(
+            "commitIntervalMs",
+            "The commit interval in effect (longer than --commit-interval under backpressure).",
+            get(&self.effective_commit_interval_ms).to_string(),
+        );
+        if let Some(d) = self.debt.lock().expect("not poisoned").as_ref() {
+            gauge(
+                "debtSmallFilesPerPartition",
+                "Small data files in the partition holding the most.",
+                d.max_small_files.to_string(),
+            );
+            gauge(
+                "debtSnapshotsSinceCompaction",
+                "Snapshots since the last compaction.",
+                d.snapshots_since_compaction.to_string(),
+            );
+            gauge(
+                "debtSecondsSinceCompaction",
+                "Seconds small files have waited since the last compaction.",
+                format!("{:.3}", d.ms_since_compaction as f64 / 1000.0),
+            );
+            gauge(
+                "debtOverLimit",
+                "1 while a debt limit (floe.ingest.max-*) is passed.",
+                u8::from(!d.over.is_empty()).to_string(),
+            );
+        }
         let b = *self.size_buckets.lock().expect("not poisoned");
         let _ = writeln!(s, "# HELP dataFilesSizeHistogram Sizes of flushed data files.\n# TYPE dataFilesSizeHistogram histogram");
         let mut cum = 0;
@@ -167,6 +220,10 @@ impl Metrics {
                     l.lag
                 );
             }
+        }
+        drop(lag);
+        if let Some(state) = self.maintenance.lock().expect("not poisoned").as_ref() {
+            s.push_str(&state.render_metrics());
         }
         s
     }

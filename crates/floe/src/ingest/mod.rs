@@ -6,13 +6,15 @@
 //!   table's schema with per-record errors (`floe append`).
 //! - [`stream`]: `floe ingest` (its [`options`] and [`report`]s), built from [`source`] (Kafka, files, stdin) -> [`decode`]
 //!   (bad records to [`dead_letter`]) -> [`buffer`] (per-partition buffers, spill) -> one
-//!   exactly-once commit per trigger, with [`metrics`].
+//!   exactly-once commit per trigger, with [`metrics`]; [`maintain`]: the table's maintenance
+//!   run by the ingest itself (`--maintain`) and backpressure on compaction debt.
 
 pub mod buffer;
 pub mod convert;
 pub mod dead_letter;
 pub mod decode;
 pub mod files;
+pub mod maintain;
 pub mod metrics;
 pub mod ndjson;
 pub mod options;

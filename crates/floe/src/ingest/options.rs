@@ -63,6 +63,14 @@ pub struct IngestOptions {
     /// Records per micro-batch.
     pub batch_records: usize,
     pub write: WriteOptions,
+    /// Run the table's maintenance in this process (`--maintain`); `None`: the table's
+    /// `floe.ingest.maintain`.
+    pub maintain: Option<bool>,
+    /// The lease and run-history store of the in-process maintenance (the one `floe maintain`
+    /// uses, so the two never run a job on the table at once); `None`: a private SQLite file.
+    pub maintain_store: Option<String>,
+    /// Time between maintenance passes when no commit wakes one.
+    pub maintain_interval: Duration,
     /// Fault injection for tests: sleep this long between writing the files and committing.
     #[doc(hidden)]
     pub pause_before_commit: Option<Duration>,
@@ -83,6 +91,9 @@ impl IngestOptions {
             stop_when_idle: None,
             batch_records: 10_000,
             write: WriteOptions::default(),
+            maintain: None,
+            maintain_store: None,
+            maintain_interval: Duration::from_secs(30),
             pause_before_commit: None,
         }
     }

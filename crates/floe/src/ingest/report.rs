@@ -1,8 +1,10 @@
 //! What an ingest reports: its plan (where it resumes, the settings in effect), one report per
 //! commit, and its metrics when it stops.
 
+use crate::ingest::maintain::Debt;
 use crate::ingest::options::Distribution;
 use crate::ingest::source::{Positions, StreamLag};
+use crate::maintain::service::MaintainSummary;
 
 /// What one commit did (for the per-commit progress line).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -18,6 +20,17 @@ pub struct CommitReport {
     pub commit_ms: u64,
     pub spilled_bytes: u64,
     pub lag: Vec<StreamLag>,
+    /// The positions this commit stored: each stream's next position after it.
+    pub positions: Positions,
+    /// When the commit landed (ms since the epoch): its rows are readable from then on.
+    pub committed_at_ms: i64,
+    /// Attempts the commit took (more than 1: another process committed in between).
+    pub attempts: u32,
+    /// The commit interval in effect after this commit (longer than `--commit-interval`
+    /// while backpressure holds).
+    pub commit_interval_ms: u64,
+    /// The table's compaction debt after this commit, when measured.
+    pub debt: Option<Debt>,
 }
 
 /// What an ingest would do ([`crate::ingest::stream::IngestBuilder::plan`]): where it resumes and the settings in
@@ -37,6 +50,11 @@ pub struct IngestPlan {
     pub commit_interval_ms: u64,
     pub commit_bytes: Option<u64>,
     pub commit_records: Option<u64>,
+    /// Whether the ingest runs the table's maintenance (`--maintain` or
+    /// `floe.ingest.maintain`).
+    pub maintain: bool,
+    /// The backpressure limits in effect.
+    pub debt_limits: crate::ingest::maintain::DebtLimits,
 }
 
 /// What an ingest did when it stopped.
@@ -56,6 +74,10 @@ pub struct IngestMetrics {
     pub stopped_by: String,
     /// Peak resident memory of the process (Linux), for checking the buffer budget.
     pub peak_rss_bytes: Option<u64>,
+    /// Time the commit interval was stretched by backpressure (ms beyond `--commit-interval`).
+    pub throttled_ms: u64,
+    /// What the in-process maintenance did (`--maintain`).
+    pub maintenance: Option<MaintainSummary>,
 }
 
 /// The process's peak resident set size (`VmHWM`), on Linux.

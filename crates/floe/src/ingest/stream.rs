@@ -32,8 +32,10 @@ use crate::error::{Error, Result};
 use crate::ingest::buffer::{write_parts, PartitionBuffers, PartitionRouter};
 use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
 use crate::ingest::decode::decode_records;
+use crate::ingest::maintain::{maintain_enabled, measure, next_interval, DebtLimits, InProcess};
 use crate::ingest::metrics::Metrics;
 use crate::ingest::source::{Positions, Source};
+use crate::maintain::service::{default_holder, LogFn};
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
 use crate::storage::delete::delete_quietly_in;
@@ -47,24 +49,52 @@ pub use crate::ingest::options::{
 pub use crate::ingest::report::{peak_rss_bytes, CommitReport, IngestMetrics, IngestPlan};
 
 /// The positions in the newest snapshot of `writer_id` on `main`'s history, if any.
+///
+/// The walk follows parent ids from the current snapshot. Expiry may have removed snapshots
+/// between the current one and the writer's (it keeps the writer's newest snapshot, its
+/// watermark, but not what lies between): where the chain breaks, the newest snapshot of the
+/// writer older than the break (by sequence number) is the one it would have reached.
 pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Positions)> {
     let md = table.metadata();
+    let of_writer = |s: &iceberg::spec::Snapshot| {
+        s.summary()
+            .additional_properties
+            .get(FLOE_WRITER_ID)
+            .map(String::as_str)
+            == Some(writer_id)
+    };
+    let positions = |s: &iceberg::spec::Snapshot| -> (i64, Positions) {
+        let p = s
+            .summary()
+            .additional_properties
+            .iter()
+            .filter_map(|(k, v)| {
+                let stream = k.strip_prefix(POSITION_PREFIX)?;
+                Some((stream.to_string(), v.parse::<i64>().ok()?))
+            })
+            .collect();
+        (s.snapshot_id(), p)
+    };
     let mut cur = md.current_snapshot().cloned();
     while let Some(s) = cur {
-        let props = &s.summary().additional_properties;
-        if props.get(FLOE_WRITER_ID).map(String::as_str) == Some(writer_id) {
-            let positions = props
-                .iter()
-                .filter_map(|(k, v)| {
-                    let stream = k.strip_prefix(POSITION_PREFIX)?;
-                    Some((stream.to_string(), v.parse::<i64>().ok()?))
-                })
-                .collect();
-            return Some((s.snapshot_id(), positions));
+        if of_writer(&s) {
+            return Some(positions(&s));
         }
-        cur = s
-            .parent_snapshot_id()
-            .and_then(|p| md.snapshot_by_id(p).cloned());
+        match s.parent_snapshot_id() {
+            None => return None,
+            Some(p) => match md.snapshot_by_id(p) {
+                Some(parent) => cur = Some(parent.clone()),
+                None => {
+                    // The chain breaks at an expired snapshot.
+                    let below = s.sequence_number();
+                    return md
+                        .snapshots()
+                        .filter(|o| o.sequence_number() < below && of_writer(o))
+                        .max_by_key(|o| (o.sequence_number(), o.timestamp_ms()))
+                        .map(|o| positions(o));
+                }
+            },
+        }
     }
     None
 }
@@ -81,6 +111,7 @@ pub struct IngestBuilder {
     metrics: Arc<Metrics>,
     on_commit: Option<OnCommit>,
     progress: Option<ProgressFn>,
+    maintenance_log: Option<LogFn>,
     shutdown: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
@@ -101,6 +132,7 @@ impl IngestBuilder {
             metrics: Metrics::new(),
             on_commit: None,
             progress: None,
+            maintenance_log: None,
             shutdown: None,
         }
     }
@@ -131,6 +163,13 @@ impl IngestBuilder {
         self
     }
 
+    /// Where the in-process maintenance (`--maintain`) logs its jobs (default: stderr,
+    /// prefixed `[maintain]`).
+    pub fn with_maintenance_log(mut self, log: LogFn) -> Self {
+        self.maintenance_log = Some(log);
+        self
+    }
+
     /// When `signal` completes, buffered data is committed and the ingest stops.
     pub fn with_shutdown(
         mut self,
@@ -148,6 +187,10 @@ impl IngestBuilder {
         let table = self.catalog.load_table(&self.ident).await?;
         let (write_buffer_size, distribution) = self.settings(&table)?;
         let resume_from = writer_positions(&table, &self.options.writer_id);
+        let props = table.metadata().properties();
+        let maintain = maintain_enabled(self.options.maintain, props)?;
+        let debt_limits =
+            DebtLimits::from_properties(props, self.options.commit_interval, maintain)?;
         Ok(IngestPlan {
             table: ident_string(&self.ident),
             writer_id: self.options.writer_id.clone(),
@@ -160,6 +203,8 @@ impl IngestBuilder {
             commit_interval_ms: self.options.commit_interval.as_millis() as u64,
             commit_bytes: self.options.commit_bytes,
             commit_records: self.options.commit_records,
+            maintain,
+            debt_limits,
         })
     }
 
@@ -210,9 +255,45 @@ impl IngestBuilder {
             table.metadata().current_schema(),
         )?);
 
+        let props = table.metadata().properties();
+        let maintaining = maintain_enabled(self.options.maintain, props)?;
+        let base_interval = self.options.commit_interval;
+        let limits = DebtLimits::from_properties(props, base_interval, maintaining)
+            .map_err(|e| e.for_table(&name))?;
+        let mut interval = base_interval;
         let resumed = writer_positions(&table, &self.options.writer_id)
             .map(|(_, p)| p)
             .unwrap_or_default();
+        let maintenance = if maintaining {
+            let store = match &self.options.maintain_store {
+                Some(uri) => uri.clone(),
+                None => format!(
+                    "sqlite://{}?mode=rwc",
+                    spill_root.path().join("maintain.db").display()
+                ),
+            };
+            let log = self
+                .maintenance_log
+                .clone()
+                .unwrap_or_else(|| Arc::new(|line: &str| eprintln!("[maintain] {line}")));
+            let holder = format!("ingest {} {}", self.options.writer_id, default_holder());
+            let m = InProcess::start(
+                &self.catalog,
+                &self.ident,
+                &store,
+                holder,
+                self.options.maintain_interval,
+                log,
+            )
+            .await?;
+            self.metrics.attach_maintenance(m.state());
+            Some(m)
+        } else {
+            None
+        };
+        self.metrics
+            .effective_commit_interval_ms
+            .store(interval.as_millis() as u64, Ordering::Relaxed);
         self.source.start(&resumed).await?;
         let uri = self.source.uri();
         let mut committed = resumed.clone();
@@ -235,6 +316,8 @@ impl IngestBuilder {
             duration_ms: 0,
             stopped_by: String::new(),
             peak_rss_bytes: None,
+            throttled_ms: 0,
+            maintenance: None,
         };
         let batch_records = self
             .options
@@ -249,11 +332,9 @@ impl IngestBuilder {
         let mut last_commit = Instant::now();
         let mut last_record = Instant::now();
         let mut rr = 0usize;
+        let mut last_debt: Option<Instant> = None;
         loop {
-            let due_in = self
-                .options
-                .commit_interval
-                .saturating_sub(last_commit.elapsed());
+            let due_in = interval.saturating_sub(last_commit.elapsed());
             let wait = due_in.clamp(Duration::from_millis(10), Duration::from_millis(200));
             // Never read past --commit-records: a commit holds exactly that many records.
             let max = match self.options.commit_records {
@@ -336,7 +417,7 @@ impl IngestBuilder {
                 .options
                 .stop_when_idle
                 .is_some_and(|d| last_record.elapsed() >= d);
-            let due = last_commit.elapsed() >= self.options.commit_interval
+            let due = last_commit.elapsed() >= interval
                 || self.options.commit_bytes.is_some_and(|b| since.bytes >= b)
                 || self
                     .options
@@ -344,7 +425,7 @@ impl IngestBuilder {
                     .is_some_and(|r| since.records >= r);
             if due || stop.is_some() || idle {
                 if writers.iter().any(|w| !w.is_empty()) {
-                    let report = self
+                    let (mut report, table) = self
                         .commit(
                             &mut writers,
                             &pending,
@@ -354,6 +435,51 @@ impl IngestBuilder {
                             summary.commits + 1,
                         )
                         .await?;
+                    if let Some(m) = &maintenance {
+                        m.wake();
+                    }
+                    if interval > base_interval {
+                        let extra = (interval - base_interval).as_millis() as u64;
+                        summary.throttled_ms += extra;
+                        self.metrics
+                            .throttled_ms
+                            .fetch_add(extra, Ordering::Relaxed);
+                    }
+                    // The debt is read after a commit, at most every 2 s (one read of the
+                    // live files).
+                    let debt_every = Duration::from_secs(2);
+                    if limits.any() && last_debt.is_none_or(|t| t.elapsed() >= debt_every) {
+                        last_debt = Some(Instant::now());
+                        let now = chrono::Utc::now().timestamp_millis();
+                        match measure(&self.catalog, &self.ident, &table, &limits, now).await {
+                            Ok(d) => {
+                                let next = next_interval(
+                                    interval,
+                                    base_interval,
+                                    !d.over.is_empty(),
+                                    Duration::from_millis(limits.max_commit_interval_ms),
+                                );
+                                if next != interval {
+                                    tracing::warn!(
+                                        table = %name,
+                                        interval_ms = next.as_millis() as u64,
+                                        over = ?d.over,
+                                        "backpressure: commit interval changed"
+                                    );
+                                }
+                                interval = next;
+                                self.metrics.set_debt(&d);
+                                report.debt = Some(d);
+                            }
+                            Err(e) => {
+                                tracing::warn!(table = %name, "measuring the compaction debt: {e}")
+                            }
+                        }
+                        self.metrics
+                            .effective_commit_interval_ms
+                            .store(interval.as_millis() as u64, Ordering::Relaxed);
+                    }
+                    report.commit_interval_ms = interval.as_millis() as u64;
                     summary.commits += 1;
                     summary.data_files += report.data_files;
                     progress.done += Amount {
@@ -384,6 +510,9 @@ impl IngestBuilder {
         if let Some(sink) = &mut self.dead_letter {
             sink.sync().await?;
         }
+        if let Some(m) = maintenance {
+            summary.maintenance = Some(m.stop().await?);
+        }
         summary.positions = committed;
         summary.peak_rss_bytes = peak_rss_bytes();
         summary.duration_ms = started.elapsed().as_millis() as u64;
@@ -399,7 +528,7 @@ impl IngestBuilder {
         uri: &str,
         since: &Window,
         seq: u64,
-    ) -> Result<CommitReport> {
+    ) -> Result<(CommitReport, Table)> {
         if let Some(sink) = &mut self.dead_letter {
             sink.sync().await?;
         }
@@ -462,12 +591,14 @@ impl IngestBuilder {
         }
         // The writer fence is checked on every attempt; the committer deletes the data files
         // when the commit definitely fails (never on an unknown outcome).
-        let table = Committer::new(&self.catalog, &self.ident)
+        let done = Committer::new(&self.catalog, &self.ident)
             .on(table)
+            .retrying_conflicts()
             .with_precondition(move |t| fence(t, &writer_id, &expected))
             .commit(update)
-            .await?
-            .table;
+            .await?;
+        let committed_at_ms = chrono::Utc::now().timestamp_millis();
+        let table = done.table;
         let commit_ms = commit_started.elapsed().as_millis() as u64;
         *committed = pending.clone();
         let m = &self.metrics;
@@ -480,7 +611,7 @@ impl IngestBuilder {
         m.committed_data_files_record_count
             .fetch_add(records, Ordering::Relaxed);
         m.commits.fetch_add(1, Ordering::Relaxed);
-        Ok(CommitReport {
+        let report = CommitReport {
             commit: seq,
             snapshot_id: table.metadata().current_snapshot_id().unwrap_or_default(),
             records,
@@ -492,7 +623,13 @@ impl IngestBuilder {
             commit_ms,
             spilled_bytes: m.spilled_bytes.load(Ordering::Relaxed),
             lag: self.source.lag(),
-        })
+            positions: pending.clone(),
+            committed_at_ms,
+            attempts: done.attempts,
+            commit_interval_ms: 0,
+            debt: None,
+        };
+        Ok((report, table))
     }
 }
 

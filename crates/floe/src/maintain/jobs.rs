@@ -21,7 +21,7 @@
 //! The cost in seconds comes from [`super::rates`]: rates fitted on floe's past runs of the
 //! same job kind on this machine. The score is benefit per estimated second.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use iceberg::spec::ManifestFile;
@@ -70,6 +70,8 @@ pub struct Planned {
     pub partitions: Vec<(String, u64)>,
     /// Bytes the job rewrites (compaction, manifest rewrite).
     pub rewrite_bytes: u64,
+    /// Compaction: the partitions rolled up by size tier, with their bound.
+    pub roll_up: BTreeMap<String, u64>,
 }
 
 /// One table's pass.
@@ -95,19 +97,23 @@ pub fn backoff_ms(failures: u32) -> i64 {
 
 /// Evaluates one table at `now_ms`: its status (numbers and the decision table) and its due
 /// jobs, planned. Past runs come from `store` (under `scope@table-uuid`); `rates` are the cost
-/// rates per job kind.
+/// rates per job kind; `defaults` are policy properties the table's own override (how
+/// `floe ingest --maintain` turns the roll-up on).
 pub async fn evaluate_table(
     w: &Watched,
     store: &Store,
     scope: &str,
     rates: &HashMap<JobKind, Rates>,
+    defaults: &HashMap<String, String>,
     now_ms: i64,
 ) -> Result<TableEvaluation> {
     let table = w.catalog.load_table(&w.ident).await?;
     let history_scope = format!("{scope}@{}", table.metadata().uuid());
     let last = &store.last_runs(&history_scope).await?;
     let props = table.metadata().properties();
-    let policy = Policy::from_properties(props).map_err(|e| e.for_table(&w.name))?;
+    let mut with_defaults = defaults.clone();
+    with_defaults.extend(props.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let policy = Policy::from_properties(&with_defaults).map_err(|e| e.for_table(&w.name))?;
     let compact = CompactBuilder::new(&w.catalog, w.ident.clone());
     let small_below = compact
         .plan_options(&table)
@@ -177,6 +183,14 @@ pub async fn evaluate_table(
                 }
             }
         }
+        // A full size tier in an active partition is due whatever the other triggers say:
+        // it is what keeps a short commit interval from piling up small files.
+        if c.job == JobKind::Compact && d.skipped.is_some() {
+            if let Some(p) = choices.iter().find(|p| p.roll_up_below.is_some()) {
+                d.fired = Some(format!("{}: {}", p.partition, p.reason));
+                d.skipped = None;
+            }
+        }
         if d.fired.is_some() && d.skipped.is_none() {
             if let Some(wait) = backoff(last.get(c.job.as_str()), now_ms) {
                 d.skipped = Some(wait);
@@ -195,6 +209,7 @@ pub async fn evaluate_table(
                         decision: status.decisions.len(),
                         partitions: p.partitions,
                         rewrite_bytes: p.rewrite_bytes,
+                        roll_up: p.roll_up,
                     });
                 }
                 Err(Skip(why)) => d.skipped = Some(why),
@@ -227,6 +242,7 @@ struct JobPlan {
     cost: Cost,
     partitions: Vec<(String, u64)>,
     rewrite_bytes: u64,
+    roll_up: BTreeMap<String, u64>,
 }
 
 fn backoff(last: Option<&LastRuns>, now_ms: i64) -> Option<String> {
@@ -270,8 +286,13 @@ async fn plan_job(
                 return Err(Skip(why));
             }
             let names: BTreeSet<String> = eligible.iter().map(|p| p.partition.clone()).collect();
+            let roll_up: BTreeMap<String, u64> = eligible
+                .iter()
+                .filter_map(|p| Some((p.partition.clone(), p.roll_up_below?)))
+                .collect();
             let m = CompactBuilder::new(catalog, ident)
                 .with_partitions(Some(names))
+                .with_roll_up(roll_up.clone())
                 .plan()
                 .await?;
             if m.plan.groups.is_empty() {
@@ -308,6 +329,7 @@ async fn plan_job(
                 cost: m.cost(),
                 rewrite_bytes: m.plan.input_bytes(),
                 partitions,
+                roll_up,
             }
         }
         JobKind::ExpireSnapshots => {
@@ -325,6 +347,7 @@ async fn plan_job(
                 cost,
                 partitions: vec![],
                 rewrite_bytes: 0,
+                roll_up: BTreeMap::new(),
             }
         }
         JobKind::RemoveOrphanFiles => {
@@ -348,6 +371,7 @@ async fn plan_job(
                 },
                 partitions: vec![],
                 rewrite_bytes: 0,
+                roll_up: BTreeMap::new(),
             }
         }
         JobKind::RewriteManifests => {
@@ -367,6 +391,7 @@ async fn plan_job(
                 rewrite_bytes: cost.bytes_to_read,
                 cost,
                 partitions: vec![],
+                roll_up: BTreeMap::new(),
             }
         }
         JobKind::CleanMetadata => {
@@ -381,6 +406,7 @@ async fn plan_job(
                 cost,
                 partitions: vec![],
                 rewrite_bytes: 0,
+                roll_up: BTreeMap::new(),
             }
         }
     })
@@ -456,12 +482,14 @@ pub async fn run_job(
     w: &Watched,
     job: JobKind,
     partitions: Option<Vec<String>>,
+    roll_up: BTreeMap<String, u64>,
     policy: &Policy,
 ) -> std::result::Result<Cost, String> {
     if let Some(e) = crate::fault::fail("MAINTAIN_JOB") {
         return Err(e);
     }
-    run(w, job, partitions, policy)
+    crate::fault::pause("MAINTAIN_JOB").await;
+    run(w, job, partitions, roll_up, policy)
         .await
         .map_err(|e| e.to_string())?
 }
@@ -470,6 +498,7 @@ async fn run(
     w: &Watched,
     job: JobKind,
     partitions: Option<Vec<String>>,
+    roll_up: BTreeMap<String, u64>,
     policy: &Policy,
 ) -> Result<std::result::Result<Cost, String>> {
     let (catalog, ident) = (&w.catalog, w.ident.clone());
@@ -477,6 +506,7 @@ async fn run(
         JobKind::Compact => {
             let m = CompactBuilder::new(catalog, ident)
                 .with_partitions(partitions.map(|p| p.into_iter().collect()))
+                .with_roll_up(roll_up)
                 .execute()
                 .await?;
             if let Some(f) = m.failed_groups.first() {

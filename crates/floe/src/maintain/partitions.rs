@@ -2,6 +2,10 @@
 //! written are left to their writers until they go idle (`partition-idle-time`), unless their
 //! small files pass a hard limit, and that idle ("cold") partitions with small files go first.
 //!
+//! A partition still being written may also be rolled up by size tiers
+//! (`floe.maintain.compact.roll-up-fan-in`, [`roll_up`]): what `floe ingest --maintain` does
+//! so that short commit intervals do not pile up small files.
+//!
 //! [`activity`] reads it off the live files (the snapshot that added each file gives its
 //! time); [`choose`] is the pure rule.
 
@@ -12,7 +16,7 @@ use iceberg::table::Table;
 
 use crate::table::manifests::LiveFile;
 
-use super::policy::{human_ms, CompactTriggers};
+use super::policy::{human_bytes, human_ms, CompactTriggers};
 
 /// The live files of one partition, as the compaction trigger sees them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -24,6 +28,9 @@ pub struct PartitionActivity {
     /// Data files under the compaction's `min-file-size-bytes`.
     pub small_files: u64,
     pub small_bytes: u64,
+    /// The sizes of the small data files.
+    #[serde(skip)]
+    pub small_sizes: Vec<u64>,
     pub delete_files: u64,
     /// When the newest of its live files was added (its snapshot's time); `None` when every
     /// adding snapshot was expired (the partition is old).
@@ -51,6 +58,7 @@ pub fn activity(table: &Table, live: &[LiveFile], small_below: u64) -> Vec<Parti
         if size < small_below {
             p.small_files += 1;
             p.small_bytes += size;
+            p.small_sizes.push(size);
         }
         let added = md.snapshot_by_id(f.snapshot_id).map(|s| s.timestamp_ms());
         p.last_added_ms = p.last_added_ms.max(added);
@@ -67,8 +75,11 @@ pub struct PartitionChoice {
     pub delete_files: u64,
     /// Idle for at least `partition-idle-time` (or never written in a known snapshot).
     pub idle: bool,
-    /// May be compacted now: idle with work, or active past the small-file hard limit.
+    /// May be compacted now: idle with work, active past the small-file hard limit, or active
+    /// with a full tier to roll up.
     pub eligible: bool,
+    /// An active partition's roll-up: only its small files under this size are merged.
+    pub roll_up_below: Option<u64>,
     /// Why, in words: `idle 3h`, `active 2m ago, 120 small files >= hard limit 100`.
     pub reason: String,
 }
@@ -91,6 +102,9 @@ pub fn choose(
                 .map(|ms| u64::try_from(now_ms.saturating_sub(ms)).unwrap_or(0));
             let idle = since.is_none_or(|s| s >= t.partition_idle_time_ms);
             let forced = p.small_files >= t.small_file_hard_limit;
+            let tier = (!idle && !forced)
+                .then(|| roll_up(&p.small_sizes, t.roll_up_fan_in))
+                .flatten();
             let (eligible, reason) = match since {
                 None => (true, "idle (no recent write)".to_string()),
                 Some(s) if idle => (true, format!("idle {}", human_ms(s))),
@@ -103,6 +117,18 @@ pub fn choose(
                         t.small_file_hard_limit
                     ),
                 ),
+                Some(s) if tier.is_some() => {
+                    let (below, files) = tier.expect("checked");
+                    (
+                        true,
+                        format!(
+                            "active ({} ago): roll-up of {files} small files under {} (roll-up-fan-in {})",
+                            human_ms(s),
+                            human_bytes(below),
+                            t.roll_up_fan_in
+                        ),
+                    )
+                }
                 Some(s) => (
                     false,
                     format!(
@@ -121,6 +147,7 @@ pub fn choose(
                 delete_files: p.delete_files,
                 idle,
                 eligible,
+                roll_up_below: tier.map(|(below, _)| below),
                 reason,
             }
         })
@@ -141,6 +168,34 @@ pub fn choose(
             ))
     });
     out
+}
+
+/// The roll-up due in a partition with small files of `sizes`, by size tiers of factor
+/// `fan_in` (0: off): tier `k` holds the files of `[u * fan_in^k, u * fan_in^(k+1))`, `u` the
+/// smallest file. The lowest tier holding `fan_in` files or more makes a roll-up of every small
+/// file below its upper bound: returns that bound and the number of files under it.
+pub fn roll_up(sizes: &[u64], fan_in: u64) -> Option<(u64, u64)> {
+    if fan_in < 2 || (sizes.len() as u64) < fan_in {
+        return None;
+    }
+    let unit = (*sizes.iter().min()?).max(1);
+    let tier = |size: u64| -> u32 {
+        let mut k = 0;
+        let mut upper = unit.saturating_mul(fan_in);
+        while size >= upper && upper < u64::MAX {
+            upper = upper.saturating_mul(fan_in);
+            k += 1;
+        }
+        k
+    };
+    let mut counts: std::collections::BTreeMap<u32, u64> = Default::default();
+    for s in sizes {
+        *counts.entry(tier(*s)).or_default() += 1;
+    }
+    let (full, _) = counts.iter().find(|(_, n)| **n >= fan_in)?;
+    let below = unit.saturating_mul(fan_in.saturating_pow(full + 1));
+    let files = sizes.iter().filter(|s| **s < below).count() as u64;
+    Some((below, files))
 }
 
 #[cfg(test)]

@@ -50,6 +50,14 @@ pub const PARTITION_IDLE_TIME: &str = "floe.maintain.compact.partition-idle-time
 /// `floe.maintain.compact.small-file-hard-limit` (default `100`): small files in one
 /// still-active partition that force compacting it anyway (used by the planning step).
 pub const SMALL_FILE_HARD_LIMIT: &str = "floe.maintain.compact.small-file-hard-limit";
+/// `floe.maintain.compact.roll-up-fan-in` (default `0`: off; `floe ingest --maintain` uses `4`
+/// unless set): compacts a partition still being written by size tiers, so its small files
+/// stay few however short the commit interval. A tier spans a factor of the fan-in in file
+/// size, starting at the partition's smallest file; once a tier holds fan-in files, every
+/// small file of that tier and below is merged into one. A partition being written then holds
+/// fewer than fan-in files per tier (`fan-in - 1` times `log_fan-in(min-file-size / smallest
+/// file)` at most), and each byte is rewritten at most once per tier.
+pub const ROLL_UP_FAN_IN: &str = "floe.maintain.compact.roll-up-fan-in";
 /// `floe.maintain.expire.enabled` (default `true`): expire snapshots by Iceberg's
 /// `history.expire.max-snapshot-age-ms` and `history.expire.min-snapshots-to-keep`.
 pub const EXPIRE_ENABLED: &str = "floe.maintain.expire.enabled";
@@ -83,6 +91,7 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     (RATE_LIMIT, "5m"),
     (PARTITION_IDLE_TIME, "15m"),
     (SMALL_FILE_HARD_LIMIT, "100"),
+    (ROLL_UP_FAN_IN, "0"),
     (EXPIRE_ENABLED, "true"),
     (ORPHANS_INTERVAL, "1d"),
     (ORPHANS_OLDER_THAN, "3d"),
@@ -103,6 +112,8 @@ pub struct CompactTriggers {
     pub rate_limit_ms: u64,
     pub partition_idle_time_ms: u64,
     pub small_file_hard_limit: u64,
+    /// 0: no roll-up of active partitions.
+    pub roll_up_fan_in: u64,
 }
 
 /// The maintenance policy of one table. `Policy::default()` is the policy of an unconfigured
@@ -140,6 +151,7 @@ impl Default for Policy {
                 rate_limit_ms: 5 * MINUTE_MS,
                 partition_idle_time_ms: 15 * MINUTE_MS,
                 small_file_hard_limit: 100,
+                roll_up_fan_in: 0,
             },
             expire_enabled: true,
             max_snapshot_age_ms: properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
@@ -191,6 +203,10 @@ impl Policy {
                     c.small_file_hard_limit,
                     1,
                 )?,
+                roll_up_fan_in: match count(props, ROLL_UP_FAN_IN, c.roll_up_fan_in, 0)? {
+                    1 => return Err(bad(ROLL_UP_FAN_IN, "1", "expected 0 (off) or at least 2")),
+                    n => n,
+                },
             },
             expire_enabled: bool_prop(props, EXPIRE_ENABLED, d.expire_enabled)?,
             max_snapshot_age_ms: u64_prop(

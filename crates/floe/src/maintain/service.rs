@@ -56,6 +56,9 @@ pub struct MaintainOptions {
     pub dry_run: bool,
     /// How long SIGTERM waits for running jobs before abandoning them.
     pub shutdown_grace: Duration,
+    /// Policy properties every table's own properties override (`floe ingest --maintain`
+    /// turns the roll-up on by default this way).
+    pub policy_defaults: HashMap<String, String>,
 }
 
 impl Default for MaintainOptions {
@@ -70,6 +73,7 @@ impl Default for MaintainOptions {
             tables: vec![],
             dry_run: false,
             shutdown_grace: Duration::from_secs(60),
+            policy_defaults: HashMap::new(),
         }
     }
 }
@@ -91,6 +95,8 @@ pub fn default_holder() -> String {
 pub struct Source {
     pub catalog: Catalog,
     pub prefix: Option<String>,
+    /// Only these tables (not listed: `floe ingest --maintain` watches its own table).
+    pub only: Option<Vec<TableIdent>>,
 }
 
 /// What one pass decided.
@@ -145,6 +151,7 @@ pub struct Maintainer {
     /// The lease scope of each running task, to free the right table if one panics.
     task_scopes: HashMap<tokio::task::Id, String>,
     summary: MaintainSummary,
+    wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Maintainer {
@@ -164,7 +171,15 @@ impl Maintainer {
             busy: HashMap::new(),
             task_scopes: HashMap::new(),
             summary: MaintainSummary::default(),
+            wake: None,
         }
+    }
+
+    /// A pass starts as soon as `wake` is notified (after a commit of the ingest the service
+    /// runs in), not only every `interval`.
+    pub fn with_wake(mut self, wake: Arc<tokio::sync::Notify>) -> Self {
+        self.wake = Some(wake);
+        self
     }
 
     /// Where log lines go (default: stderr).
@@ -181,7 +196,11 @@ impl Maintainer {
     async fn watched(&self, unreachable: &mut Vec<String>) -> Vec<Watched> {
         let mut out = Vec::new();
         for s in &self.sources {
-            let idents: Vec<TableIdent> = match s.catalog.list_tables(None).await {
+            let listed = match &s.only {
+                Some(only) => Ok(only.clone()),
+                None => s.catalog.list_tables(None).await,
+            };
+            let idents: Vec<TableIdent> = match listed {
                 Ok(t) => t,
                 Err(e) => {
                     unreachable.push(format!("catalog {}: {e}", s.catalog.name()));
@@ -273,7 +292,16 @@ impl Maintainer {
                 });
                 continue;
             }
-            match evaluate_table(&w, &self.store, &scope, &rates, now).await {
+            match evaluate_table(
+                &w,
+                &self.store,
+                &scope,
+                &rates,
+                &self.opts.policy_defaults,
+                now,
+            )
+            .await
+            {
                 Ok(e) => evals.push((w, e)),
                 Err(e) => {
                     let problem = format!("skipped: {e}");
@@ -448,7 +476,7 @@ impl Maintainer {
             let started = now_ms();
             let clock = Instant::now();
             let result = with_lease(&store, &scope, &holder, ttl, async {
-                run_job(&w, p.job, partitions, &policy).await
+                run_job(&w, p.job, partitions, p.roll_up.clone(), &policy).await
             })
             .await;
             let finished = now_ms();
@@ -589,6 +617,14 @@ impl Maintainer {
             }
             let sleep = tokio::time::sleep(self.opts.interval);
             tokio::pin!(sleep);
+            let wake = self.wake.clone();
+            let woken = async move {
+                match wake {
+                    Some(w) => w.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(woken);
             loop {
                 tokio::select! {
                     _ = &mut shutdown => {
@@ -608,6 +644,7 @@ impl Maintainer {
                         return Ok(self.summary);
                     }
                     _ = &mut sleep => break,
+                    _ = &mut woken => break,
                     Some(done) = self.running.join_next(), if !self.running.is_empty() => {
                         self.finish(done);
                         // A slot is free: plan again soon, not at once (a finished job may

@@ -5,6 +5,7 @@ mod commit;
 mod common;
 mod compact;
 mod ingest;
+mod ingest_maintain;
 mod interop;
 mod maintain;
 mod maintain_dashboard;

@@ -28,6 +28,7 @@ async fn maintainer(
         vec![Source {
             catalog: catalog.clone(),
             prefix: None,
+            only: None,
         }],
         store,
         state,

@@ -1,0 +1,230 @@
+//! Stream and maintenance as one (crates/floe/src/ingest/maintain.rs): an ingest that runs the
+//! table's maintenance itself commits data and maintenance through one committer (no
+//! conflict between them), rolls up an active partition's small files, keeps every row once;
+//! backpressure stretches the commit interval while compaction debt is over its limit; a
+//! restarted writer finds its positions past snapshots expiry removed.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use floe::compact::CompactBuilder;
+use floe::expire::ExpireBuilder;
+use floe::ingest::maintain::{MAX_COMMIT_INTERVAL, MAX_SMALL_FILES};
+use floe::ingest::source;
+use floe::ingest::stream::{CommitReport, IngestBuilder, IngestMetrics, IngestOptions};
+use floe::table::manifests::live_files;
+
+use crate::common::Fixture;
+
+/// One day, so every record lands in the same (active) partition.
+fn line(id: i64) -> String {
+    format!(
+        "{{\"id\": {id}, \"ts\": \"2026-01-01T10:{:02}:00\", \"name\": \"n{}\", \"amount\": {}}}",
+        id % 60,
+        id % 7,
+        id as f64 * 0.5
+    )
+}
+
+fn write_lines(path: &std::path::Path, ids: std::ops::Range<i64>) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    for i in ids {
+        writeln!(f, "{}", line(i)).unwrap();
+    }
+}
+
+async fn ingest(
+    fx: &Fixture,
+    table: &str,
+    uri: &str,
+    follow: bool,
+    o: IngestOptions,
+) -> (IngestMetrics, Vec<CommitReport>, Vec<String>) {
+    let ident = floe::catalog::parse_table_ident(table).unwrap();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (sink, log) = (reports.clone(), lines.clone());
+    let s = IngestBuilder::new(&fx.catalog, ident, source::open(uri, follow).unwrap(), o)
+        .on_commit(move |r| sink.lock().unwrap().push(r.clone()))
+        .with_maintenance_log(Arc::new(move |l: &str| {
+            log.lock().unwrap().push(l.to_string())
+        }))
+        .execute()
+        .await
+        .unwrap();
+    let r = reports.lock().unwrap().clone();
+    let l = lines.lock().unwrap().clone();
+    (s, r, l)
+}
+
+async fn count_distinct(fx: &Fixture, table: &str) -> (i64, i64) {
+    let b = floe::sql::query(
+        &fx.catalog,
+        &format!("SELECT count(*) AS n, count(DISTINCT id) AS d FROM {table}"),
+    )
+    .await
+    .unwrap();
+    let col = |i: usize| {
+        b[0].column(i)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap()
+            .value(0)
+    };
+    (col(0), col(1))
+}
+
+#[tokio::test]
+async fn ingest_with_maintain_rolls_up_the_active_partition_through_one_committer() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("s.rolled", Some("day(ts)")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.ndjson");
+    write_lines(&input, 0..6000);
+    let mut o = IngestOptions::new("w");
+    o.commit_interval = Duration::from_secs(3600);
+    o.commit_records = Some(200);
+    o.batch_records = 200;
+    o.maintain = Some(true);
+    o.maintain_store = Some(fx.config.uri.clone());
+    // Commits slow enough for the maintainer to run between them.
+    o.pause_before_commit = Some(Duration::from_millis(150));
+    let (s, reports, log) = ingest(&fx, "s.rolled", &input.display().to_string(), false, o).await;
+    assert_eq!(s.commits, 30);
+    assert_eq!(count_distinct(&fx, "s.rolled").await, (6000, 6000));
+    // One committer: no data commit ever lost a race to the process's own maintenance.
+    assert!(
+        reports.iter().all(|r| r.attempts == 1),
+        "{:?}",
+        reports.iter().map(|r| r.attempts).collect::<Vec<_>>()
+    );
+    let m = s.maintenance.expect("maintenance ran");
+    assert!(
+        m.succeeded_by_job.get("compact").copied().unwrap_or(0) >= 1,
+        "{m:?}\n{log:#?}"
+    );
+    assert!(
+        log.iter().any(|l| l.contains("roll-up")),
+        "the compaction was a roll-up of the active partition: {log:#?}"
+    );
+    let table = fx.load(&ident).await;
+    let live = live_files(&table).await.unwrap().len();
+    assert!(
+        live < 30,
+        "{live} live files after 30 commits into one partition"
+    );
+    let replaced = table
+        .metadata()
+        .snapshots()
+        .filter(|s| s.summary().operation.as_str() == "replace")
+        .count();
+    assert!(replaced >= 1);
+    // Every commit of the writer carries its positions: a restart reads nothing again.
+    let mut o = IngestOptions::new("w");
+    o.maintain = Some(false);
+    let (s, _, _) = ingest(&fx, "s.rolled", &input.display().to_string(), false, o).await;
+    assert_eq!((s.records, s.commits), (0, 0));
+}
+
+#[tokio::test]
+async fn backpressure_stretches_the_commit_interval_while_debt_is_over_and_recovers() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("s.pressed", Some("day(ts)")).await;
+    fx.set_property(&ident, MAX_SMALL_FILES, "3").await;
+    fx.set_property(&ident, MAX_COMMIT_INTERVAL, "2s").await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.ndjson");
+    write_lines(&input, 0..10);
+    // A writer appending a record every 20 ms for 14 s; the table compacted at 7 s.
+    let feeder = {
+        let input = input.clone();
+        std::thread::spawn(move || {
+            for i in 10..710 {
+                write_lines(&input, i..i + 1);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let compactor = {
+        let catalog = fx.catalog.clone();
+        let ident = ident.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+            CompactBuilder::new(&catalog, ident)
+                .with_option("min-input-files", 2)
+                .execute()
+                .await
+                .unwrap()
+        })
+    };
+    let mut o = IngestOptions::new("bp");
+    o.commit_interval = Duration::from_millis(250);
+    o.stop_when_idle = Some(Duration::from_secs(3));
+    let (s, reports, _) = ingest(&fx, "s.pressed", &input.display().to_string(), true, o).await;
+    feeder.join().unwrap();
+    let compacted = compactor.await.unwrap();
+    assert!(compacted.rewritten_files >= 2, "{compacted:?}");
+    assert_eq!(count_distinct(&fx, "s.pressed").await, (710, 710));
+    let intervals: Vec<u64> = reports.iter().map(|r| r.commit_interval_ms).collect();
+    let peak = intervals.iter().position(|i| *i == 2000);
+    assert!(
+        peak.is_some(),
+        "the interval reached its maximum: {intervals:?}"
+    );
+    let over = reports
+        .iter()
+        .find(|r| r.debt.as_ref().is_some_and(|d| !d.over.is_empty()))
+        .expect("a commit saw the debt over its limit");
+    assert!(
+        over.debt.as_ref().unwrap().over[0].contains(MAX_SMALL_FILES),
+        "{:?}",
+        over.debt
+    );
+    // After the compaction paid the debt, the interval came back down.
+    let after = &intervals[peak.unwrap()..];
+    assert!(
+        after.iter().any(|i| *i < 2000),
+        "recovered after the compaction: {intervals:?}"
+    );
+    // Far fewer commits than 14 s at 250 ms would make.
+    assert!(s.commits < 40, "{} commits: {intervals:?}", s.commits);
+    assert!(s.throttled_ms > 0);
+}
+
+#[tokio::test]
+async fn a_restarted_writer_finds_its_positions_past_snapshots_expiry_removed() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("s.gap", Some("day(ts)")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.ndjson");
+    write_lines(&input, 0..1000);
+    let uri = input.display().to_string();
+    let (s, _, _) = ingest(&fx, "s.gap", &uri, false, IngestOptions::new("g")).await;
+    assert_eq!(s.records, 1000);
+    // Two commits of another writer on top, then expiry keeps the current snapshot and the
+    // writer's (its watermark) but removes the one between them.
+    fx.append(&ident, 5000, 5010).await;
+    fx.append(&ident, 5010, 5020).await;
+    let e = ExpireBuilder::new(&fx.catalog, ident.clone())
+        .older_than(Duration::ZERO)
+        .retain_last(1)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(e.plan.expired_snapshots.len(), 1, "{:?}", e.plan);
+    let table = fx.load(&ident).await;
+    let current = table.metadata().current_snapshot().unwrap();
+    let parent = current.parent_snapshot_id().unwrap();
+    assert!(
+        table.metadata().snapshot_by_id(parent).is_none(),
+        "the chain is broken"
+    );
+    let (s, _, _) = ingest(&fx, "s.gap", &uri, false, IngestOptions::new("g")).await;
+    assert_eq!((s.records, s.commits), (0, 0), "resumed from the watermark");
+    assert_eq!(count_distinct(&fx, "s.gap").await, (1020, 1020));
+}
