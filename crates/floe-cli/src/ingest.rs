@@ -65,7 +65,16 @@ pub struct IngestArgs {
     /// table property floe.ingest.maintain.
     #[arg(long)]
     maintain: bool,
-    /// Lease and run-history database of --maintain (default: the SQL catalog's database,
+    /// Scale-out: this process is one worker of group NAME (give each worker a subset of the
+    /// Kafka partitions, `?partitions=0,1`); workers hand their files to the group's
+    /// coordinator (one of them, elected by lease), which commits once per interval for all.
+    /// NAME is the writer id the group's positions are stored under.
+    #[arg(long, value_name = "NAME")]
+    group: Option<String>,
+    /// This worker's name in the group (default host:pid).
+    #[arg(long)]
+    worker_id: Option<String>,
+    /// Lease and run-history database of --maintain and --group (default: the SQL catalog's database,
     /// the one `floe maintain` uses, so the two never run a job on the table at once).
     #[arg(long)]
     lease_db: Option<String>,
@@ -94,7 +103,8 @@ fn progress_line(r: &CommitReport) -> String {
         _ => String::new(),
     };
     format!(
-        "commit {}: {} records{} -> {} file(s), {} in {} partition(s); flush {} ms, commit {} ms{}{}{}{}",
+        "{} {}: {} records{} -> {} file(s), {} in {} partition(s); flush {} ms, commit {} ms{}{}{}{}",
+        if r.handoff.is_some() { "hand-off" } else { "commit" },
         r.commit,
         r.records,
         if r.bad_records > 0 { format!(" ({} bad)", r.bad_records) } else { String::new() },
@@ -166,11 +176,20 @@ pub async fn run(
             eprintln!("no file matches {pattern} yet: waiting for files (--follow)");
         }
     }
-    let mut o = IngestOptions::new(
-        a.writer_id
+    let mut o = IngestOptions::new(match (&a.group, &a.writer_id) {
+        (Some(g), None) => g.clone(),
+        (Some(_), Some(_)) => {
+            return Err(floe::Error::invalid_option(
+                "--writer-id",
+                a.writer_id.as_deref().unwrap_or(""),
+                "a group's writer id is its name: give --group only",
+            )
+            .into())
+        }
+        (None, w) => w
             .clone()
             .unwrap_or_else(|| default_writer_id(&source.uri())),
-    );
+    });
     o.commit_interval = parse_duration("--commit-interval", &a.commit_interval)?;
     o.commit_bytes = a
         .commit_bytes
@@ -204,6 +223,24 @@ pub async fn run(
         (None, CatalogKind::Sql) => Some(config.uri.clone()),
         (None, _) => None,
     };
+    if a.group.is_some() {
+        let store = o.maintain_store.clone().ok_or_else(|| {
+            floe::Error::invalid_option(
+                "--lease-db",
+                "",
+                "--group needs a database every worker reaches: give --lease-db postgres://... \
+                 (a REST catalog has none)",
+            )
+        })?;
+        o.group = Some(floe::ingest::group::GroupOptions {
+            worker: a
+                .worker_id
+                .clone()
+                .unwrap_or_else(floe::maintain::service::default_holder),
+            store_uri: store,
+            lease_ttl: (o.commit_interval * 3).max(std::time::Duration::from_secs(10)),
+        });
+    }
     // Zero counts, sizes and durations are refused before anything starts.
     o.validate()?;
     let metrics = floe::ingest::metrics::Metrics::new();
@@ -219,6 +256,22 @@ pub async fn run(
     }
     let json = out.is_json();
     let summary = b
+        .on_coordinate(move |c| {
+            if json {
+                if let Ok(s) = serde_json::to_string(&serde_json::json!({ "coordinated": c })) {
+                    println!("{s}");
+                }
+            } else {
+                eprintln!(
+                    "coordinator: committed {} hand-off(s), {} records in {} file(s) as snapshot {}{}",
+                    c.handoffs,
+                    c.records,
+                    c.data_files,
+                    c.snapshot_id,
+                    if c.refused.is_empty() { String::new() } else { format!("; refused: {}", c.refused.join("; ")) }
+                );
+            }
+        })
         .on_commit(move |r| {
             if json {
                 if let Ok(s) = serde_json::to_string(r) {

@@ -56,6 +56,23 @@ pub const INGEST_MAINTAIN: &str = "floe.ingest.maintain";
 /// The roll-up fan-in `floe ingest --maintain` uses unless the table sets
 /// `floe.maintain.compact.roll-up-fan-in`.
 pub const ROLL_UP_FAN_IN_DEFAULT: &str = "4";
+/// The maintenance policy of an ingest that maintains its table, where the table sets
+/// nothing: the roll-up on, and the snapshot retention of a streaming table (Paimon's
+/// `snapshot.time-retained` 1 h and `snapshot.num-retained.min` 10) rather than Iceberg's
+/// five days, which at a commit every few seconds is tens of thousands of snapshots in every
+/// `metadata.json`. The writer's newest snapshot (its recovery point) is always kept.
+pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
+    (ROLL_UP_FAN_IN, ROLL_UP_FAN_IN_DEFAULT),
+    (
+        crate::properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+        "3600000",
+    ),
+    (
+        crate::properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+        "10",
+    ),
+];
+
 /// Table property: small files in one partition above which the writer slows down.
 pub const MAX_SMALL_FILES: &str = "floe.ingest.max-small-files-per-partition";
 /// Table property: snapshots since the last compaction above which the writer slows down.
@@ -248,10 +265,10 @@ impl InProcess {
             interval,
             tables: vec![ident_string(ident)],
             shutdown_grace: Duration::from_secs(30),
-            policy_defaults: HashMap::from([(
-                ROLL_UP_FAN_IN.to_string(),
-                ROLL_UP_FAN_IN_DEFAULT.to_string(),
-            )]),
+            policy_defaults: POLICY_DEFAULTS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..MaintainOptions::default()
         };
         let state = ServiceState::new(&holder, chrono::Utc::now().timestamp_millis());

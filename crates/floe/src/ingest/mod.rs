@@ -14,6 +14,7 @@ pub mod convert;
 pub mod dead_letter;
 pub mod decode;
 pub mod files;
+pub mod group;
 pub mod maintain;
 pub mod metrics;
 pub mod ndjson;

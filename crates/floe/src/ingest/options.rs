@@ -71,6 +71,9 @@ pub struct IngestOptions {
     pub maintain_store: Option<String>,
     /// Time between maintenance passes when no commit wakes one.
     pub maintain_interval: Duration,
+    /// Scale-out (`--group`): hand files off to the group's coordinator instead of
+    /// committing; `writer_id` names the group.
+    pub group: Option<crate::ingest::group::GroupOptions>,
     /// Fault injection for tests: sleep this long between writing the files and committing.
     #[doc(hidden)]
     pub pause_before_commit: Option<Duration>,
@@ -94,6 +97,7 @@ impl IngestOptions {
             maintain: None,
             maintain_store: None,
             maintain_interval: Duration::from_secs(30),
+            group: None,
             pause_before_commit: None,
         }
     }

@@ -31,6 +31,9 @@ pub struct CommitReport {
     pub commit_interval_ms: u64,
     /// The table's compaction debt after this commit, when measured.
     pub debt: Option<Debt>,
+    /// With `--group`: the hand-off this worker recorded instead of committing (its rows
+    /// become readable at the coordinator's next commit).
+    pub handoff: Option<String>,
 }
 
 /// What an ingest would do ([`crate::ingest::stream::IngestBuilder::plan`]): where it resumes and the settings in

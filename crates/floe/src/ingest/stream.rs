@@ -32,10 +32,11 @@ use crate::error::{Error, Result};
 use crate::ingest::buffer::{write_parts, PartitionBuffers, PartitionRouter};
 use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
 use crate::ingest::decode::decode_records;
+use crate::ingest::group::{Coordinated, Group};
 use crate::ingest::maintain::{maintain_enabled, measure, next_interval, DebtLimits, InProcess};
 use crate::ingest::metrics::Metrics;
 use crate::ingest::source::{Positions, Source};
-use crate::maintain::service::{default_holder, LogFn};
+use crate::maintain::service::LogFn;
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
 use crate::storage::delete::delete_quietly_in;
@@ -100,6 +101,7 @@ pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Position
 }
 
 type OnCommit = Box<dyn Fn(&CommitReport) + Send + Sync>;
+type OnCoordinate = Box<dyn Fn(&Coordinated) + Send + Sync>;
 
 /// Builds and runs an ingest.
 pub struct IngestBuilder {
@@ -110,8 +112,10 @@ pub struct IngestBuilder {
     options: IngestOptions,
     metrics: Arc<Metrics>,
     on_commit: Option<OnCommit>,
+    on_coordinate: Option<OnCoordinate>,
     progress: Option<ProgressFn>,
     maintenance_log: Option<LogFn>,
+    group: Option<Group>,
     shutdown: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
@@ -131,8 +135,10 @@ impl IngestBuilder {
             options,
             metrics: Metrics::new(),
             on_commit: None,
+            on_coordinate: None,
             progress: None,
             maintenance_log: None,
+            group: None,
             shutdown: None,
         }
     }
@@ -167,6 +173,12 @@ impl IngestBuilder {
     /// prefixed `[maintain]`).
     pub fn with_maintenance_log(mut self, log: LogFn) -> Self {
         self.maintenance_log = Some(log);
+        self
+    }
+
+    /// Called after each commit this worker made as its group's coordinator (`--group`).
+    pub fn on_coordinate(mut self, f: impl Fn(&Coordinated) + Send + Sync + 'static) -> Self {
+        self.on_coordinate = Some(Box::new(f));
         self
     }
 
@@ -261,9 +273,23 @@ impl IngestBuilder {
         let limits = DebtLimits::from_properties(props, base_interval, maintaining)
             .map_err(|e| e.for_table(&name))?;
         let mut interval = base_interval;
-        let resumed = writer_positions(&table, &self.options.writer_id)
-            .map(|(_, p)| p)
-            .unwrap_or_default();
+        let resumed = match &self.options.group {
+            Some(opts) => {
+                let g = Group::join(
+                    &self.catalog,
+                    &self.ident,
+                    &self.options.writer_id,
+                    opts.clone(),
+                )
+                .await?;
+                let p = g.resume_positions(&self.catalog, &self.ident).await?;
+                self.group = Some(g);
+                p
+            }
+            None => writer_positions(&table, &self.options.writer_id)
+                .map(|(_, p)| p)
+                .unwrap_or_default(),
+        };
         let maintenance = if maintaining {
             let store = match &self.options.maintain_store {
                 Some(uri) => uri.clone(),
@@ -276,7 +302,9 @@ impl IngestBuilder {
                 .maintenance_log
                 .clone()
                 .unwrap_or_else(|| Arc::new(|line: &str| eprintln!("[maintain] {line}")));
-            let holder = format!("ingest {} {}", self.options.writer_id, default_holder());
+            // Named after the writer id alone: a restarted ingest takes back the lease of the one it
+            // replaces (a second process under the same id is refused at its first commit).
+            let holder = format!("ingest {}", self.options.writer_id);
             let m = InProcess::start(
                 &self.catalog,
                 &self.ident,
@@ -495,6 +523,20 @@ impl IngestBuilder {
                         f(&report);
                     }
                 }
+                // The coordinator's turn (whichever worker of the group holds its lease),
+                // also when this worker had nothing to hand off.
+                if let Some(g) = &self.group {
+                    match g.coordinate(&self.catalog, &self.ident, &uri).await {
+                        Ok(Some(c)) if c.snapshot_id != 0 || !c.refused.is_empty() => {
+                            if let Some(f) = &self.on_coordinate {
+                                f(&c);
+                            }
+                        }
+                        Ok(_) => {}
+                        // Another coordinator, an unreachable store: the hand-offs wait.
+                        Err(e) => tracing::warn!(table = %name, "coordinating the group: {e}"),
+                    }
+                }
                 since = Window::default();
                 last_commit = Instant::now();
             }
@@ -512,6 +554,13 @@ impl IngestBuilder {
         }
         if let Some(m) = maintenance {
             summary.maintenance = Some(m.stop().await?);
+        }
+        if let Some(g) = self.group.take() {
+            let done = g.finish(&self.catalog, &self.ident, &uri).await;
+            g.leave().await;
+            if let (Some(c), Some(f)) = (done?, &self.on_coordinate) {
+                f(&c);
+            }
         }
         summary.positions = committed;
         summary.peak_rss_bytes = peak_rss_bytes();
@@ -591,14 +640,35 @@ impl IngestBuilder {
         }
         // The writer fence is checked on every attempt; the committer deletes the data files
         // when the commit definitely fails (never on an unknown outcome).
-        let done = Committer::new(&self.catalog, &self.ident)
-            .on(table)
-            .retrying_conflicts()
-            .with_precondition(move |t| fence(t, &writer_id, &expected))
-            .commit(update)
-            .await?;
+        let (table, attempts, handoff) = match &self.group {
+            // A worker of a group hands its files off to the coordinator. A failed hand-off
+            // keeps the files: the row may have been written (they are orphans otherwise).
+            Some(g) => {
+                let changed: Positions = pending
+                    .iter()
+                    .filter(|(s, p)| committed.get(*s) != Some(*p))
+                    .map(|(s, p)| (s.clone(), *p))
+                    .collect();
+                let from: Positions = changed
+                    .keys()
+                    .filter_map(|s| Some((s.clone(), *committed.get(s)?)))
+                    .collect();
+                let id = g
+                    .hand_off(&table, &update.added_data_files, &from, &changed)
+                    .await?;
+                (table, 0, Some(id))
+            }
+            None => {
+                let done = Committer::new(&self.catalog, &self.ident)
+                    .on(table)
+                    .retrying_conflicts()
+                    .with_precondition(move |t| fence(t, &writer_id, &expected))
+                    .commit(update)
+                    .await?;
+                (done.table, done.attempts, None)
+            }
+        };
         let committed_at_ms = chrono::Utc::now().timestamp_millis();
-        let table = done.table;
         let commit_ms = commit_started.elapsed().as_millis() as u64;
         *committed = pending.clone();
         let m = &self.metrics;
@@ -625,9 +695,10 @@ impl IngestBuilder {
             lag: self.source.lag(),
             positions: pending.clone(),
             committed_at_ms,
-            attempts: done.attempts,
+            attempts,
             commit_interval_ms: 0,
             debt: None,
+            handoff,
         };
         Ok((report, table))
     }

@@ -333,7 +333,7 @@ async fn plan_job(
             }
         }
         JobKind::ExpireSnapshots => {
-            let m = ExpireBuilder::new(catalog, ident).plan().await?;
+            let m = expiry(catalog, ident, policy).plan().await?;
             if m.plan.expired_snapshots.is_empty() {
                 return Err(Skip(
                     "nothing expires: the snapshots past the age are kept (refs, min-snapshots-to-keep, writer watermarks)".into(),
@@ -410,6 +410,14 @@ async fn plan_job(
             }
         }
     })
+}
+
+/// The policy's expiry: its age and snapshots to keep are the table's `history.expire.*`, or
+/// the service's defaults for them (`floe ingest --maintain` keeps an hour).
+fn expiry<'a>(catalog: &'a Catalog, ident: TableIdent, policy: &Policy) -> ExpireBuilder<'a> {
+    ExpireBuilder::new(catalog, ident)
+        .older_than(Duration::from_millis(policy.max_snapshot_age_ms))
+        .retain_last(policy.min_snapshots_to_keep.max(1))
 }
 
 /// The benefit of deleting `files` holding `bytes`.
@@ -520,7 +528,7 @@ async fn run(
             }
             m.cost()
         }
-        JobKind::ExpireSnapshots => ExpireBuilder::new(catalog, ident).execute().await?.cost(),
+        JobKind::ExpireSnapshots => expiry(catalog, ident, policy).execute().await?.cost(),
         JobKind::RemoveOrphanFiles => {
             let m = OrphanBuilder::new(catalog, ident)
                 .older_than(Duration::from_millis(policy.orphans_older_than_ms))

@@ -78,7 +78,8 @@ pub struct PartitionChoice {
     /// May be compacted now: idle with work, active past the small-file hard limit, or active
     /// with a full tier to roll up.
     pub eligible: bool,
-    /// An active partition's roll-up: only its small files under this size are merged.
+    /// With the roll-up on: only its small files under this size are merged, two or more
+    /// (`u64::MAX` for an idle partition: all of them).
     pub roll_up_below: Option<u64>,
     /// Why, in words: `idle 3h`, `active 2m ago, 120 small files >= hard limit 100`.
     pub reason: String,
@@ -102,9 +103,13 @@ pub fn choose(
                 .map(|ms| u64::try_from(now_ms.saturating_sub(ms)).unwrap_or(0));
             let idle = since.is_none_or(|s| s >= t.partition_idle_time_ms);
             let forced = p.small_files >= t.small_file_hard_limit;
-            let tier = (!idle && !forced)
-                .then(|| roll_up(&p.small_sizes, t.roll_up_fan_in))
-                .flatten();
+            // With the roll-up on, a partition that went idle is merged whole (two small
+            // files are enough), and an active one by size tier.
+            let tier = match (t.roll_up_fan_in >= 2, idle, forced) {
+                (false, _, _) | (true, false, true) => None,
+                (true, true, _) => (p.small_files >= 2).then_some((u64::MAX, p.small_files)),
+                (true, false, false) => roll_up(&p.small_sizes, t.roll_up_fan_in),
+            };
             let (eligible, reason) = match since {
                 None => (true, "idle (no recent write)".to_string()),
                 Some(s) if idle => (true, format!("idle {}", human_ms(s))),

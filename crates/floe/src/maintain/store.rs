@@ -34,6 +34,11 @@
 //! last success and failure, the failures since the last success: inputs of the triggers and
 //! of the backoff), [`Store::recent_runs`] lists it (cost rates, reports).
 //!
+//! ## Hand-offs
+//!
+//! [`handoffs`]: the data files `floe ingest --group` workers wrote, waiting for their
+//! coordinator's commit.
+//!
 //! Every statement is plain SQL accepted by both SQLite (3.24 or later, for the upsert) and
 //! PostgreSQL, with `$N` placeholders; timestamps are milliseconds since the epoch in BIGINT
 //! columns, counters are BIGINT (saturating at `i64::MAX`), booleans BIGINT 0 or 1.
@@ -182,7 +187,8 @@ impl Store {
              ON floe_maintain_runs (finished_ms)",
             "SELECT finished_ms FROM floe_maintain_runs WHERE 1 = 0",
         )
-        .await
+        .await?;
+        self.ensure_handoff_schema().await
     }
 
     /// Runs `create` (a `... IF NOT EXISTS`). Two PostgreSQL sessions creating the same table
@@ -461,5 +467,6 @@ fn run_of_row(row: &sqlx::any::AnyRow) -> std::result::Result<RunRecord, sqlx::E
     })
 }
 
+pub mod handoffs;
 #[cfg(test)]
 mod tests;

@@ -240,7 +240,7 @@ async fn buffers_spill_to_disk_instead_of_writing_small_files() {
     );
 }
 
-fn kafka() -> String {
+pub fn kafka() -> String {
     std::env::var("FLOE_TEST_KAFKA").expect("Kafka tests need FLOE_TEST_KAFKA (run .ci/setup)")
 }
 

@@ -228,3 +228,83 @@ async fn a_restarted_writer_finds_its_positions_past_snapshots_expiry_removed() 
     assert_eq!((s.records, s.commits), (0, 0), "resumed from the watermark");
     assert_eq!(count_distinct(&fx, "s.gap").await, (1020, 1020));
 }
+
+#[tokio::test]
+async fn three_workers_of_a_group_commit_once_per_interval_exactly_once() {
+    use floe::ingest::group::GroupOptions;
+    let fx = Fixture::new().await;
+    let ident = fx.table("s.grouped", Some("day(ts)")).await;
+    let topic = format!("group-{}", uuid::Uuid::new_v4().simple());
+    crate::ingest::produce(&topic, 3, vec![], true).await;
+    // Six waves of 300 records, 600 ms apart, while the workers run.
+    let producer = {
+        let topic = topic.clone();
+        tokio::spawn(async move {
+            for wave in 0..6i64 {
+                let payloads = (wave * 300..(wave + 1) * 300)
+                    .map(|i| line(i).into_bytes())
+                    .collect();
+                crate::ingest::produce(&topic, 3, payloads, false).await;
+                tokio::time::sleep(Duration::from_millis(600)).await;
+            }
+        })
+    };
+    let worker = |p: i32, handoffs: Arc<Mutex<u64>>| {
+        let uri = format!("kafka://{}/{topic}?partitions={p}", crate::ingest::kafka());
+        let (catalog, ident, store) = (fx.catalog.clone(), ident.clone(), fx.config.uri.clone());
+        async move {
+            let mut o = IngestOptions::new("grp");
+            o.commit_interval = Duration::from_millis(400);
+            o.stop_when_idle = Some(Duration::from_secs(3));
+            o.group = Some(GroupOptions {
+                worker: format!("w{p}"),
+                store_uri: store,
+                lease_ttl: Duration::from_secs(5),
+            });
+            IngestBuilder::new(&catalog, ident, source::open(&uri, false).unwrap(), o)
+                .on_commit(move |r| {
+                    assert!(r.handoff.is_some(), "a worker hands off, never commits");
+                    *handoffs.lock().unwrap() += 1;
+                })
+                .execute()
+                .await
+                .unwrap()
+        }
+    };
+    let handoffs = Arc::new(Mutex::new(0u64));
+    let (a, b, c) = tokio::join!(
+        worker(0, handoffs.clone()),
+        worker(1, handoffs.clone()),
+        worker(2, handoffs.clone())
+    );
+    producer.await.unwrap();
+    assert_eq!(a.records + b.records + c.records, 1800);
+    assert_eq!(count_distinct(&fx, "s.grouped").await, (1800, 1800));
+    let table = fx.load(&ident).await;
+    let group_snapshots = table
+        .metadata()
+        .snapshots()
+        .filter(|s| {
+            s.summary().additional_properties.get("floe.writer-id") == Some(&"grp".to_string())
+        })
+        .count() as u64;
+    let handed = *handoffs.lock().unwrap();
+    assert!(
+        group_snapshots < handed,
+        "{group_snapshots} snapshots for {handed} hand-offs: one commit per interval for all workers"
+    );
+    let (_, positions) = floe::ingest::stream::writer_positions(&table, "grp").unwrap();
+    assert_eq!(positions.len(), 3, "{positions:?}");
+    assert_eq!(positions.values().sum::<i64>(), 1800);
+    // Nothing waits, and a restarted worker reads nothing again.
+    let store = floe::maintain::store::Store::connect(&fx.config.uri)
+        .await
+        .unwrap();
+    assert!(store
+        .handoffs(&format!("{}.s.grouped", fx.catalog.name()))
+        .await
+        .unwrap()
+        .is_empty());
+    let again = worker(1, Arc::new(Mutex::new(0))).await;
+    assert_eq!(again.records, 0);
+}
