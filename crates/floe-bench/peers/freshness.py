@@ -64,7 +64,9 @@ import sys
 import threading
 import time
 from array import array
-from urllib.parse import unquote, urlparse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import dir_bytes, fmt, local_path, log, nice_max  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEROP = os.path.join(HERE, "..", "..", "..", "tests", "interop")
@@ -89,24 +91,10 @@ CSV_FIELDS = ["variant", "commit_interval", "maintain", "status", "events", "com
               "throttled_s", "maintenance_jobs", "maintenance_failed", "rewritten_bytes"]
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def local_path(location):
-    p = urlparse(location)
-    return unquote(p.path) if p.scheme == "file" else location
 
 
-def dir_bytes(path):
-    total = 0
-    for root, _, names in os.walk(path):
-        for n in names:
-            try:
-                total += os.stat(os.path.join(root, n)).st_size
-            except FileNotFoundError:  # deleted by a concurrent cleanup
-                pass
-    return total
 
 
 def seconds(duration):
@@ -464,18 +452,8 @@ PANELS = [("live_data_files", "live data files"), ("snapshots", "snapshots"),
           ("avg_file_kib", "average data file size (KiB)"), ("not_visible", "events produced, not yet visible")]
 
 
-def nice_max(v):
-    if v <= 0:
-        return 1
-    e = 10 ** math.floor(math.log10(v))
-    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
-        if v <= m * e:
-            return m * e
-    return 10 * e
 
 
-def fmt(v):
-    return f"{v:.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
 
 
 def svg(samples, labels, title, stream_end_s, path):

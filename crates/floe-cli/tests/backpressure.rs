@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{count_and_sum, ok_json};
+use common::{count_and_sum, create_events_table, ok_json};
 use serde_json::Value;
 
 struct Killed(std::process::Child);
@@ -26,19 +26,7 @@ impl Drop for Killed {
 fn slow_maintenance_stretches_the_commit_interval_and_bounds_the_debt() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    ok_json(d, &["namespace", "create", "db"]);
-    ok_json(
-        d,
-        &[
-            "table",
-            "create",
-            "db.t",
-            "--schema",
-            "id bigint not null, ts timestamp, payload string",
-            "--partition",
-            "day(ts)",
-        ],
-    );
+    create_events_table(d);
     for (k, v) in [
         ("floe.ingest.max-small-files-per-partition", "6"),
         ("floe.ingest.max-commit-interval", "3s"),

@@ -73,7 +73,8 @@ pub fn count_and_sum(d: &Path, table: &str) -> (i64, i64) {
     )
 }
 
-pub fn make_table_with_small_files(d: &Path, batches: usize, rows: usize) -> (i64, i64) {
+/// Creates `db.t` (`id bigint not null, ts timestamp, payload string`, by `day(ts)`).
+pub fn create_events_table(d: &Path) {
     ok_json(d, &["namespace", "create", "db"]);
     ok_json(
         d,
@@ -87,6 +88,10 @@ pub fn make_table_with_small_files(d: &Path, batches: usize, rows: usize) -> (i6
             "day(ts)",
         ],
     );
+}
+
+pub fn make_table_with_small_files(d: &Path, batches: usize, rows: usize) -> (i64, i64) {
+    create_events_table(d);
     let (mut n, mut s) = (0i64, 0i64);
     for b in 0..batches {
         let mut text = String::new();

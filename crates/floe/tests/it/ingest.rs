@@ -27,7 +27,7 @@ fn line(id: i64) -> String {
     )
 }
 
-async fn count_distinct(fx: &Fixture, table: &str) -> (i64, i64, i64) {
+pub async fn count_distinct(fx: &Fixture, table: &str) -> (i64, i64, i64) {
     let b = floe::sql::query(
         &fx.catalog,
         &format!(

@@ -62,21 +62,10 @@ async fn ingest(
     (s, r, l)
 }
 
+/// Rows and distinct ids.
 async fn count_distinct(fx: &Fixture, table: &str) -> (i64, i64) {
-    let b = floe::sql::query(
-        &fx.catalog,
-        &format!("SELECT count(*) AS n, count(DISTINCT id) AS d FROM {table}"),
-    )
-    .await
-    .unwrap();
-    let col = |i: usize| {
-        b[0].column(i)
-            .as_any()
-            .downcast_ref::<arrow::array::Int64Array>()
-            .unwrap()
-            .value(0)
-    };
-    (col(0), col(1))
+    let (n, d, _) = crate::ingest::count_distinct(fx, table).await;
+    (n, d)
 }
 
 #[tokio::test]

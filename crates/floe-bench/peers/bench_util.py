@@ -1,0 +1,42 @@
+"""Helpers shared by the benchmark drivers (steady_state.py, freshness.py): log lines, table
+locations as local paths, bytes under a directory, and axis labels for the SVG plots."""
+
+import math
+import os
+import time
+from urllib.parse import unquote, urlparse
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def local_path(location):
+    p = urlparse(location)
+    return unquote(p.path) if p.scheme == "file" else location
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, names in os.walk(path):
+        for n in names:
+            try:
+                total += os.stat(os.path.join(root, n)).st_size
+            except FileNotFoundError:  # deleted by a concurrent cleanup
+                pass
+    return total
+
+
+def nice_max(v):
+    """The axis maximum: the smallest of 1, 1.5, 2, ..., 10 times a power of ten >= v."""
+    if v <= 0:
+        return 1
+    e = 10 ** math.floor(math.log10(v))
+    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if v <= m * e:
+            return m * e
+    return 10 * e
+
+
+def fmt(v):
+    return f"{v:.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
