@@ -1,8 +1,10 @@
 """Helpers shared by the benchmark drivers (steady_state.py, freshness.py): log lines, table
 locations as local paths, bytes under a directory, and axis labels for the SVG plots."""
 
+import json
 import math
 import os
+import subprocess
 import time
 from urllib.parse import unquote, urlparse
 
@@ -40,3 +42,19 @@ def nice_max(v):
 
 def fmt(v):
     return f"{v:.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
+
+
+class Floe:
+    """The floe binary on one warehouse."""
+
+    def __init__(self, binary, warehouse):
+        self.binary, self.warehouse = binary, warehouse
+
+    def argv(self, *args):
+        return [self.binary, "--warehouse", self.warehouse, *args]
+
+    def json_lines(self, *args, timeout=300):
+        r = subprocess.run(self.argv(*args, "--json"), capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"floe {' '.join(args)}: rc {r.returncode}: {r.stderr.strip() or r.stdout.strip()}")
+        return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]

@@ -66,7 +66,7 @@ import time
 from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import dir_bytes, fmt, local_path, log, nice_max  # noqa: E402
+from bench_util import Floe, dir_bytes, fmt, local_path, log, nice_max  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEROP = os.path.join(HERE, "..", "..", "..", "tests", "interop")
@@ -91,12 +91,6 @@ CSV_FIELDS = ["variant", "commit_interval", "maintain", "status", "events", "com
               "throttled_s", "maintenance_jobs", "maintenance_failed", "rewritten_bytes"]
 
 
-
-
-
-
-
-
 def seconds(duration):
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", duration)
     if not m:
@@ -110,20 +104,6 @@ def percentile(sorted_vals, q):
         return None
     k = max(0, min(len(sorted_vals) - 1, math.ceil(q / 100 * len(sorted_vals)) - 1))
     return sorted_vals[k]
-
-
-class Floe:
-    def __init__(self, binary, warehouse):
-        self.binary, self.warehouse = binary, warehouse
-
-    def argv(self, *args):
-        return [self.binary, "--warehouse", self.warehouse, *args]
-
-    def json_lines(self, *args):
-        r = subprocess.run(self.argv(*args, "--json"), capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise RuntimeError(f"floe {' '.join(args)}: rc {r.returncode}: {r.stderr.strip() or r.stdout.strip()}")
-        return [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
 
 
 def current_metadata(catalog_db, table):
@@ -450,10 +430,6 @@ def measure_table(floe, table):
 
 PANELS = [("live_data_files", "live data files"), ("snapshots", "snapshots"),
           ("avg_file_kib", "average data file size (KiB)"), ("not_visible", "events produced, not yet visible")]
-
-
-
-
 
 
 def svg(samples, labels, title, stream_end_s, path):

@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import dir_bytes, fmt, local_path, log, nice_max  # noqa: E402
+from bench_util import Floe, dir_bytes, fmt, local_path, log, nice_max  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEROP = os.path.join(HERE, "..", "..", "..", "tests", "interop")
@@ -50,26 +50,6 @@ BATCH_SECONDS = 0.1
 SIDES = ("on", "off")
 FIELDS = ["t_s", "generated", "live_data_files", "max_files_per_partition", "snapshots",
           "metadata_bytes", "storage_bytes", "duckdb_ms", "duckdb_rows", "error"]
-
-
-
-
-
-
-
-
-class Floe:
-    def __init__(self, binary, warehouse):
-        self.binary, self.warehouse = binary, warehouse
-
-    def argv(self, *args):
-        return [self.binary, "--warehouse", self.warehouse, *args]
-
-    def json_lines(self, *args):
-        r = subprocess.run(self.argv(*args, "--json"), capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise RuntimeError(f"floe {' '.join(args)}: rc {r.returncode}: {r.stderr.strip() or r.stdout.strip()}")
-        return [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
 
 
 class Generator(threading.Thread):
@@ -203,10 +183,6 @@ def maintain_runs(catalog_db):
 PANELS = [("live_data_files", "live data files", 1), ("snapshots", "snapshots", 1),
           ("storage_bytes", "bytes on storage (MiB)", 1 / 2**20), ("duckdb_ms", "DuckDB query (ms, median of 3)", 1)]
 COLORS = {"on": "#1f77b4", "off": "#d62728"}
-
-
-
-
 
 
 def svg(samples, title, path):

@@ -37,7 +37,6 @@ use std::time::Duration;
 use iceberg::spec::{
     deserialize_data_file_from_json, serialize_data_file_to_json, DataFile, FormatVersion,
 };
-use iceberg::table::Table;
 use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
 
@@ -177,14 +176,19 @@ impl Group {
 
     /// Hands off `files` covering the streams of `to` from `from`; refused when the chain of
     /// one of those streams is no longer at `from` (another worker covered it).
+    ///
+    /// The store is read before the table (as in [`Group::resume_positions`]): a coordinator
+    /// commits a hand-off before removing it, so one removed meanwhile is in the table read.
     pub async fn hand_off(
         &self,
-        table: &Table,
+        catalog: &Catalog,
+        ident: &TableIdent,
         files: &[DataFile],
         from: &Positions,
         to: &Positions,
     ) -> Result<String> {
         let waiting = self.store.handoffs(&self.scope).await?;
+        let table = &catalog.load_table(ident).await?;
         let in_table = writer_positions(table, &self.writer_id)
             .map(|(_, p)| p)
             .unwrap_or_default();

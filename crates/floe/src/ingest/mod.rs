@@ -7,7 +7,8 @@
 //! - [`stream`]: `floe ingest` (its [`options`] and [`report`]s), built from [`source`] (Kafka, files, stdin) -> [`decode`]
 //!   (bad records to [`dead_letter`]) -> [`buffer`] (per-partition buffers, spill) -> one
 //!   exactly-once commit per trigger, with [`metrics`]; [`maintain`]: the table's maintenance
-//!   run by the ingest itself (`--maintain`) and backpressure on compaction debt.
+//!   run by the ingest itself (`--maintain`) and backpressure on compaction debt; [`group`]:
+//!   one stream over several worker processes, one coordinator committing for all (`--group`).
 
 pub mod buffer;
 pub mod convert;

@@ -654,7 +654,13 @@ impl IngestBuilder {
                     .filter_map(|s| Some((s.clone(), *committed.get(s)?)))
                     .collect();
                 let id = g
-                    .hand_off(&table, &update.added_data_files, &from, &changed)
+                    .hand_off(
+                        &self.catalog,
+                        &self.ident,
+                        &update.added_data_files,
+                        &from,
+                        &changed,
+                    )
                     .await?;
                 (table, 0, Some(id))
             }
@@ -672,18 +678,25 @@ impl IngestBuilder {
         let commit_ms = commit_started.elapsed().as_millis() as u64;
         *committed = pending.clone();
         let m = &self.metrics;
-        m.last_commit_duration_ms
-            .store(commit_ms, Ordering::Relaxed);
-        m.last_commit_epoch_ms
-            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
-        m.committed_data_files_count
-            .fetch_add(data_files, Ordering::Relaxed);
-        m.committed_data_files_record_count
-            .fetch_add(records, Ordering::Relaxed);
-        m.commits.fetch_add(1, Ordering::Relaxed);
+        // A hand-off is not a commit: its rows are not readable until the coordinator's.
+        if handoff.is_none() {
+            m.last_commit_duration_ms
+                .store(commit_ms, Ordering::Relaxed);
+            m.last_commit_epoch_ms
+                .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+            m.committed_data_files_count
+                .fetch_add(data_files, Ordering::Relaxed);
+            m.committed_data_files_record_count
+                .fetch_add(records, Ordering::Relaxed);
+            m.commits.fetch_add(1, Ordering::Relaxed);
+        }
         let report = CommitReport {
             commit: seq,
-            snapshot_id: table.metadata().current_snapshot_id().unwrap_or_default(),
+            // 0 for a hand-off (the coordinator commits it later).
+            snapshot_id: match handoff {
+                Some(_) => 0,
+                None => table.metadata().current_snapshot_id().unwrap_or_default(),
+            },
             records,
             bad_records: since.bad,
             data_files,
