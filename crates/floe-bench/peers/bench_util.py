@@ -1,5 +1,5 @@
 """Helpers shared by the benchmark drivers (steady_state.py, freshness.py): log lines, table
-locations as local paths, bytes under a directory, and axis labels for the SVG plots."""
+locations as local paths, bytes under a directory, and the header and axis labels of the SVG plots."""
 
 import json
 import math
@@ -42,6 +42,18 @@ def nice_max(v):
 
 def fmt(v):
     return f"{v:.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
+
+
+def svg_open(title, n_panels, pw, ph, cols):
+    """The opening elements of an SVG of `n_panels` panels of pw x ph, `cols` to a row, below a
+    50-pixel header with `title` (white background); and the SVG's width."""
+    rows = (n_panels + cols - 1) // cols
+    W, H = cols * pw, rows * ph + 50
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>']
+    return out, W
 
 
 class Floe:

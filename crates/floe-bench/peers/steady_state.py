@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import Floe, dir_bytes, fmt, local_path, log, nice_max  # noqa: E402
+from bench_util import Floe, dir_bytes, fmt, local_path, log, nice_max, svg_open  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEROP = os.path.join(HERE, "..", "..", "..", "tests", "interop")
@@ -187,12 +187,7 @@ COLORS = {"on": "#1f77b4", "off": "#d62728"}
 
 def svg(samples, title, path):
     pw, ph, ml, mr, mt, mb, cols = 420, 230, 62, 16, 34, 42, 2
-    rows = (len(PANELS) + cols - 1) // cols
-    W, H = cols * pw, rows * ph + 50
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-           f'font-family="sans-serif" font-size="11">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>']
+    out, W = svg_open(title, len(PANELS), pw, ph, cols)
     lx = W - 200
     for i, s in enumerate(SIDES):
         out.append(f'<line x1="{lx + i * 95}" y1="36" x2="{lx + i * 95 + 20}" y2="36" '

@@ -28,13 +28,12 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rskafka::client::partition::{Compression, UnknownTopicHandling};
+use rskafka::client::partition::UnknownTopicHandling;
 use rskafka::client::ClientBuilder;
-use rskafka::record::Record;
 use serde_json::Value;
 
 mod common;
-use common::{json_lines, kafka, python_read};
+use common::{json_lines, kafka, produce_values, python_read};
 
 const TABLE: &str = "chaos.events";
 const PARTITIONS: i32 = 3;
@@ -44,6 +43,15 @@ const TICK: Duration = Duration::from_millis(100);
 /// 1000 rounds: 100 s, 40 000 events.
 const ROUNDS: u64 = 1000;
 const N: u64 = PER_ROUND * ROUNDS;
+/// `floe expire-snapshots` of every snapshot it may expire (`--older-than 0s --retain-last 1`).
+const EXPIRE_ALL: [&str; 6] = [
+    "expire-snapshots",
+    TABLE,
+    "--older-than",
+    "0s",
+    "--retain-last",
+    "1",
+];
 
 /// A `floe` child process with stdout and stderr in files (no pipe to drain), killed by its
 /// PID when dropped: every process a test starts ends with it, also when the test panics.
@@ -134,6 +142,33 @@ impl Proc {
             .map(str::to_string)
             .collect()
     }
+
+    /// Asserts that it logged no error lines ([`Proc::error_lines`]).
+    fn assert_no_errors(&self, seed: u64) {
+        let errors = self.error_lines();
+        assert!(
+            errors.is_empty(),
+            "seed {seed}: {} logged errors: {errors:#?}",
+            self.name
+        );
+    }
+
+    /// Panics if it exited: it never stops by itself.
+    fn assert_runs(&mut self, seed: u64) {
+        if let Some(status) = self.exited() {
+            panic!(
+                "seed {seed}: {} exited by itself ({status}) after {:.1}s; stderr:\n{}",
+                self.name,
+                self.started.elapsed().as_secs_f64(),
+                self.stderr()
+            );
+        }
+    }
+
+    /// The last line of its stdout as JSON (a summary), or null.
+    fn last_json(&self) -> Value {
+        serde_json::from_str(self.stdout().lines().last().unwrap_or("null")).unwrap_or(Value::Null)
+    }
 }
 
 impl Drop for Proc {
@@ -215,18 +250,9 @@ async fn produce(topic: String, produced: Arc<AtomicU64>) {
     let start = tokio::time::Instant::now();
     for round in 0..ROUNDS {
         for (p, pc) in parts.iter().enumerate() {
-            let records: Vec<Record> = (round * PER_ROUND..(round + 1) * PER_ROUND)
-                .filter(|id| id % PARTITIONS as u64 == p as u64)
-                .map(|id| Record {
-                    key: None,
-                    value: Some(event(id).into_bytes()),
-                    headers: Default::default(),
-                    timestamp: chrono::Utc::now(),
-                })
-                .collect();
-            pc.produce(records, Compression::NoCompression)
-                .await
-                .unwrap();
+            let ids = (round * PER_ROUND..(round + 1) * PER_ROUND)
+                .filter(|id| id % PARTITIONS as u64 == p as u64);
+            produce_values(pc, ids.map(event)).await;
         }
         produced.fetch_add(PER_ROUND, Ordering::Relaxed);
         tokio::time::sleep_until(start + TICK * (round as u32 + 1)).await;
@@ -352,19 +378,6 @@ fn start_producer(
     (topic, producer, produced)
 }
 
-/// Starts `floe compact` as `compact-<no>`; it holds its outputs up to 2 s before committing, so
-/// that several ingest commits (and maybe an expiry, or a kill) land in between.
-fn start_compact(d: &Path, rng: &mut StdRng, no: usize, clock: &Clock) -> (String, Proc) {
-    let env = vec![(
-        "FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS",
-        rng.random_range(0..2_000u64).to_string(),
-    )];
-    let name = format!("compact-{no:02}");
-    clock.log(format!("start {name} {env:?}"));
-    let args = ["--json", "compact", TABLE];
-    ("compact".to_string(), Proc::spawn(d, &name, &args, &env))
-}
-
 /// Half the ingest runs pause 300 ms between writing their files and committing (or handing
 /// them off), so that more kills land in that window.
 fn pause_env(rng: &mut StdRng) -> Vec<(&'static str, String)> {
@@ -380,42 +393,140 @@ fn pause_env(rng: &mut StdRng) -> Vec<(&'static str, String)> {
 
 type Tally = std::collections::BTreeMap<String, u32>;
 
-/// Forgets the maintenance processes that exited, counting (and logging) them per kind as
-/// succeeded or failed (a failure is allowed: a conflict, say).
-fn reap(maint: &mut Vec<(String, Proc)>, ok: &mut Tally, failed: &mut Tally, clock: &Clock) {
-    maint.retain_mut(|(kind, p)| match p.exited() {
-        None => true,
-        Some(status) => {
-            let secs = p.started.elapsed().as_secs_f64();
-            if status.success() {
-                *ok.entry(kind.clone()).or_default() += 1;
-                let v: Value = serde_json::from_str(p.stdout().lines().last().unwrap_or("null"))
-                    .unwrap_or(Value::Null);
-                let what = match kind.as_str() {
-                    "compact" => format!(
-                        "rewrote {} file(s) into {}, {} commit(s)",
-                        v["rewritten_files"],
-                        v["added_files"],
-                        v["commits"].as_array().map_or(0, |c| c.len())
-                    ),
-                    _ => format!(
-                        "expired {} snapshot(s), deleted {} file(s)",
-                        v["expired_snapshots"].as_array().map_or(0, |e| e.len()),
-                        v["deleted"]["deleted"]
-                    ),
-                };
-                clock.log(format!("{} ok in {secs:.1}s: {what}", p.name));
-            } else {
-                *failed.entry(kind.clone()).or_default() += 1;
-                clock.log(format!(
-                    "{} FAILED ({status}) in {secs:.1}s (allowed): {}",
-                    p.name,
-                    p.stderr().trim()
-                ));
+/// The maintenance processes running beside the ingest (with their kinds), how many were
+/// started, and how many of each kind succeeded and failed.
+#[derive(Default)]
+struct Maint {
+    running: Vec<(String, Proc)>,
+    started: usize,
+    ok: Tally,
+    failed: Tally,
+}
+
+impl Maint {
+    /// Forgets the maintenance processes that exited, counting (and logging) them per kind as
+    /// succeeded or failed (a failure is allowed: a conflict, say).
+    fn reap(&mut self, clock: &Clock) {
+        let (ok, failed) = (&mut self.ok, &mut self.failed);
+        self.running.retain_mut(|(kind, p)| match p.exited() {
+            None => true,
+            Some(status) => {
+                let secs = p.started.elapsed().as_secs_f64();
+                if status.success() {
+                    *ok.entry(kind.clone()).or_default() += 1;
+                    let v = p.last_json();
+                    let what = match kind.as_str() {
+                        "compact" => format!(
+                            "rewrote {} file(s) into {}, {} commit(s)",
+                            v["rewritten_files"],
+                            v["added_files"],
+                            v["commits"].as_array().map_or(0, |c| c.len())
+                        ),
+                        _ => format!(
+                            "expired {} snapshot(s), deleted {} file(s)",
+                            v["expired_snapshots"].as_array().map_or(0, |e| e.len()),
+                            v["deleted"]["deleted"]
+                        ),
+                    };
+                    clock.log(format!("{} ok in {secs:.1}s: {what}", p.name));
+                } else {
+                    *failed.entry(kind.clone()).or_default() += 1;
+                    clock.log(format!(
+                        "{} FAILED ({status}) in {secs:.1}s (allowed): {}",
+                        p.name,
+                        p.stderr().trim()
+                    ));
+                }
+                false
             }
-            false
+        });
+    }
+
+    /// Starts `floe compact` as `compact-<no>`; it holds its outputs up to 2 s before
+    /// committing, so that several ingest commits (and maybe an expiry, or a kill) land in
+    /// between.
+    fn start_compact(&mut self, d: &Path, rng: &mut StdRng, clock: &Clock) {
+        self.started += 1;
+        let env = vec![(
+            "FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS",
+            rng.random_range(0..2_000u64).to_string(),
+        )];
+        let name = format!("compact-{:02}", self.started);
+        clock.log(format!("start {name} {env:?}"));
+        let args = ["--json", "compact", TABLE];
+        let p = Proc::spawn(d, &name, &args, &env);
+        self.running.push(("compact".to_string(), p));
+    }
+
+    /// Starts `floe expire-snapshots --older-than 0s --retain-last 1` as `expire-<no>`.
+    fn start_expire(&mut self, d: &Path, clock: &Clock) {
+        self.started += 1;
+        let name = format!("expire-{:02}", self.started);
+        clock.log(format!("start {name} []"));
+        let args = [&["--json"][..], &EXPIRE_ALL].concat();
+        let p = Proc::spawn(d, &name, &args, &[]);
+        self.running.push(("expire".to_string(), p));
+    }
+
+    /// Asserts that some process of `kind` (a `what`) succeeded.
+    fn assert_some_succeeded(&self, kind: &str, what: &str, seed: u64) {
+        assert!(
+            self.ok.get(kind).is_some_and(|&c| c >= 1),
+            "seed {seed}: no {what} succeeded: {:?}",
+            self.failed
+        );
+    }
+
+    /// Waits for every maintenance process (at most 60 s each), then reaps them.
+    fn wait_and_reap(&mut self, clock: &Clock) {
+        for (_, p) in self.running.iter_mut() {
+            p.wait(Duration::from_secs(60));
         }
-    });
+        self.reap(clock);
+    }
+}
+
+/// Joins the producer, once it finished, and checks that it produced every event.
+fn producer_done(
+    rt: &tokio::runtime::Runtime,
+    producer: tokio::task::JoinHandle<()>,
+    produced: &AtomicU64,
+    clock: &Clock,
+) {
+    rt.block_on(producer)
+        .expect("the producer produced every event");
+    assert_eq!(produced.load(Ordering::Relaxed), N);
+    clock.log(format!("producer done: {N} events"));
+}
+
+/// Kills each of the processes still `running` once the producer is done (kill -9; none may
+/// have exited by itself, nor logged an error), logging it with `note`, into `done`. Returns
+/// how many it killed.
+fn kill_at_end(
+    running: impl IntoIterator<Item = Proc>,
+    note: impl Fn(&Proc) -> Option<String>,
+    done: &mut Vec<Proc>,
+    seed: u64,
+    clock: &Clock,
+) -> u32 {
+    let mut kills = 0;
+    for mut p in running {
+        assert!(
+            p.exited().is_none(),
+            "seed {seed}: {} exited by itself; stderr:\n{}",
+            p.name,
+            p.stderr()
+        );
+        p.kill9();
+        kills += 1;
+        clock.log(match note(&p) {
+            Some(note) => format!("kill -9 {} (the producer is done; {note})", p.name),
+            None => format!("kill -9 {} (the producer is done)", p.name),
+        });
+        p.assert_no_errors(seed);
+        done.push(p);
+    }
+    kills
 }
 
 /// Rows, distinct ids, their sum and range, as floe reads the table.
@@ -522,9 +633,7 @@ fn chaos(mode: Maintenance) {
     let mut next_kill = Instant::now() + Duration::from_millis(rng.random_range(10_000..25_000));
     let mut next_maint = Instant::now() + Duration::from_millis(rng.random_range(2_000..8_000));
     let mut next_poll = Instant::now() + Duration::from_secs(4);
-    let mut maint: Vec<(String, Proc)> = Vec::new();
-    let mut maint_no = 0usize;
-    let (mut ok, mut failed) = (Tally::new(), Tally::new());
+    let mut maint = Maint::default();
     let mut replaces: BTreeSet<i64> = BTreeSet::new();
     let mut kills = 0u32;
 
@@ -532,14 +641,7 @@ fn chaos(mode: Maintenance) {
         let now = Instant::now();
         // The ingest never stops by itself.
         if let Some(p) = ingest.as_mut() {
-            if let Some(status) = p.exited() {
-                panic!(
-                    "seed {seed}: {} exited by itself ({status}) after {:.1}s; stderr:\n{}",
-                    p.name,
-                    p.started.elapsed().as_secs_f64(),
-                    p.stderr()
-                );
-            }
+            p.assert_runs(seed);
         }
         if now >= next_kill && ingest.is_some() {
             let mut p = ingest.take().unwrap();
@@ -552,12 +654,7 @@ fn chaos(mode: Maintenance) {
                 p.name,
                 p.started.elapsed().as_secs_f64()
             ));
-            let errors = p.error_lines();
-            assert!(
-                errors.is_empty(),
-                "seed {seed}: {} logged errors: {errors:#?}",
-                p.name
-            );
+            p.assert_no_errors(seed);
             done.push(p);
             let pause = Duration::from_millis(rng.random_range(0..3_000));
             restart_at = Some(now + pause);
@@ -574,26 +671,14 @@ fn chaos(mode: Maintenance) {
             ));
             ingest = Some(p);
         }
-        reap(&mut maint, &mut ok, &mut failed, &clock);
+        maint.reap(&clock);
         if mode == Maintenance::External && now >= next_maint {
             // At most two maintenance processes at once (they may overlap each other).
-            if maint.len() < 2 {
-                maint_no += 1;
+            if maint.running.len() < 2 {
                 if rng.random_bool(0.5) {
-                    maint.push(start_compact(d, &mut rng, maint_no, &clock));
+                    maint.start_compact(d, &mut rng, &clock);
                 } else {
-                    let name = format!("expire-{maint_no:02}");
-                    log(format!("start {name} []"));
-                    let args = [
-                        "--json",
-                        "expire-snapshots",
-                        TABLE,
-                        "--older-than",
-                        "0s",
-                        "--retain-last",
-                        "1",
-                    ];
-                    maint.push(("expire".to_string(), Proc::spawn(d, &name, &args, &[])));
+                    maint.start_expire(d, &clock);
                 }
             }
             next_maint = now + Duration::from_millis(rng.random_range(2_000..8_000));
@@ -610,32 +695,9 @@ fn chaos(mode: Maintenance) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    rt.block_on(producer)
-        .expect("the producer produced every event");
-    assert_eq!(produced.load(Ordering::Relaxed), N);
-    log(format!("producer done: {N} events"));
-    if let Some(mut p) = ingest.take() {
-        assert!(
-            p.exited().is_none(),
-            "seed {seed}: {} exited by itself; stderr:\n{}",
-            p.name,
-            p.stderr()
-        );
-        p.kill9();
-        kills += 1;
-        log(format!("kill -9 {} (the producer is done)", p.name));
-        let errors = p.error_lines();
-        assert!(
-            errors.is_empty(),
-            "seed {seed}: {} logged errors: {errors:#?}",
-            p.name
-        );
-        done.push(p);
-    }
-    for (_, p) in maint.iter_mut() {
-        p.wait(Duration::from_secs(60));
-    }
-    reap(&mut maint, &mut ok, &mut failed, &clock);
+    producer_done(&rt, producer, &produced, &clock);
+    kills += kill_at_end(ingest.take(), |_| None, &mut done, seed, &clock);
+    maint.wait_and_reap(&clock);
 
     if mode == Maintenance::External {
         // The writer's last snapshot, then two compactions over it (`--rewrite-all`: each
@@ -649,17 +711,7 @@ fn chaos(mode: Maintenance) {
             log(format!("compact --rewrite-all: {commits} commit(s)"));
             assert_eq!(commits, 1, "seed {seed}: {v:?}");
         }
-        let v = floe_json(
-            d,
-            &[
-                "expire-snapshots",
-                TABLE,
-                "--older-than",
-                "0s",
-                "--retain-last",
-                "1",
-            ],
-        );
+        let v = floe_json(d, &EXPIRE_ALL);
         let expired = v.last().unwrap()["expired_snapshots"]
             .as_array()
             .unwrap()
@@ -696,8 +748,7 @@ fn chaos(mode: Maintenance) {
         errors.is_empty(),
         "seed {seed}: the final ingest logged errors: {errors:#?}"
     );
-    let summary: Value =
-        serde_json::from_str(last.stdout().lines().last().unwrap_or("null")).unwrap_or(Value::Null);
+    let summary = last.last_json();
     log(format!("final summary: {summary}"));
     done.push(last);
 
@@ -707,9 +758,11 @@ fn chaos(mode: Maintenance) {
         .as_u64()
         .unwrap();
     log(format!(
-        "{kills} kill(s), {} ingest run(s), {commits} ingest commit(s); maintenance ok {ok:?}, \
-         failed {failed:?}; table: {row}, {live} live data file(s)",
-        done.len()
+        "{kills} kill(s), {} ingest run(s), {commits} ingest commit(s); maintenance ok {:?}, \
+         failed {:?}; table: {row}, {live} live data file(s)",
+        done.len(),
+        maint.ok,
+        maint.failed
     ));
     assert_every_event_once(d, seed, &row);
     assert_eq!(summary["stopped_by"], "idle", "seed {seed}: {summary}");
@@ -734,14 +787,8 @@ fn chaos(mode: Maintenance) {
     match mode {
         Maintenance::External => {
             // With ~10 attempts of each, a correct engine lets some of each through.
-            assert!(
-                ok.get("compact").is_some_and(|&c| c >= 1),
-                "seed {seed}: no compaction succeeded: {failed:?}"
-            );
-            assert!(
-                ok.get("expire").is_some_and(|&c| c >= 1),
-                "seed {seed}: no expiry succeeded: {failed:?}"
-            );
+            maint.assert_some_succeeded("compact", "compaction", seed);
+            maint.assert_some_succeeded("expire", "expiry", seed);
         }
         Maintenance::ByIngest => {
             replaces.extend(replace_snapshots(d));
@@ -946,23 +993,14 @@ fn chaos_group() {
     let kill_every = |rng: &mut StdRng| Duration::from_millis(rng.random_range(3_000..8_000));
     let mut next_kill = Instant::now() + kill_every(&mut rng);
     let mut next_maint = Instant::now() + Duration::from_millis(rng.random_range(3_000..10_000));
-    let mut maint: Vec<(String, Proc)> = Vec::new();
-    let mut maint_no = 0usize;
-    let (mut ok, mut failed) = (Tally::new(), Tally::new());
+    let mut maint = Maint::default();
     let (mut kills, mut coordinator_kills, mut takeovers) = (0u32, 0u32, 0u32);
 
     while !producer.is_finished() {
         let now = Instant::now();
         // A worker never stops by itself.
         for p in workers.iter_mut().flatten() {
-            if let Some(status) = p.exited() {
-                panic!(
-                    "seed {seed}: {} exited by itself ({status}) after {:.1}s; stderr:\n{}",
-                    p.name,
-                    p.started.elapsed().as_secs_f64(),
-                    p.stderr()
-                );
-            }
+            p.assert_runs(seed);
         }
         if now >= next_kill {
             // The same draws whatever the state, so that a seed replays the same schedule.
@@ -1006,12 +1044,7 @@ fn chaos_group() {
                     describe(&p),
                     pause.as_secs_f64()
                 ));
-                let errors = p.error_lines();
-                assert!(
-                    errors.is_empty(),
-                    "seed {seed}: {} logged errors: {errors:#?}",
-                    p.name
-                );
+                p.assert_no_errors(seed);
                 done.push(p);
                 restart_at[v] = Some(now + pause);
             }
@@ -1027,47 +1060,19 @@ fn chaos_group() {
                 workers[w] = Some(p);
             }
         }
-        reap(&mut maint, &mut ok, &mut failed, &clock);
+        maint.reap(&clock);
         if now >= next_maint {
-            if maint.is_empty() {
-                maint_no += 1;
-                maint.push(start_compact(d, &mut rng, maint_no, &clock));
+            if maint.running.is_empty() {
+                maint.start_compact(d, &mut rng, &clock);
             }
             next_maint = now + Duration::from_millis(rng.random_range(3_000..10_000));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    rt.block_on(producer)
-        .expect("the producer produced every event");
-    assert_eq!(produced.load(Ordering::Relaxed), N);
-    log(format!("producer done: {N} events"));
-    for p in workers.iter_mut().filter_map(Option::take) {
-        let mut p = p;
-        assert!(
-            p.exited().is_none(),
-            "seed {seed}: {} exited by itself; stderr:\n{}",
-            p.name,
-            p.stderr()
-        );
-        p.kill9();
-        kills += 1;
-        log(format!(
-            "kill -9 {} (the producer is done; {})",
-            p.name,
-            describe(&p)
-        ));
-        let errors = p.error_lines();
-        assert!(
-            errors.is_empty(),
-            "seed {seed}: {} logged errors: {errors:#?}",
-            p.name
-        );
-        done.push(p);
-    }
-    for (_, p) in maint.iter_mut() {
-        p.wait(Duration::from_secs(60));
-    }
-    reap(&mut maint, &mut ok, &mut failed, &clock);
+    producer_done(&rt, producer, &produced, &clock);
+    let running = workers.iter_mut().filter_map(Option::take);
+    kills += kill_at_end(running, |p| Some(describe(p)), &mut done, seed, &clock);
+    maint.wait_and_reap(&clock);
     log(format!(
         "{} hand-off(s) waiting after the last kill",
         waiting_handoffs(d).len()
@@ -1106,14 +1111,8 @@ fn chaos_group() {
             "seed {seed}: {} failed ({status}); stderr:\n{err}",
             p.name
         );
-        let errors = p.error_lines();
-        assert!(
-            errors.is_empty(),
-            "seed {seed}: {} logged errors: {errors:#?}",
-            p.name
-        );
-        let summary: Value = serde_json::from_str(p.stdout().lines().last().unwrap_or("null"))
-            .unwrap_or(Value::Null);
+        p.assert_no_errors(seed);
+        let summary = p.last_json();
         assert_eq!(summary["stopped_by"], "idle", "seed {seed}: {summary}");
         let stream = format!("kafka:{topic}:{w}");
         assert!(
@@ -1183,11 +1182,13 @@ fn chaos_group() {
     log(format!(
         "{kills} kill(s) ({coordinator_kills} of the coordinator, {takeovers} down past its \
          lease), {} worker run(s), {handoffs} hand-off(s), {} coordinated commit(s) printed, \
-         {} group snapshot(s) of {appends} append(s); compactions ok {ok:?}, failed {failed:?}; \
+         {} group snapshot(s) of {appends} append(s); compactions ok {:?}, failed {:?}; \
          table: {row}",
         done.len(),
         coordinated.len(),
-        by_group.len()
+        by_group.len(),
+        maint.ok,
+        maint.failed
     ));
     assert_every_event_once(d, seed, &row);
     assert_other_readers_agree(d, seed);
@@ -1233,10 +1234,7 @@ fn chaos_group() {
             "seed {seed}: position of partition {p} in the group's last snapshot: {last:?}"
         );
     }
-    assert!(
-        ok.get("compact").is_some_and(|&c| c >= 1),
-        "seed {seed}: no compaction succeeded: {failed:?}"
-    );
+    maint.assert_some_succeeded("compact", "compaction", seed);
     assert!(
         coordinator_kills >= 1,
         "seed {seed}: the coordinator was never killed"

@@ -8,9 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use rskafka::client::partition::{Compression, UnknownTopicHandling};
+use rskafka::client::partition::UnknownTopicHandling;
 use rskafka::client::ClientBuilder;
-use rskafka::record::Record;
 use serde_json::Value;
 
 mod common;
@@ -104,17 +103,11 @@ fn kafka_ingest_is_exactly_once_under_repeated_kill_9() {
         }
         for chunk in 0..(N / 300) {
             for (p, pc) in parts.iter().enumerate() {
-                let records: Vec<Record> = (0..100)
-                    .map(|k| Record {
-                        key: None,
-                        value: Some(event(chunk * 300 + p as u64 * 100 + k).into_bytes()),
-                        headers: Default::default(),
-                        timestamp: chrono::Utc::now(),
-                    })
-                    .collect();
-                pc.produce(records, Compression::NoCompression)
-                    .await
-                    .unwrap();
+                common::produce_values(
+                    pc,
+                    (0..100).map(|k| event(chunk * 300 + p as u64 * 100 + k)),
+                )
+                .await;
             }
             tokio::time::sleep(Duration::from_millis(60)).await;
         }

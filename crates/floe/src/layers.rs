@@ -21,10 +21,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "operations",
         &[
-            "alter", "append", "ingest", "compact", "expire", "clean", "diagnose", "inspect", "sql",
+            "alter", "append", "compact", "expire", "clean", "diagnose", "inspect", "sql",
         ],
     ),
     ("maintain", &["maintain"]),
+    // Streams: `floe ingest` runs the table's maintenance (`--maintain`) and shares its
+    // lease store (`--group`), so it sits on top of the service.
+    ("ingest", &["ingest"]),
 ];
 
 /// The top-level modules a source file names through `crate::`, outside comments.

@@ -123,13 +123,33 @@ pub fn kafka() -> String {
     std::env::var("FLOE_TEST_KAFKA").expect("Kafka tests need FLOE_TEST_KAFKA (run .ci/setup)")
 }
 
+/// Produces one record per value (no key, no headers, stamped now) to a partition, uncompressed.
+pub async fn produce_values(
+    pc: &rskafka::client::partition::PartitionClient,
+    values: impl IntoIterator<Item = String>,
+) {
+    use rskafka::client::partition::Compression;
+    use rskafka::record::Record;
+    let records: Vec<Record> = values
+        .into_iter()
+        .map(|v| Record {
+            key: None,
+            value: Some(v.into_bytes()),
+            headers: Default::default(),
+            timestamp: chrono::Utc::now(),
+        })
+        .collect();
+    pc.produce(records, Compression::NoCompression)
+        .await
+        .unwrap();
+}
+
 /// Creates `topic` with `partitions` partitions and produces ids `0..n` as NDJSON events
 /// (`id`, `ts` over three days, `name`), 100 per partition per round, a round every
 /// `pause`: a stream of a few seconds.
 pub async fn produce_events(topic: &str, partitions: i32, n: u64, pause: std::time::Duration) {
-    use rskafka::client::partition::{Compression, UnknownTopicHandling};
+    use rskafka::client::partition::UnknownTopicHandling;
     use rskafka::client::ClientBuilder;
-    use rskafka::record::Record;
     let c = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
     c.controller_client()
         .unwrap()
@@ -147,27 +167,18 @@ pub async fn produce_events(topic: &str, partitions: i32, n: u64, pause: std::ti
     let mut next = 0u64;
     while next < n {
         for pc in &parts {
-            let records: Vec<Record> = (next..(next + 100).min(n))
-                .map(|id| Record {
-                    key: None,
-                    value: Some(
-                        format!(
-                            "{{\"id\": {id}, \"ts\": \"2026-03-0{}T{:02}:00:00\", \"name\": \"user-{}\"}}",
-                            1 + id % 3,
-                            id % 24,
-                            id % 1000
-                        )
-                        .into_bytes(),
-                    ),
-                    headers: Default::default(),
-                    timestamp: chrono::Utc::now(),
-                })
-                .collect();
+            let ids = next..(next + 100).min(n);
             next = (next + 100).min(n);
-            if !records.is_empty() {
-                pc.produce(records, Compression::NoCompression)
-                    .await
-                    .unwrap();
+            if !ids.is_empty() {
+                let event = |id: u64| {
+                    format!(
+                        "{{\"id\": {id}, \"ts\": \"2026-03-0{}T{:02}:00:00\", \"name\": \"user-{}\"}}",
+                        1 + id % 3,
+                        id % 24,
+                        id % 1000
+                    )
+                };
+                produce_values(pc, ids.map(event)).await;
             }
         }
         tokio::time::sleep(pause).await;

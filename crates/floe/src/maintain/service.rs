@@ -21,8 +21,8 @@ use tokio::task::JoinSet;
 
 use crate::catalog::Catalog;
 use crate::error::Result;
-use crate::ingest::source::file::glob_match as glob;
 use crate::operation::Cost;
+use crate::storage::listing::glob_match as glob;
 use crate::table::ident::ident_string;
 
 use super::jobs::{evaluate_table, run_job, Planned, TableEvaluation, Watched};

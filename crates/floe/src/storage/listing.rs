@@ -177,6 +177,22 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<ListedFile>) -> Result<()> {
     Ok(())
 }
 
+/// Matches `name` against a pattern with `*` (any run) and `?` (one character).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

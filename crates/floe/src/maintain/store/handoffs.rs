@@ -9,7 +9,8 @@
 use sqlx::Row;
 
 use crate::error::Result;
-use crate::ingest::source::Positions;
+/// Next position per stream (as `floe ingest` stores them in snapshot summaries).
+pub type Positions = std::collections::BTreeMap<String, i64>;
 
 use super::Store;
 
