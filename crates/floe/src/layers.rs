@@ -21,13 +21,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "operations",
         &[
-            "alter", "append", "compact", "expire", "clean", "diagnose", "inspect", "sql",
+            "alter", "compact", "expire", "clean", "diagnose", "inspect", "sql",
         ],
     ),
     ("maintain", &["maintain"]),
-    // Streams: `floe ingest` runs the table's maintenance (`--maintain`) and shares its
-    // lease store (`--group`), so it sits on top of the service.
-    ("ingest", &["ingest"]),
+    // Getting records in: `floe ingest` runs the table's maintenance (`--maintain`) and
+    // shares its lease store (`--group`), so it sits on top of the service; `append` reads
+    // its input files with ingest's converters.
+    ("ingest", &["ingest", "append"]),
 ];
 
 /// The top-level modules a source file names through `crate::`, outside comments.

@@ -11,11 +11,11 @@
 //! points up or a module cycle.
 //!
 //! ```text
-//!  ingest       streams into tables with exactly-once commits; runs the table's maintenance
-//!      v        in-process (--maintain) and scales out over workers (--group)
+//!  ingest       append  ingest: records in; streams with exactly-once commits that run the
+//!      v        table's maintenance in-process (--maintain) and scale out (--group)
 //!  maintain     the self-driving service: facts, triggers, scheduling of the operations
 //!      v
-//!  operations   append  compact  expire  clean  diagnose  inspect  sql  alter
+//!  operations   compact  expire  clean  diagnose  inspect  sql  alter
 //!      │            each reads tables, plans, writes files and commits through the layers below
 //!      v
 //!  write        partitioned, size-rolled Parquet writer; deletes what a failed write left
@@ -64,14 +64,14 @@
 //! - [`catalog`]: the catalogs and their configuration (`floe.toml`, environment).
 //! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers).
 //! - [`mod@write`]: Parquet data and delete files with full column metrics.
-//! - Operations: [`append`], [`compact`]
+//! - Operations: [`compact`]
 //!   (`rewrite_data_files`), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
 //!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
 //!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
 //!   DataFusion), [`alter`] (table property updates).
 //! - [`maintain`]: `floe maintain`, which decides per table which operation is due (policy
 //!   from `floe.maintain.*` properties, facts from metadata, triggers) and runs them.
-//! - [`ingest`]: `floe ingest`, streams with exactly-once commits, the table's maintenance run
+//! - [`append`] (input files in one commit) and [`ingest`]: `floe ingest`, streams with exactly-once commits, the table's maintenance run
 //!   in the same process through one committer (`--maintain`), backpressure on compaction debt,
 //!   and scale-out over worker processes with one coordinator (`--group`).
 
