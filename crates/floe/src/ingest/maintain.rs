@@ -42,11 +42,11 @@ use crate::compact::CompactBuilder;
 use crate::error::{Error, Result};
 use crate::maintain::facts;
 use crate::maintain::partitions::activity;
-use crate::maintain::policy::ROLL_UP_FAN_IN;
+use crate::maintain::policy::{duration, ROLL_UP_FAN_IN};
 use crate::maintain::service::{LogFn, MaintainOptions, MaintainSummary, Maintainer, Source};
 use crate::maintain::state::ServiceState;
 use crate::maintain::store::Store;
-use crate::properties::{bool_prop, parse_duration, u64_prop};
+use crate::properties::{bool_prop, u64_prop};
 use crate::table::ident_string;
 use crate::table::manifests::live_files;
 
@@ -120,26 +120,18 @@ impl DebtLimits {
         maintaining: bool,
     ) -> Result<DebtLimits> {
         let on = |d: u64| if maintaining { d } else { 0 };
-        let duration = |key: &str, default: u64| -> Result<u64> {
-            match props.get(key) {
-                None => Ok(default),
-                Some(v) => Ok(parse_duration(key, v)
-                    .map_err(|_| Error::InvalidTableProperty {
-                        table: None,
-                        key: key.into(),
-                        value: v.clone(),
-                        expected: "a duration such as 30s, 5m or 1h (0s: off)".into(),
-                    })?
-                    .as_millis() as u64),
-            }
-        };
         let interval_ms = interval.as_millis() as u64;
         Ok(DebtLimits {
             max_small_files_per_partition: u64_prop(props, MAX_SMALL_FILES, on(200))?,
             max_snapshots_since_compaction: u64_prop(props, MAX_SNAPSHOTS, on(1000))?,
-            max_ms_since_compaction: duration(MAX_TIME, on(3_600_000))?,
-            max_commit_interval_ms: duration(MAX_COMMIT_INTERVAL, (interval_ms * 10).max(60_000))?
-                .max(interval_ms),
+            max_ms_since_compaction: duration(props, MAX_TIME, on(3_600_000), 0)?,
+            max_commit_interval_ms: duration(
+                props,
+                MAX_COMMIT_INTERVAL,
+                (interval_ms * 10).max(60_000),
+                0,
+            )?
+            .max(interval_ms),
         })
     }
 

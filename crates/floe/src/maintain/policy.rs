@@ -287,7 +287,12 @@ fn size(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64>
 }
 
 /// A duration such as `5m`, `1h` or `3d`, of at least `min_ms`; in milliseconds.
-fn duration(props: &HashMap<String, String>, key: &str, default: u64, min_ms: u64) -> Result<u64> {
+pub(crate) fn duration(
+    props: &HashMap<String, String>,
+    key: &str,
+    default: u64,
+    min_ms: u64,
+) -> Result<u64> {
     let Some(v) = props.get(key) else {
         return Ok(default);
     };
