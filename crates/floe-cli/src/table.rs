@@ -1,5 +1,6 @@
 //! Catalog, namespace and table commands: list and show catalogs, create and list namespaces,
-//! create, list, describe, drop tables and set their properties.
+//! create, list, describe, drop tables, set their properties and evolve their partition spec
+//! and schema.
 
 use super::*;
 
@@ -51,6 +52,46 @@ pub(crate) enum TableCmd {
         /// add_files, say); by default they are kept and listed. Never another table's files.
         #[arg(long, requires = "purge")]
         delete_external_files: bool,
+    },
+    /// Commits a new partition spec: new writes use it, `floe compact` rewrites older files
+    /// into it (Iceberg's partition evolution; field ids kept or brought back).
+    EvolvePartition {
+        table: String,
+        /// The whole new spec, as in `table create --partition` ('' = unpartitioned).
+        #[arg(long, conflicts_with_all = ["add", "remove"])]
+        spec: Option<String>,
+        /// A field to add: 'day(ts)', 'bucket(8, id)', 'col', optionally 'expr AS name'.
+        #[arg(long, value_name = "FIELD")]
+        add: Vec<String>,
+        /// A field to remove, by expression ('hour(ts)') or partition field name ('ts_hour').
+        #[arg(long, value_name = "FIELD")]
+        remove: Vec<String>,
+        /// Show the new spec; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Commits safe schema changes as one new schema: add (optional) columns, rename, widen
+    /// types, make optional, drop unused columns. Columns keep their ids.
+    EvolveSchema {
+        table: String,
+        /// 'name type [comment ...]' (nested: 'payload.name type'); always optional.
+        #[arg(long, value_name = "COLUMN TYPE")]
+        add_column: Vec<String>,
+        /// 'old=new' (a nested column by path: 'payload.a=b').
+        #[arg(long, value_name = "OLD=NEW")]
+        rename_column: Vec<String>,
+        /// 'column type': int -> bigint, float -> double, decimal(P,S) -> decimal(P',S), P' > P.
+        #[arg(long, value_name = "COLUMN TYPE")]
+        set_type: Vec<String>,
+        /// A required column becomes optional.
+        #[arg(long, value_name = "COLUMN")]
+        make_optional: Vec<String>,
+        /// Drops a column no partition spec, sort order or identifier field uses.
+        #[arg(long, value_name = "COLUMN")]
+        drop_column: Vec<String>,
+        /// Show the new schema; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Sets (k=v) and removes (--unset k) table properties.
     SetProperty {
@@ -241,6 +282,96 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                     }
                 }
                 s
+            });
+        }
+        TableCmd::EvolvePartition {
+            table,
+            spec,
+            add,
+            remove,
+            dry_run,
+        } => {
+            let change = floe::alter::partition::PartitionEvolution { spec, add, remove };
+            let r = catalog
+                .evolve_partition(&parse_table_ident(&table)?, &change, dry_run)
+                .await?;
+            out.result(&serde_json::to_value(&r)?, || {
+                let show = |s: &str| {
+                    if s.is_empty() {
+                        "(unpartitioned)".to_string()
+                    } else {
+                        s.to_string()
+                    }
+                };
+                let mut text = if !r.changed {
+                    format!(
+                        "{table} is already partitioned by {} (spec {}): nothing to commit",
+                        show(&r.after),
+                        r.spec_id
+                    )
+                } else {
+                    format!(
+                        "{}partition spec of {table}: {} (spec {}) -> {} (spec {})",
+                        if r.dry_run { "would change " } else { "" },
+                        show(&r.before),
+                        r.spec_id_before,
+                        show(&r.after),
+                        r.spec_id
+                    )
+                };
+                if r.changed && !r.dry_run {
+                    text.push_str("\nnew writes use the new spec");
+                }
+                if r.files_in_other_specs > 0 {
+                    text.push_str(&format!(
+                        "\n{} live data file(s) are in older specs: `floe compact {table}` \
+                         rewrites them into this one",
+                        r.files_in_other_specs
+                    ));
+                }
+                text
+            });
+        }
+        TableCmd::EvolveSchema {
+            table,
+            add_column,
+            rename_column,
+            set_type,
+            make_optional,
+            drop_column,
+            dry_run,
+        } => {
+            use floe::alter::schema::SchemaChange;
+            let mut changes = Vec::new();
+            for c in &add_column {
+                changes.push(SchemaChange::add(c)?);
+            }
+            for c in &rename_column {
+                changes.push(SchemaChange::rename(c)?);
+            }
+            for c in &set_type {
+                changes.push(SchemaChange::set_type(c)?);
+            }
+            for c in make_optional {
+                changes.push(SchemaChange::MakeOptional { path: c });
+            }
+            for c in drop_column {
+                changes.push(SchemaChange::DropColumn { path: c });
+            }
+            let r = catalog
+                .evolve_schema(&parse_table_ident(&table)?, &changes, dry_run)
+                .await?;
+            out.result(&serde_json::to_value(&r)?, || {
+                let mut text = format!(
+                    "{}schema of {table}: {} -> {}",
+                    if r.dry_run { "would change " } else { "" },
+                    r.schema_id_before,
+                    r.schema_id
+                );
+                for line in &r.applied {
+                    text.push_str(&format!("\n  {line}"));
+                }
+                text
             });
         }
         TableCmd::SetProperty { table, set, unset } => {

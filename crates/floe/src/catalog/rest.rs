@@ -420,6 +420,18 @@ impl RestBackend {
                 TableUpdate::RemoveProperties { removals } => {
                     removals.iter().all(|k| !md.properties().contains_key(k))
                 }
+                // Partition and schema evolution: the spec or schema is among the table's.
+                TableUpdate::AddSpec { spec } => md.partition_specs_iter().any(|s| {
+                    s.fields().len() == spec.fields().len()
+                        && s.fields().iter().zip(spec.fields()).all(|(a, b)| {
+                            a.source_id == b.source_id
+                                && a.transform == b.transform
+                                && a.name == b.name
+                        })
+                }),
+                TableUpdate::AddSchema { schema } => md
+                    .schemas_iter()
+                    .any(|s| s.as_struct() == schema.as_struct()),
                 _ => continue,
             };
             if !ok {

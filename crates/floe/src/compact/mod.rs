@@ -322,11 +322,12 @@ impl CompactBuilder {
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let (spec_id, partition) = match live.get(&t.data_file_path) {
+                let entry = live.get(&t.data_file_path);
+                let (spec_id, partition) = match entry {
                     Some(f) => (f.spec_id, Some(f.file.partition())),
                     None => (md.default_partition_spec_id(), t.partition.as_ref()),
                 };
-                plan_file(i, t, spec_id, partition, &table)
+                plan_file(i, t, spec_id, partition, entry.map(|f| &f.file), &table)
             })
             .collect();
         let mut plan = plan_with_roll_up(&plan_files, &opts, &self.roll_up);

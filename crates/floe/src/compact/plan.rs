@@ -3,8 +3,11 @@
 //! `SizeBasedFileRewriter` / `BinPackRewriteFilePlanner`).
 //!
 //! 1. A file is a candidate when its size is outside [`min-file-size-bytes`,
-//!    `max-file-size-bytes`] or when at least `delete-file-threshold` delete files apply to it
-//!    (all files with `rewrite-all`).
+//!    `max-file-size-bytes`], when at least `delete-file-threshold` delete files apply to it, or
+//!    when it was written under another partition spec than the table's default (after
+//!    `table evolve-partition`; all files with `rewrite-all`). A file of another spec is grouped
+//!    by the default-spec partition its rows fall in, so that `hour(ts)` files of one day
+//!    become one `day(ts)` file, not 24.
 //! 2. Candidates are grouped per (spec id, partition) and bin-packed (largest first) into groups
 //!    of at most `max-file-group-size-bytes`.
 //! 3. A group is kept when it has `min-input-files` files, or more than one file and more than
@@ -136,6 +139,8 @@ pub struct PlanFile {
     pub partition: String,
     /// Number of delete files that apply to it.
     pub deletes: usize,
+    /// Written under another spec than the table's default: rewritten whatever its size.
+    pub other_spec: bool,
 }
 
 /// One unit of rewrite work: files of one partition rewritten together.
@@ -190,7 +195,9 @@ pub fn plan(files: &[PlanFile], opts: &PlanOptions) -> Plan {
     let delete_heavy = |f: &PlanFile| f.deletes >= opts.delete_file_threshold;
     let candidates: Vec<&PlanFile> = files
         .iter()
-        .filter(|f| opts.rewrite_all || too_small(f) || too_large(f) || delete_heavy(f))
+        .filter(|f| {
+            opts.rewrite_all || too_small(f) || too_large(f) || delete_heavy(f) || f.other_spec
+        })
         .collect();
     let mut by_partition: BTreeMap<(i32, &str), Vec<&PlanFile>> = BTreeMap::new();
     for f in &candidates {
@@ -219,7 +226,9 @@ pub fn plan(files: &[PlanFile], opts: &PlanOptions) -> Plan {
         for (bytes, members) in bins {
             let enough_files = members.len() >= opts.min_input_files;
             let enough_content = members.len() > 1 && bytes > opts.target_file_size_bytes;
-            let must = members.iter().any(|f| too_large(f) || delete_heavy(f));
+            let must = members
+                .iter()
+                .any(|f| too_large(f) || delete_heavy(f) || f.other_spec);
             if !(opts.rewrite_all || enough_files || enough_content || must) {
                 continue;
             }
@@ -328,6 +337,7 @@ mod tests {
             spec_id: 0,
             partition: partition.to_string(),
             deletes: 0,
+            other_spec: false,
         }
     }
 
@@ -339,6 +349,27 @@ mod tests {
         assert_eq!(p.groups.len(), 1);
         assert_eq!(p.groups[0].input_files, 10);
         assert_eq!(p.groups[0].expected_output_files, 1);
+    }
+
+    #[test]
+    fn files_of_an_older_spec_are_rewritten_whatever_their_size() {
+        let opts = PlanOptions::for_target(100 * MB);
+        let old = |i, size, p: &str| PlanFile {
+            spec_id: 1,
+            other_spec: true,
+            ..f(i, size, p)
+        };
+        // One well-sized file alone, and two small files of one new partition.
+        let files = vec![
+            old(0, 100 * MB, "-> d=1"),
+            old(1, MB, "-> d=2"),
+            old(2, MB, "-> d=2"),
+            f(3, 100 * MB, "d=1"),
+        ];
+        let p = plan(&files, &opts);
+        let mut groups: Vec<_> = p.groups.iter().map(|g| g.files.clone()).collect();
+        groups.sort();
+        assert_eq!(groups, vec![vec![0], vec![1, 2]], "{p:?}");
     }
 
     #[test]
@@ -428,6 +459,7 @@ mod tests {
                 spec_id: 0,
                 partition: format!("day={}", i % 1000),
                 deletes: 0,
+                other_spec: false,
             })
             .collect();
         let p = plan(&files, &opts);

@@ -59,22 +59,61 @@ pub fn partition_path(
     }
 }
 
+/// What the planner knows of a task. `file` (the manifest entry) is given when the table has
+/// several specs: a file of another spec than the default is grouped by where its rows land
+/// in the default spec ([`respec_key`]).
 pub(super) fn plan_file(
     index: usize,
     t: &FileScanTask,
     spec_id: i32,
     partition: Option<&iceberg::spec::Struct>,
+    file: Option<&iceberg::spec::DataFile>,
     table: &Table,
 ) -> PlanFile {
-    let partition = partition_path(table, spec_id, partition);
+    let mut path = partition_path(table, spec_id, partition);
+    let other_spec = spec_id != table.metadata().default_partition_spec_id();
+    if other_spec {
+        // Grouped by the partition the rows go to: the old partitions of one new one merge.
+        path = match file.and_then(|f| respec_key(table, f)) {
+            Some(into) => format!("-> {into}"),
+            None => format!("{path} -> (several partitions)"),
+        };
+    }
     PlanFile {
         index,
         size: t.file_size_in_bytes,
         records: t.record_count.unwrap_or(0),
         spec_id,
-        partition,
+        partition: path,
         deletes: t.deletes.len(),
+        other_spec,
     }
+}
+
+/// The default-spec partition all rows of `file` fall in, from its column bounds: each field's
+/// transform applied to the lower and the upper bound of its source column gives one value
+/// (`hour(ts)` files of one day give that day under `day(ts)`). `None` when a field has no
+/// bounds or they give two values. Only a grouping key: the writer partitions every row.
+pub(super) fn respec_key(table: &Table, file: &iceberg::spec::DataFile) -> Option<String> {
+    let spec = table.metadata().default_partition_spec();
+    if spec.is_unpartitioned() {
+        return Some("unpartitioned".to_string());
+    }
+    let mut parts = Vec::new();
+    for field in spec.fields() {
+        let lower = file.lower_bounds().get(&field.source_id)?;
+        let upper = file.upper_bounds().get(&field.source_id)?;
+        let f = iceberg::transform::create_transform_function(&field.transform).ok()?;
+        let (a, b) = (
+            f.transform_literal(lower).ok()??,
+            f.transform_literal(upper).ok()??,
+        );
+        if a != b {
+            return None;
+        }
+        parts.push(format!("{}={a}", field.name));
+    }
+    Some(parts.join("/"))
 }
 
 /// Every row of `members`, their delete files applied (all rows, not only those matching a

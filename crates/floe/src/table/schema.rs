@@ -152,7 +152,14 @@ pub fn parse_schema_json(json: &str) -> Result<Schema> {
 pub fn parse_partition(def: &str, schema: &Schema) -> Result<UnboundPartitionSpec> {
     let mut builder = UnboundPartitionSpec::builder();
     for part in split_top(def) {
-        let p = part.trim();
+        let (p, alias) = split_alias(part.trim());
+        if alias.is_some_and(|a| a.is_empty() || a.contains(char::is_whitespace)) {
+            return Err(def_err(
+                "partition",
+                part,
+                "expected a partition field name after AS",
+            ));
+        }
         let (func, args) = match p.find('(') {
             Some(open) if p.ends_with(')') => (
                 p[..open].trim().to_ascii_lowercase(),
@@ -210,15 +217,25 @@ pub fn parse_partition(def: &str, schema: &Schema) -> Result<UnboundPartitionSpe
                 format!("transform cannot apply to column type {ty}"),
             ));
         }
-        let name = match suffix {
-            None => field.name.clone(),
-            Some(s) => format!("{}_{s}", field.name),
+        let name = match (alias, suffix) {
+            (Some(a), _) => a.trim_matches('`').trim_matches('"').to_string(),
+            (None, None) => field.name.clone(),
+            (None, Some(s)) => format!("{}_{s}", field.name),
         };
         builder = builder
             .add_partition_field(field.id, name, transform)
             .map_err(|e| def_err("partition", p, e.to_string()))?;
     }
     Ok(builder.build())
+}
+
+/// `expr AS name` split into the expression and the name given to its partition field.
+fn split_alias(p: &str) -> (&str, Option<&str>) {
+    let lower = p.to_ascii_lowercase();
+    match lower.rfind(" as ") {
+        Some(i) if i > p.rfind(')').unwrap_or(0) => (p[..i].trim(), Some(p[i + 4..].trim())),
+        _ => (p, None),
+    }
 }
 
 /// The spec of an unpartitioned table.

@@ -1,8 +1,12 @@
-//! Table alterations: property updates, committed as metadata-only changes through the
-//! commit path (`table set-property`). Partition and schema evolution belong here too.
+//! Table alterations, committed as metadata-only changes through the commit path: property
+//! updates (`table set-property`, here), partition evolution (`table evolve-partition`,
+//! [`partition`]) and schema evolution (`table evolve-schema`, [`schema`]).
 //!
 //! Written as an `impl Catalog` block in this operation module, so that the catalog layer
 //! (load, create, drop, compare-and-swap) never imports the layers above it.
+
+pub mod partition;
+pub mod schema;
 
 use std::collections::HashMap;
 
