@@ -17,9 +17,21 @@ pub enum HealthCmd {
     Diagnose {
         /// Table as NAMESPACE.TABLE.
         table: String,
-        /// Also write a self-contained HTML report with plots.
+        /// Also write a self-contained HTML report with plots (with --compare: before and after).
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
+        /// Also time a full read of the table's live data (rows, elapsed ms).
+        #[arg(long)]
+        probe: bool,
+        /// Write the report (JSON, with the probe) to FILE, to --compare against later.
+        #[arg(long, value_name = "FILE")]
+        save: Option<PathBuf>,
+        /// Compare with a report saved by --save: before (FILE) and after (now), side by side.
+        #[arg(long, value_name = "FILE")]
+        compare: Option<PathBuf>,
+        /// With --compare: compare with a saved report of another table (a warning, not an error).
+        #[arg(long, requires = "compare")]
+        force: bool,
     },
     /// Removes old snapshots (history.expire.* defaults) and the files only they referenced.
     ExpireSnapshots {
@@ -82,21 +94,74 @@ pub enum HealthCmd {
 
 pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
     match cmd {
-        HealthCmd::Diagnose { table, html } => {
+        HealthCmd::Diagnose {
+            table,
+            html,
+            probe,
+            save,
+            compare,
+            force,
+        } => {
+            // Read the saved report first: a bad file fails before the table is read.
+            let saved = match &compare {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read --compare {}", path.display()))?;
+                    Some(floe::diagnose::SavedReport::parse(
+                        &text,
+                        &path.display().to_string(),
+                    )?)
+                }
+                None => None,
+            };
             let spinner = out.spinner(format!("diagnosing {table}"));
             let report = floe::diagnose::DiagnoseBuilder::new(catalog, parse_table_ident(&table)?)
+                .with_probe(probe || save.is_some() || compare.is_some())
                 .execute()
                 .await;
             spinner.finish_and_clear();
             let report = report?;
+            let comparison = match &saved {
+                Some(saved) => Some(floe::diagnose::compare(saved, &report, force)?),
+                None => None,
+            };
+            if let Some(c) = &comparison {
+                for w in &c.warnings {
+                    out.warn(w);
+                }
+            }
             if let Some(path) = &html {
-                std::fs::write(path, render::html(&report))
+                std::fs::write(path, render::html_with(&report, comparison.as_ref()))
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
-            out.result(&serde_json::to_value(&report)?, || {
+            if let Some(path) = &save {
+                let saved = floe::diagnose::SavedReport::new(&report)?;
+                std::fs::write(path, serde_json::to_string_pretty(&saved)?)
+                    .with_context(|| format!("cannot write --save {}", path.display()))?;
+            }
+            let value = match &comparison {
+                Some(c) => {
+                    let mut v = serde_json::to_value(c)?;
+                    v["report"] = serde_json::to_value(&report)?;
+                    v
+                }
+                None => serde_json::to_value(&report)?,
+            };
+            out.result(&value, || {
                 let mut s = render::text(&report);
+                if let Some(c) = &comparison {
+                    s.push('\n');
+                    s.push_str(&render::compare_text(c));
+                }
                 if let Some(p) = &html {
                     s.push_str(&format!("\nHTML report written to {}\n", p.display()));
+                }
+                if let Some(p) = &save {
+                    s.push_str(&format!(
+                        "\nreport saved to {} (compare later with --compare {})\n",
+                        p.display(),
+                        p.display()
+                    ));
                 }
                 s
             });

@@ -1276,3 +1276,101 @@ fn append_rejects_two_json_values_on_a_line_and_values_that_do_not_fit() {
     let described = ok_json(d, &["table", "describe", "db.t"]);
     assert!(described["current_snapshot"].is_null(), "nothing committed");
 }
+
+#[test]
+fn diagnose_saves_a_report_and_compares_after_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (rows, _) = make_table_with_small_files(d, 6, 50);
+    let report = ok_json(d, &["diagnose", "db.t", "--save", "before.json"]);
+    assert_eq!(report["probe"]["rows"], rows, "--save times a full read");
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("before.json")).unwrap()).unwrap();
+    assert_eq!(saved["format"], "floe-diagnose-report");
+    assert_eq!(saved["format_version"], 1);
+    assert_eq!(saved["table"], "db.t");
+    assert_eq!(saved["measures"]["probe"]["rows"], rows);
+    let files_before = saved["measures"]["data_files"].as_u64().unwrap();
+    assert!(files_before >= 6);
+
+    ok_json(d, &["compact", "db.t"]);
+    let v = ok_json(
+        d,
+        &[
+            "diagnose",
+            "db.t",
+            "--compare",
+            "before.json",
+            "--html",
+            "cmp.html",
+        ],
+    );
+    assert_eq!(v["before"]["data_files"], files_before);
+    assert_eq!(
+        v["after"]["data_files"], 3,
+        "one file per day after compaction"
+    );
+    assert_eq!(v["report"]["table"], "db.t");
+    let delta = |m: &str| -> Value {
+        v["deltas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["metric"] == m)
+            .unwrap_or_else(|| panic!("{m}: {v}"))
+            .clone()
+    };
+    assert_eq!(delta("live data files")["change"], 3 - files_before as i64);
+    assert_eq!(delta("probe rows")["before"], rows);
+    assert_eq!(
+        delta("probe rows")["change"],
+        0,
+        "same rows read before and after"
+    );
+    assert!(delta("probe time")["after"].is_u64());
+    assert!(delta("snapshots")["after"].as_u64() > delta("snapshots")["before"].as_u64());
+    let html = std::fs::read_to_string(d.join("cmp.html")).unwrap();
+    assert!(html.contains("<h2>Before / after</h2>"));
+    assert!(html.contains(&format!(
+        "<tr><td>live data files</td><td>{files_before}</td><td>3</td>"
+    )));
+    assert!(html.contains("File-size histogram, before (grey) and after"));
+    let human = floe(d, &["diagnose", "db.t", "--compare", "before.json"]);
+    assert!(human.status.success());
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("before / after: db.t"), "{text}");
+
+    // A report of another table is an error naming --compare, a warning with --force.
+    let mut other = saved.clone();
+    other["table"] = "db.other".into();
+    std::fs::write(d.join("other.json"), other.to_string()).unwrap();
+    let bad = floe(d, &["diagnose", "db.t", "--compare", "other.json"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--compare") && err.contains("db.other"),
+        "{err}"
+    );
+    let forced = floe(
+        d,
+        &[
+            "--json",
+            "diagnose",
+            "db.t",
+            "--compare",
+            "other.json",
+            "--force",
+        ],
+    );
+    assert!(forced.status.success());
+    assert!(String::from_utf8_lossy(&forced.stderr)
+        .contains("warning: the saved report is of table db.other"));
+    // A file that is not a saved report fails before the table is read.
+    std::fs::write(d.join("junk.json"), "{\"a\": 1}").unwrap();
+    let bad = floe(d, &["diagnose", "db.t", "--compare", "junk.json"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a saved diagnose report"));
+    let bad = floe(d, &["diagnose", "db.t", "--compare", "missing.json"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
+}

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
 
 use super::observe;
+use super::partitioning::{over_partitioning, SpecField};
 use super::{
     Bucket, CommitPoint, History, PartitionHealth, Report, Storage, Thresholds, Totals,
     ACTIVE_COMMITS, BUCKETS, RECENT_COMMITS,
@@ -48,6 +49,9 @@ pub(crate) struct LiveEntry {
     pub records: u64,
     /// The snapshot that added the file.
     pub snapshot_id: i64,
+    /// The partition's value of each field of the current spec, as text (`null` for none);
+    /// empty for files of other specs.
+    pub values: Vec<String>,
 }
 
 /// A reachable file: its path and its size when the metadata records one.
@@ -68,6 +72,9 @@ pub(crate) struct Facts {
     pub table: String,
     pub location: String,
     pub thresholds: Thresholds,
+    /// The current (default) partition spec: its id and fields.
+    pub spec_id: i32,
+    pub spec: Vec<SpecField>,
     /// `write.metadata.previous-versions-max`.
     pub previous_versions_max: u64,
     /// Every snapshot, in any order.
@@ -137,19 +144,19 @@ pub(crate) fn commit_history(snapshots: &[SnapshotFacts]) -> History {
         })
         .collect();
     let writing: Vec<&CommitPoint> = recent.iter().filter(|c| c.added_data_files > 0).collect();
-    let span_h = match (recent.first(), recent.last()) {
-        // Under a minute of history says nothing about a rate.
-        (Some(a), Some(b)) if b.timestamp_ms - a.timestamp_ms >= 60_000 => {
-            (b.timestamp_ms - a.timestamp_ms) as f64 / 3_600_000.0
-        }
-        _ => 0.0,
+    // The rate over the intervals between the recent commits, however short their span (40
+    // commits within 10 s are 3,510 per hour); undefined only when they share one millisecond.
+    let span_ms = match (recent.first(), recent.last()) {
+        (Some(a), Some(b)) => (b.timestamp_ms - a.timestamp_ms).max(0),
+        _ => 0,
     };
     History {
         snapshots: snaps.len() as u64,
         oldest_ms: snaps.first().map(|s| s.timestamp_ms),
         newest_ms: snaps.last().map(|s| s.timestamp_ms),
-        commits_per_hour: if span_h > 0.0 {
-            (recent.len() as f64 - 1.0) / span_h
+        recent_span_ms: span_ms,
+        commits_per_hour: if span_ms > 0 {
+            (recent.len() as f64 - 1.0) * 3_600_000.0 / span_ms as f64
         } else {
             0.0
         },
@@ -347,6 +354,8 @@ pub(crate) fn report(facts: Facts) -> Report {
         table,
         location,
         thresholds,
+        spec_id,
+        spec,
         previous_versions_max,
         snapshots,
         metadata_log_entries,
@@ -396,7 +405,20 @@ pub(crate) fn report(facts: Facts) -> Report {
         }
     };
 
+    let now_ms = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let over_partitioned = over_partitioning(
+        &table,
+        &spec,
+        spec_id,
+        &live,
+        &snapshots,
+        thresholds.target_file_size_bytes,
+        now_ms,
+    );
     let observations = observe::observe(&observe::Inputs {
+        over_partitioned: over_partitioned.as_ref(),
         table: &table,
         thresholds: &thresholds,
         totals: &totals,
@@ -409,9 +431,7 @@ pub(crate) fn report(facts: Facts) -> Report {
     Report {
         table,
         location,
-        generated_at_ms: now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64),
+        generated_at_ms: now_ms,
         duration_ms: 0,
         thresholds,
         totals,
@@ -420,7 +440,9 @@ pub(crate) fn report(facts: Facts) -> Report {
         history,
         storage,
         writers,
+        over_partitioned,
         observations,
+        probe: None,
     }
 }
 

@@ -13,8 +13,10 @@
 //! only I/O), then computes the report from them (`compute`, pure, unit-tested on synthetic
 //! tables).
 
+pub mod compare;
 mod compute;
 mod observe;
+mod partitioning;
 pub mod render;
 
 use std::collections::HashMap;
@@ -32,8 +34,11 @@ use crate::storage::listing::list_files;
 use crate::table::reach::{metadata_files, ReachIndex, Reached};
 use crate::table::watermarks::{watermarks, Watermark};
 use compute::{Expirable, Facts, LiveEntry, SizedPath, SnapshotFacts};
+use partitioning::SpecField;
 
+pub use compare::{compare, probe, Comparison, Delta, Measures, Probe, SavedReport};
 pub use observe::{bytes as human_bytes, Observation};
+pub use partitioning::{OverPartitioned, SpecOption};
 
 /// A partition is active when one of the last this-many commits added a data file to it.
 pub const ACTIVE_COMMITS: usize = 10;
@@ -103,8 +108,10 @@ pub struct History {
     pub snapshots: u64,
     pub oldest_ms: Option<i64>,
     pub newest_ms: Option<i64>,
-    /// Commits per hour over the recent commits.
+    /// Commits per hour over the recent commits (0 when they share one millisecond).
     pub commits_per_hour: f64,
+    /// From the first to the last of the recent commits.
+    pub recent_span_ms: i64,
     /// Average data files added per append/overwrite commit over the recent commits.
     pub avg_files_per_commit: f64,
     pub avg_bytes_per_commit: f64,
@@ -176,23 +183,45 @@ pub struct Report {
     pub history: History,
     pub storage: Storage,
     pub writers: Vec<Watermark>,
+    /// Whether the current partition spec is finer than the data rate; `None` when the table
+    /// is unpartitioned or its current spec holds no data.
+    pub over_partitioned: Option<OverPartitioned>,
     pub observations: Vec<Observation>,
+    /// The timed full read (`--probe`, `--save`, `--compare`), when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
 }
 
 /// The health report of one table (`floe diagnose`).
 pub struct DiagnoseBuilder<'a> {
     catalog: &'a Catalog,
     ident: TableIdent,
+    probe: bool,
 }
 
 impl<'a> DiagnoseBuilder<'a> {
     pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
-        Self { catalog, ident }
+        Self {
+            catalog,
+            ident,
+            probe: false,
+        }
+    }
+
+    /// Also time a full read of the table's live data ([`probe`]); the only part of the
+    /// report that opens data files.
+    pub fn with_probe(mut self, probe: bool) -> Self {
+        self.probe = probe;
+        self
     }
 
     /// Runs it.
     pub async fn execute(self) -> Result<Report> {
-        diagnose(self.catalog, &self.ident).await
+        let mut report = diagnose(self.catalog, &self.ident).await?;
+        if self.probe {
+            report.probe = Some(probe(self.catalog, &self.ident).await?);
+        }
+        Ok(report)
     }
 }
 
@@ -242,6 +271,20 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
     let all_ids: Vec<i64> = snaps.iter().map(|s| s.snapshot_id()).collect();
     let mut index = ReachIndex::load_with_live(&table, &all_ids, md.current_snapshot_id()).await?;
     let schema = md.current_schema().clone();
+    let default_spec = md.default_partition_spec();
+    let spec_id = default_spec.spec_id();
+    let spec: Vec<SpecField> = default_spec
+        .fields()
+        .iter()
+        .map(|f| SpecField {
+            source: schema
+                .name_by_field_id(f.source_id)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("field-{}", f.source_id)),
+            transform: f.transform,
+        })
+        .collect();
+    let spec_type = default_spec.partition_type(&schema).ok();
     // One filter per partition, from its first entry.
     let mut filters: HashMap<(i32, String), Option<String>> = HashMap::new();
     let live: Vec<LiveEntry> = index
@@ -261,10 +304,27 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
                     spec.and_then(|s| partition_filter(s, &schema, f.file.partition()))
                 })
                 .clone();
+            let values = match &spec_type {
+                Some(ptype) if f.spec_id == spec_id => default_spec
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, field)| {
+                        match (f.file.partition().fields().get(i), ptype.fields().get(i)) {
+                            (Some(Some(lit)), Some(pf)) => {
+                                field.transform.to_human_string(&pf.field_type, Some(lit))
+                            }
+                            _ => "null".to_string(),
+                        }
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
             LiveEntry {
                 spec_id: f.spec_id,
                 partition,
                 filter,
+                values,
                 data: f.file.content_type() == DataContentType::Data,
                 size: f.file.file_size_in_bytes(),
                 records: f.file.record_count(),
@@ -326,6 +386,8 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
         table: ident_string(ident),
         location: md.location().to_string(),
         thresholds,
+        spec_id,
+        spec,
         previous_versions_max,
         snapshots,
         metadata_log_entries: md.metadata_log().len() as u64,

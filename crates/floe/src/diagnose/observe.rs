@@ -2,6 +2,7 @@
 //! against the report's numbers, and when it holds, names its evidence and the first action as
 //! an exact floe command.
 
+use super::partitioning::OverPartitioned;
 use super::{History, PartitionHealth, Storage, Thresholds, Totals};
 use crate::table::watermarks::Watermark;
 
@@ -28,6 +29,8 @@ pub(super) struct Inputs<'a> {
     pub storage: &'a Storage,
     pub writers: &'a [Watermark],
     pub previous_versions_max: u64,
+    /// `None`: unpartitioned, or no data in the current spec.
+    pub over_partitioned: Option<&'a OverPartitioned>,
 }
 
 /// Human-readable byte count.
@@ -287,6 +290,22 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
         ),
         investigate: "write.metadata.delete-after-commit.enabled and previous-versions-max",
         action: holds.then(|| format!("floe clean-metadata {t}")),
+    });
+
+    // 9. The partition spec is finer than the data rate (over-partitioning).
+    let op = i.over_partitioned;
+    out.push(Observation {
+        id: "over-partitioned",
+        observation: "Partition spec is finer than the data rate (over-partitioning)",
+        holds: op.is_some_and(|o| o.holds),
+        evidence: match op {
+            Some(o) => o.evidence.clone(),
+            None => "the table is unpartitioned, or its current spec holds no data".to_string(),
+        },
+        investigate: "Bytes each partition receives (per commit, per day or per its time span) against the target file size: every partition of every commit is at least one file",
+        action: op
+            .filter(|o| o.holds && !o.commands.is_empty())
+            .map(|o| o.commands.join(" && ")),
     });
     out
 }

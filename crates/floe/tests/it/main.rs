@@ -4,6 +4,7 @@ mod catalog;
 mod commit;
 mod common;
 mod compact;
+mod diagnose;
 mod evolve;
 mod ingest;
 mod ingest_maintain;

@@ -37,6 +37,7 @@ fn data(partition: &str, size: u64, snapshot_id: i64) -> LiveEntry {
         size,
         records: 10,
         snapshot_id,
+        values: vec![],
     }
 }
 
@@ -69,6 +70,8 @@ fn facts() -> Facts {
         table: "ns.t".to_string(),
         location: "/w/ns/t".to_string(),
         thresholds: thresholds(),
+        spec_id: 0,
+        spec: vec![],
         previous_versions_max: 100,
         snapshots: vec![],
         metadata_log_entries: 0,
@@ -395,7 +398,7 @@ fn report_sizes_old_files_from_the_listing_when_metadata_does_not() {
     assert_eq!(r.totals.data_files, 1);
     assert_eq!(r.partitions[0].files_under_min, 1);
     // One row per observation, whether or not it holds.
-    assert_eq!(r.observations.len(), 8);
+    assert_eq!(r.observations.len(), 9);
     let unref = r
         .observations
         .iter()
@@ -454,4 +457,290 @@ fn many_small_files_in_an_active_partition_ask_for_compaction() {
         .as_deref()
         .unwrap()
         .starts_with("floe compact ns.t"));
+}
+
+#[test]
+fn a_burst_of_commits_within_seconds_has_a_rate() {
+    // 41 commits 250 ms apart: 40 intervals in 10 s, 14,400 per hour (was "0.0 commits/h").
+    let snaps: Vec<SnapshotFacts> = (0..41).map(|i| snap(i + 1, T0 + i * 250, 1, KIB)).collect();
+    let h = commit_history(&snaps);
+    assert_eq!(h.recent_span_ms, 10_000);
+    assert!(
+        (h.commits_per_hour - 14_400.0).abs() < 1e-6,
+        "{}",
+        h.commits_per_hour
+    );
+    assert_eq!(
+        super::super::render::commit_rate(&h),
+        "41 commits in 10 s (14,400/h)"
+    );
+    // Commits sharing one millisecond have no rate, and say so.
+    let same: Vec<SnapshotFacts> = (0..3).map(|i| snap(i + 1, T0, 1, KIB)).collect();
+    let h = commit_history(&same);
+    assert_eq!(h.commits_per_hour, 0.0);
+    assert_eq!(
+        super::super::render::commit_rate(&h),
+        "3 commits within 1 ms"
+    );
+    // Slow tables keep their hourly rate: 5 commits over 2 hours.
+    let slow: Vec<SnapshotFacts> = (0..5)
+        .map(|i| snap(i + 1, T0 + i * HOUR_MS / 2, 1, KIB))
+        .collect();
+    let h = commit_history(&slow);
+    assert!((h.commits_per_hour - 2.0).abs() < 1e-9);
+    assert_eq!(
+        super::super::render::commit_rate(&h),
+        "5 commits in 2.0 h (2.0/h)"
+    );
+}
+
+// --- over-partitioning ---------------------------------------------------------------------
+
+const DAY_MS: i64 = 24 * HOUR_MS;
+
+fn field(source: &str, transform: iceberg::spec::Transform) -> SpecField {
+    SpecField {
+        source: source.to_string(),
+        transform,
+    }
+}
+
+/// A data file of the current spec with partition `values`.
+fn part_file<S: AsRef<str>>(values: &[S], size: u64, snapshot_id: i64) -> LiveEntry {
+    let values: Vec<String> = values.iter().map(|v| v.as_ref().to_string()).collect();
+    let mut entry = data(&values.join("/"), size, snapshot_id);
+    entry.values = values;
+    entry
+}
+
+/// `n` hourly partitions, one commit each (commit i writes hour i, one hour apart, the newest
+/// now), `size` bytes each.
+fn hourly(n: i64, size: u64) -> Facts {
+    let mut f = facts();
+    f.spec = vec![field("ts", iceberg::spec::Transform::Hour)];
+    f.snapshots = (1..=n)
+        .map(|i| snap(i, T0 - (n - i) * HOUR_MS, 1, size))
+        .collect();
+    f.live = (1..=n)
+        .map(|i| {
+            part_file(
+                &[&format!("2023-11-{:02}-{:02}", 1 + i / 24, i % 24)],
+                size,
+                i,
+            )
+        })
+        .collect();
+    f
+}
+
+fn finding(r: &Report) -> &super::super::Observation {
+    r.observations
+        .iter()
+        .find(|o| o.id == "over-partitioned")
+        .unwrap()
+}
+
+#[test]
+fn hour_partitions_with_little_data_suggest_day() {
+    // Target 8 MiB: the finding holds under 1 MiB per partition, a suggestion aims at 2 MiB.
+    let r = report(hourly(48, 100 * KIB));
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(o.holds, "{}", o.evidence);
+    assert_eq!(o.basis, "closed-partitions");
+    assert_eq!(o.window, "hour");
+    assert_eq!(o.spec, "hour(ts)");
+    assert_eq!(
+        o.partitions, 38,
+        "the 10 partitions of the last 10 commits are open"
+    );
+    assert_eq!(o.bytes_per_partition_median, 100 * KIB);
+    assert_eq!(o.bytes_per_partition_per_commit_median, 100 * KIB);
+    assert_eq!((o.fire_below, o.aim), (MIB, 2 * MIB));
+    assert!((o.windows_for_target - 81.92).abs() < 1e-9);
+    // x24 gives 2.3 MiB >= 2 MiB: day is the finest coarsening that reaches the aim.
+    assert_eq!(o.suggested_spec.as_deref(), Some("day(ts)"));
+    assert_eq!(o.suggested_bytes_per_partition, Some(2400 * KIB));
+    let alts: Vec<&str> = o.alternatives.iter().map(|a| a.spec.as_str()).collect();
+    assert_eq!(alts, ["day(ts)", "month(ts)", "year(ts)"]);
+    assert_eq!(
+        o.commands,
+        [
+            "floe table evolve-partition ns.t --spec 'day(ts)'",
+            "floe compact ns.t"
+        ]
+    );
+    assert!(
+        o.evidence.starts_with(
+            "partition spec is finer than the data rate: hour(ts) partitions receive 100.0 KiB each (median over 38 closed partitions"
+        ),
+        "{}",
+        o.evidence
+    );
+    assert!(o
+        .evidence
+        .contains("a target-size file (8.0 MiB) would need 82 hours of data"));
+    assert!(
+        o.evidence.contains("day(ts) ~2.3 MiB, month(ts) ~71.3 MiB"),
+        "{}",
+        o.evidence
+    );
+    let obs = finding(&r);
+    assert!(obs.holds);
+    assert_eq!(
+        obs.action.as_deref(),
+        Some("floe table evolve-partition ns.t --spec 'day(ts)' && floe compact ns.t")
+    );
+    let text = super::super::render::text(&r);
+    assert!(text.contains("OVER-PARTITIONED"), "{text}");
+    assert!(text.contains("run: floe table evolve-partition ns.t --spec 'day(ts)'"));
+    let html = super::super::render::html(&r);
+    assert!(html.contains("<h2>Partitioning</h2>") && html.contains("month(ts)"));
+
+    // Even less data: a day is not enough, a month is.
+    let r = report(hourly(48, 4 * KIB));
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(o.holds);
+    assert_eq!(o.suggested_spec.as_deref(), Some("month(ts)"));
+}
+
+#[test]
+fn healthy_partitions_are_not_over_partitioned() {
+    let r = report(hourly(48, 3 * MIB));
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(!o.holds, "{}", o.evidence);
+    assert_eq!(o.bytes_per_partition_median, 3 * MIB);
+    assert!(o.suggested_spec.is_none() && o.commands.is_empty());
+    assert!(
+        o.evidence.contains("the spec fits the data rate"),
+        "{}",
+        o.evidence
+    );
+    assert!(!finding(&r).holds);
+    assert!(finding(&r).action.is_none());
+    // An unpartitioned table has no finding at all.
+    let mut f = facts();
+    f.snapshots = vec![snap(1, T0, 1, KIB)];
+    f.live = vec![data("unpartitioned", KIB, 1)];
+    let r = report(f);
+    assert!(r.over_partitioned.is_none());
+    assert!(!finding(&r).holds);
+}
+
+#[test]
+fn young_active_partitions_are_not_over_partitioned() {
+    // Six hour partitions, all written by the last commits: still filling, only young.
+    let r = report(hourly(6, KIB));
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(!o.holds, "{}", o.evidence);
+    assert_eq!(o.partitions, 0);
+    assert!(o.evidence.contains("too young to judge"), "{}", o.evidence);
+    assert!(!finding(&r).holds);
+    // Without a time transform, under an hour of history is too young for a daily rate.
+    let mut f = facts();
+    f.spec = vec![field("id", iceberg::spec::Transform::Bucket(64))];
+    f.snapshots = vec![snap(1, T0 - 60_000, 64, 64 * KIB)];
+    f.live = (0..64)
+        .map(|b| part_file(&[&b.to_string()], KIB, 1))
+        .collect();
+    let r = report(f);
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(!o.holds);
+    assert_eq!(o.basis, "daily-rate");
+    assert!(o.evidence.contains("too young to judge"), "{}", o.evidence);
+}
+
+/// A `bucket(64, id)` table written for 4 days, each bucket holding `per_bucket` bytes.
+fn bucketed(per_bucket: u64) -> Facts {
+    let mut f = facts();
+    f.spec = vec![field("id", iceberg::spec::Transform::Bucket(64))];
+    f.snapshots = (0..8)
+        .map(|i| {
+            snap(
+                i + 1,
+                T0 - 4 * DAY_MS + i * DAY_MS / 2,
+                64,
+                64 * per_bucket / 8,
+            )
+        })
+        .collect();
+    f.live = (0..64)
+        .flat_map(|b| (1..=8).map(move |s| part_file(&[&b.to_string()], per_bucket / 8, s)))
+        .collect();
+    f
+}
+
+#[test]
+fn few_bytes_per_bucket_suggest_fewer_buckets() {
+    // 2400 KiB per bucket over 4 days: 600 KiB per bucket per day, under 1 MiB.
+    let r = report(bucketed(2400 * KIB));
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(o.holds, "{}", o.evidence);
+    assert_eq!(o.basis, "daily-rate");
+    assert_eq!(o.window, "day");
+    assert_eq!(o.partitions, 64);
+    assert_eq!(o.bytes_per_partition_median, 600 * KIB);
+    assert_eq!(o.bytes_per_partition_per_commit_median, 300 * KIB);
+    // x4 (64 -> 16 buckets) reaches 2 MiB; 32 buckets (x2) does not.
+    assert_eq!(o.suggested_spec.as_deref(), Some("bucket(16, id)"));
+    assert_eq!(o.suggested_bytes_per_partition, Some(2400 * KIB));
+    assert_eq!(o.alternatives[0].spec, "bucket(32, id)");
+    assert_eq!(
+        o.alternatives.last().unwrap().spec,
+        "",
+        "dropping the field"
+    );
+    assert!(o.evidence.contains("per day each"), "{}", o.evidence);
+    // So little that no bucket count is enough: unpartitioned, the coarsest.
+    let r = report(bucketed(8 * KIB));
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(o.holds);
+    assert_eq!(o.suggested_spec.as_deref(), Some(""));
+    assert_eq!(o.commands[0], "floe table evolve-partition ns.t --spec ''");
+    assert!(
+        o.evidence.contains("the coarsest sensible one"),
+        "{}",
+        o.evidence
+    );
+}
+
+#[test]
+fn several_fields_multiply_their_cardinalities() {
+    // day(ts) x identity(name) with 10 names: 50 KiB per (day, name) partition over 20 closed
+    // days. Dropping name merges 10, a month ~30: only both together reach 2 MiB (x304), and
+    // they beat year alone (x365).
+    let mut f = facts();
+    f.spec = vec![
+        field("ts", iceberg::spec::Transform::Day),
+        field("name", iceberg::spec::Transform::Identity),
+    ];
+    f.snapshots = (1..=30)
+        .map(|d| snap(d, T0 - (30 - d) * DAY_MS, 10, 500 * KIB))
+        .collect();
+    f.live = (1..=30)
+        .flat_map(|d| {
+            (0..10).map(move |n| {
+                part_file(
+                    &[&format!("2023-10-{d:02}"), &format!("name-{n}")],
+                    50 * KIB,
+                    d,
+                )
+            })
+        })
+        .collect();
+    let r = report(f.clone());
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(o.holds, "{}", o.evidence);
+    assert_eq!(o.partitions, 200, "20 closed days x 10 names");
+    assert_eq!(o.spec, "day(ts), name");
+    assert_eq!(o.suggested_spec.as_deref(), Some("month(ts)"));
+    let alts: Vec<&str> = o.alternatives.iter().map(|a| a.spec.as_str()).collect();
+    assert_eq!(alts, ["day(ts)", "month(ts), name", "year(ts), name"]);
+    // A low-cardinality identity field is kept: with 3 names it is never dropped.
+    f.live
+        .retain(|e| ["name-0", "name-1", "name-2"].contains(&e.values[1].as_str()));
+    let r = report(f);
+    let o = r.over_partitioned.as_ref().unwrap();
+    assert!(o.holds);
+    assert!(o.alternatives.iter().all(|a| a.spec.contains("name")));
+    assert_eq!(o.suggested_spec.as_deref(), Some("year(ts), name"));
 }

@@ -107,6 +107,7 @@ impl Table {
             storage: &self.storage,
             writers: &self.writers,
             previous_versions_max: self.previous_versions_max,
+            over_partitioned: None,
         })
     }
 }
@@ -122,7 +123,7 @@ fn find<'a>(obs: &'a [Observation], id: &str) -> &'a Observation {
 #[test]
 fn a_healthy_table_has_no_observation() {
     let obs = Table::healthy().observe();
-    assert_eq!(obs.len(), 8, "every row is reported");
+    assert_eq!(obs.len(), 9, "every row is reported");
     assert!(holding(&obs).is_empty(), "{:?}", holding(&obs));
     assert!(obs.iter().all(|o| o.action.is_none()));
     // The evidence is there even when nothing holds.
