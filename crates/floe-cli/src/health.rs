@@ -1,5 +1,5 @@
 //! Table health commands: diagnose, expire-snapshots, remove-orphan-files, clean-metadata,
-//! rewrite-manifests.
+//! rewrite-manifests, rewrite-position-delete-files.
 
 use std::path::PathBuf;
 
@@ -87,6 +87,18 @@ pub enum HealthCmd {
     /// Merges small manifests into ~commit.manifest.target-size-bytes, clustered by partition.
     RewriteManifests {
         table: String,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Compacts small position delete files per partition, dropping rows that point at data
+    /// files no longer live (Iceberg's rewrite_position_delete_files).
+    RewritePositionDeleteFiles {
+        table: String,
+        /// Iceberg option K=V (repeatable): rewrite-all, min-input-files,
+        /// target-file-size-bytes, min-file-size-bytes, max-file-size-bytes.
+        #[arg(long = "option", value_name = "K=V")]
+        options: Vec<String>,
+        /// Report the groups that would be rewritten; change nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -335,6 +347,74 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                     "{}: {} manifest(s), nothing to merge",
                     r.table, r.manifests_before
                 ),
+            });
+        }
+        HealthCmd::RewritePositionDeleteFiles {
+            table,
+            options,
+            dry_run,
+        } => {
+            let mut opts = floe::compact::position_deletes::RewriteDeletesOptions::default();
+            for kv in &options {
+                let (k, v) = kv
+                    .split_once('=')
+                    .with_context(|| format!("--option {kv}: expected K=V"))?;
+                opts.set(k.trim(), v.trim())?;
+            }
+            let (bar, progress) = out.progress("groups");
+            let r = floe::compact::position_deletes::RewriteDeletesBuilder::new(
+                catalog,
+                parse_table_ident(&table)?,
+            )
+            .with_options(opts)
+            .with_dry_run(dry_run)
+            .with_progress(progress)
+            .execute()
+            .await;
+            bar.finish_and_clear();
+            let r = r?;
+            out.result(&serde_json::to_value(&r)?, || {
+                let mut s = match r.snapshot_id {
+                    Some(id) => format!(
+                        "{}: rewrote {} position delete files ({}) into {} ({}); {} of {} deleted \
+                         positions kept ({} pointed at files no longer live), {} file(s) left \
+                         empty; snapshot {id} ({} ms)",
+                        r.table,
+                        r.rewritten_delete_files_count,
+                        human_bytes(r.rewritten_bytes_count),
+                        r.added_delete_files_count,
+                        human_bytes(r.added_bytes_count),
+                        r.added_deletes,
+                        r.rewritten_deletes,
+                        r.dangling_deletes_removed,
+                        r.emptied_delete_files,
+                        r.duration_ms
+                    ),
+                    None if r.groups.is_empty() => format!(
+                        "{}: {} live position delete file(s), nothing to rewrite",
+                        r.table, r.live_position_delete_files
+                    ),
+                    None => format!(
+                        "{}: {} live position delete file(s), {} group(s) to rewrite; dry run, \
+                         nothing committed",
+                        r.table,
+                        r.live_position_delete_files,
+                        r.groups.len()
+                    ),
+                };
+                if r.snapshot_id.is_none() {
+                    for g in &r.groups {
+                        s.push_str(&format!(
+                            "\n  {} (spec {}): {} files, {}, {} deleted positions",
+                            g.partition,
+                            g.spec_id,
+                            g.input_files,
+                            human_bytes(g.input_bytes),
+                            g.input_deletes
+                        ));
+                    }
+                }
+                s
             });
         }
     }

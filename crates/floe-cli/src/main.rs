@@ -343,12 +343,16 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 // clean conflict with another writer.
                 return Err(Failure {
                     message: format!(
-                        "compaction of {} committed nothing: all {} group(s) failed: {}",
+                        "compaction of {} committed nothing: all {} group(s) ({} data files) failed: {}",
                         m.table,
                         failed.len(),
+                        m.failed_data_files_count,
                         failed.join("; ")
                     ),
-                    details: json!({ "failed_groups": m.failed_groups }),
+                    details: json!({
+                        "failed_groups": m.failed_groups,
+                        "failed_data_files_count": m.failed_data_files_count,
+                    }),
                 }
                 .into());
             }

@@ -359,6 +359,28 @@ pub fn compact_text(m: &floe::compact::CompactMetrics) -> String {
         m.mb_per_s,
         m.commits.len()
     ));
+    if m.removed_delete_files > 0 {
+        s.push_str(&format!(
+            "
+removed {} position delete file(s) ({} deleted positions) whose every data file was rewritten",
+            m.removed_delete_files, m.removed_position_deletes
+        ));
+    }
+    if m.removed_dangling_deletes > 0 {
+        s.push_str(&format!(
+            "
+removed {} dangling delete file(s)",
+            m.removed_dangling_deletes
+        ));
+    }
+    if !m.failed_groups.is_empty() {
+        s.push_str(&format!(
+            "
+{} group(s) failed, {} data file(s) not rewritten (failed_data_files_count)",
+            m.failed_groups.len(),
+            m.failed_data_files_count
+        ));
+    }
     for f in &m.failed_groups {
         s.push_str(&format!(
             "\ngroup {} ({} files) not committed: {}",

@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 pub const WRITE_TARGET_FILE_SIZE_BYTES: &str = "write.target-file-size-bytes";
 /// Iceberg's default target file size: 512 MiB.
 pub const WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT: u64 = 512 * 1024 * 1024;
+/// Target size of delete files `rewrite-position-delete-files` writes.
+pub const WRITE_DELETE_TARGET_FILE_SIZE_BYTES: &str = "write.delete.target-file-size-bytes";
+/// Iceberg's default delete file target size: 64 MiB.
+pub const WRITE_DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 /// Parquet row group size.
 pub const WRITE_PARQUET_ROW_GROUP_SIZE_BYTES: &str = "write.parquet.row-group-size-bytes";
 /// Iceberg's default row group size: 128 MiB.
@@ -197,7 +201,9 @@ pub fn rule(key: &str) -> Option<Rule> {
         COMMIT_MANIFEST_MIN_COUNT_TO_MERGE => int(0, INT_MAX),
         COMMIT_MANIFEST_TARGET_SIZE_BYTES => int(1, LONG_MAX),
         COMMIT_MANIFEST_MERGE_ENABLED => Some(Rule::Bool),
-        WRITE_TARGET_FILE_SIZE_BYTES | WRITE_PARQUET_ROW_GROUP_SIZE_BYTES => int(1, LONG_MAX),
+        WRITE_TARGET_FILE_SIZE_BYTES
+        | WRITE_DELETE_TARGET_FILE_SIZE_BYTES
+        | WRITE_PARQUET_ROW_GROUP_SIZE_BYTES => int(1, LONG_MAX),
         WRITE_PARQUET_COMPRESSION_CODEC => {
             Some(Rule::OneOf(&["zstd", "snappy", "uncompressed", "none"]))
         }

@@ -96,6 +96,10 @@ pub struct SnapshotUpdate {
     /// Rewrite every manifest of the parent, clustered by partition, at
     /// `commit.manifest.target-size-bytes` (`rewrite-manifests`; no data change).
     pub(crate) rewrite_manifests: bool,
+    /// Partition spec and data sequence number of added delete files, by path (a rewrite of
+    /// delete files keeps the spec and numbers of the files it replaces); others are in the
+    /// default spec and take the new snapshot's number.
+    pub(crate) delete_placement: HashMap<String, (i32, i64)>,
 }
 
 impl SnapshotUpdate {
@@ -110,6 +114,7 @@ impl SnapshotUpdate {
             starting_snapshot_id: None,
             summary_properties: HashMap::new(),
             rewrite_manifests: false,
+            delete_placement: HashMap::new(),
         }
     }
 
@@ -126,7 +131,23 @@ impl SnapshotUpdate {
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),
             rewrite_manifests: false,
+            delete_placement: HashMap::new(),
         }
+    }
+
+    /// Replace delete files `removed` by `added` delete files without changing table content
+    /// (`rewrite-position-delete-files`); `placement` gives each added file's partition spec
+    /// and data sequence number (by path), so it applies to exactly the data files the replaced
+    /// ones did.
+    pub fn rewrite_deletes(
+        starting: &Table,
+        removed: Vec<String>,
+        added: Vec<DataFile>,
+        placement: HashMap<String, (i32, i64)>,
+    ) -> Self {
+        let mut u = Self::changes(Operation::Replace, starting, removed, added, vec![]);
+        u.delete_placement = placement;
+        u
     }
 
     /// Remove data files and/or add delete files (a row-level delete, Iceberg's `delete`).
@@ -168,6 +189,7 @@ impl SnapshotUpdate {
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),
             rewrite_manifests: false,
+            delete_placement: HashMap::new(),
         }
     }
 
@@ -183,6 +205,7 @@ impl SnapshotUpdate {
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),
             rewrite_manifests: true,
+            delete_placement: HashMap::new(),
         }
     }
 

@@ -289,7 +289,9 @@ async fn produce(
         new_manifests.push(writer.write_manifest_file().await?);
     }
     if !update.added_delete_files.is_empty() {
-        let mut writer = ctx.manifest_writer(ManifestContentType::Deletes, default_spec)?;
+        // One manifest per spec: rewritten delete files stay in the spec of the files they
+        // replace, with their data sequence number.
+        let mut by_spec: BTreeMap<i32, Vec<(&DataFile, i64)>> = BTreeMap::new();
         for f in &update.added_delete_files {
             if f.content_type() == DataContentType::Data {
                 return Err(Error::invalid_option(
@@ -298,9 +300,20 @@ async fn produce(
                     "is a data file",
                 ));
             }
-            writer.add_file(f.clone(), -1)?;
+            let (spec, seq) = update
+                .delete_placement
+                .get(f.file_path())
+                .copied()
+                .unwrap_or((default_spec, -1));
+            by_spec.entry(spec).or_default().push((f, seq));
         }
-        new_manifests.push(writer.write_manifest_file().await?);
+        for (spec, files) in by_spec {
+            let mut writer = ctx.manifest_writer(ManifestContentType::Deletes, spec)?;
+            for (f, seq) in files {
+                writer.add_file(f.clone(), seq)?;
+            }
+            new_manifests.push(writer.write_manifest_file().await?);
+        }
     }
 
     // Manifest list: this commit's manifests first, then the carried ones.

@@ -1,10 +1,104 @@
 //! Committing a compaction: finished groups in one `replace` (one by one when validation
-//! fails, so only the groups a concurrent writer touched fail), dangling deletes removed, and
-//! the metrics and failures recorded.
+//! fails, so only the groups a concurrent writer touched fail), with the position delete files
+//! whose every target the commit removes; dangling deletes removed; the metrics and failures
+//! recorded.
 
 use super::*;
 
+/// Position delete files a compaction may remove, and what its commits removed so far.
+#[derive(Default)]
+pub(super) struct DeleteDrops {
+    /// Delete file -> (its target data files that were live at the start, its row count).
+    targets: HashMap<String, (BTreeSet<String>, u64)>,
+    /// Data files this run's commits removed.
+    removed_data: std::collections::HashSet<String>,
+    /// Delete files this run's commits removed.
+    dropped: std::collections::HashSet<String>,
+}
+
+impl DeleteDrops {
+    /// Delete files not yet dropped whose every target is removed by this run's commits or
+    /// by `removing`: the commit removing `removing` may remove them too.
+    fn droppable(&self, removing: &[String]) -> Vec<String> {
+        let now: std::collections::HashSet<&str> = removing.iter().map(String::as_str).collect();
+        let mut out: Vec<String> = self
+            .targets
+            .iter()
+            .filter(|(path, (targets, _))| {
+                !self.dropped.contains(*path)
+                    && targets
+                        .iter()
+                        .all(|t| now.contains(t.as_str()) || self.removed_data.contains(t))
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn committed(&mut self, removed_data: Vec<String>, dropped: &[String], m: &mut CompactMetrics) {
+        self.removed_data.extend(removed_data);
+        for d in dropped {
+            m.removed_delete_files += 1;
+            m.removed_position_deletes += self.targets.get(d).map_or(0, |t| t.1);
+            self.dropped.insert(d.clone());
+        }
+    }
+}
+
 impl CompactBuilder {
+    /// The position delete files applied to the planned groups' files, with the targets that
+    /// can be known (Iceberg spec v2: `referenced_data_file`, equal `file_path` bounds, else
+    /// the file's `file_path` column). Equality deletes are never candidates: they apply by
+    /// sequence number to any older file in their partition.
+    pub(super) async fn delete_drops(
+        &self,
+        table: &Table,
+        tasks: &[FileScanTask],
+        groups: &[FileGroup],
+    ) -> Result<DeleteDrops> {
+        let candidates: BTreeSet<&str> = groups
+            .iter()
+            .flat_map(|g| g.files.iter())
+            .flat_map(|&i| tasks[i].deletes.iter())
+            .filter(|d| d.file_type == iceberg::spec::DataContentType::PositionDeletes)
+            .map(|d| d.file_path.as_str())
+            .collect();
+        if candidates.is_empty() {
+            return Ok(DeleteDrops::default());
+        }
+        let live = crate::table::manifests::live_files(table).await?;
+        let data: std::collections::HashSet<&str> = live
+            .iter()
+            .filter(|f| f.file.content_type() == iceberg::spec::DataContentType::Data)
+            .map(|f| f.file.file_path())
+            .collect();
+        let files: Vec<&DataFile> = live
+            .iter()
+            .filter(|f| candidates.contains(f.file.file_path()))
+            .map(|f| &f.file)
+            .collect();
+        let rows: HashMap<&str, u64> = files
+            .iter()
+            .map(|f| (f.file_path(), f.record_count()))
+            .collect();
+        let targets = position_deletes::targets_of(table, &files).await?;
+        Ok(DeleteDrops {
+            targets: targets
+                .into_iter()
+                .map(|(path, t)| {
+                    let n = rows.get(path.as_str()).copied().unwrap_or(0);
+                    let live_targets = t
+                        .into_iter()
+                        .filter(|p| data.contains(p.as_str()))
+                        .collect();
+                    (path, (live_targets, n))
+                })
+                .collect(),
+            ..DeleteDrops::default()
+        })
+    }
+
     /// Commits finished groups in one `replace`; if validation fails (a concurrent writer
     /// removed or deleted from an input file), commits them one by one so only the affected
     /// groups fail (their output is deleted by the commit path).
@@ -13,18 +107,38 @@ impl CompactBuilder {
         start: &Table,
         tasks: &[FileScanTask],
         groups: Vec<GroupResult>,
+        drops: &mut DeleteDrops,
         metrics: &mut CompactMetrics,
     ) -> Result<()> {
         // Crash tests kill the process here: outputs written, nothing committed.
         crate::fault::pause("BEFORE_COMMIT").await;
+        if let Some(reason) = crate::fault::fail("COMPACT_COMMIT") {
+            // Tests of partial failure: these groups fail as a conflict would fail them.
+            let written = groups
+                .iter()
+                .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
+                .collect();
+            crate::storage::delete::delete_quietly_in(
+                start.file_io(),
+                start.metadata().location(),
+                written,
+            )
+            .await;
+            let all: Vec<&GroupResult> = groups.iter().collect();
+            self.fail(&all, reason, metrics);
+            return Ok(());
+        }
         let inputs: Vec<Vec<usize>> = metrics
             .plan
             .groups
             .iter()
             .map(|g| g.files.clone())
             .collect();
-        let update_for = |gs: &[&GroupResult]| {
-            let removed = gs
+        // The update of `gs`: their inputs out, their outputs in, and the position delete
+        // files left with no live target out (the commit path re-checks on every attempt that
+        // each is still live). Returns the removed data files and delete files too.
+        let update_for = |gs: &[&GroupResult], drops: &DeleteDrops| {
+            let removed_data: Vec<String> = gs
                 .iter()
                 .flat_map(|g| {
                     inputs[g.group]
@@ -32,13 +146,17 @@ impl CompactBuilder {
                         .map(|&i| tasks[i].data_file_path.clone())
                 })
                 .collect();
+            let dropped = drops.droppable(&removed_data);
+            let removed = removed_data.iter().chain(&dropped).cloned().collect();
             let added = gs.iter().flat_map(|g| g.files.iter().cloned()).collect();
             let mut props = HashMap::new();
             props.insert("floe.operation".to_string(), "compact".to_string());
-            SnapshotUpdate::rewrite(start, removed, added).with_summary_properties(props)
+            let update =
+                SnapshotUpdate::rewrite(start, removed, added).with_summary_properties(props);
+            (update, removed_data, dropped)
         };
         let all: Vec<&GroupResult> = groups.iter().collect();
-        let joint = update_for(&all);
+        let (joint, joint_data, joint_dropped) = update_for(&all, &*drops);
         let joint_paths = joint.added_paths();
         // Several groups: keep their files on failure, to retry them one by one.
         let several = all.len() > 1;
@@ -49,6 +167,7 @@ impl CompactBuilder {
         match committer.commit(joint).await {
             Ok(outcome) => {
                 self.record(&all, outcome.snapshot_id, tasks, metrics);
+                drops.committed(joint_data, &joint_dropped, metrics);
                 Ok(())
             }
             Err(Error::ValidationFailed { .. }) if several => {
@@ -56,8 +175,12 @@ impl CompactBuilder {
                 // output of a group that fails).
                 for (i, g) in all.iter().enumerate() {
                     let alone = Committer::new(&self.catalog, &self.ident);
-                    match alone.commit(update_for(&[*g])).await {
-                        Ok(outcome) => self.record(&[*g], outcome.snapshot_id, tasks, metrics),
+                    let (update, data, dropped) = update_for(&[*g], &*drops);
+                    match alone.commit(update).await {
+                        Ok(outcome) => {
+                            self.record(&[*g], outcome.snapshot_id, tasks, metrics);
+                            drops.committed(data, &dropped, metrics);
+                        }
                         Err(Error::ValidationFailed { reason, .. }) => {
                             self.fail(&[*g], reason, metrics)
                         }
@@ -148,6 +271,7 @@ impl CompactBuilder {
     fn fail(&self, gs: &[&GroupResult], reason: String, metrics: &mut CompactMetrics) {
         for g in gs {
             let group = &metrics.plan.groups[g.group];
+            metrics.failed_data_files_count += group.input_files;
             metrics.failed_groups.push(FailedGroup {
                 partition: group.partition.clone(),
                 input_files: group.input_files,

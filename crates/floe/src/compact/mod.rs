@@ -8,6 +8,10 @@
 //!     -> commit: one `replace`, or with partial progress one per batch of finished groups
 //! ```
 //!
+//! Position delete files whose every target data file a commit rewrites are removed in that
+//! same commit (their rows were applied while rewriting; left live they would still match the
+//! new files by partition and sequence number, and readers would keep opening them).
+//!
 //! Safety: new files take the starting snapshot's sequence number; commits validate against the
 //! starting snapshot and retry through the commit path; a group whose files were removed (or got
 //! new position deletes) meanwhile fails alone, its output deleted, and is reported. A crash
@@ -19,6 +23,7 @@ pub mod filter;
 pub mod options;
 mod parallel;
 pub mod plan;
+pub mod position_deletes;
 mod rewrite;
 pub mod sort;
 
@@ -68,7 +73,14 @@ pub struct CompactMetrics {
     pub commits: Vec<i64>,
     /// Delete files dropped because no live data file can match them any more.
     pub removed_dangling_deletes: usize,
+    /// Position delete files removed in the compaction commits: every data file they target
+    /// was rewritten (their rows applied).
+    pub removed_delete_files: usize,
+    /// Deleted positions those files held.
+    pub removed_position_deletes: u64,
     pub failed_groups: Vec<FailedGroup>,
+    /// Input data files of the failed groups (Iceberg's `failedDataFilesCount`).
+    pub failed_data_files_count: usize,
     pub duration_ms: u64,
     pub mb_per_s: f64,
 }
@@ -349,7 +361,10 @@ impl CompactBuilder {
             rows: 0,
             commits: vec![],
             removed_dangling_deletes: 0,
+            removed_delete_files: 0,
+            removed_position_deletes: 0,
             failed_groups: vec![],
+            failed_data_files_count: 0,
             duration_ms: 0,
             mb_per_s: 0.0,
             plan,
@@ -372,6 +387,7 @@ impl CompactBuilder {
         }
 
         let groups = metrics.plan.groups.clone();
+        let mut drops = self.delete_drops(&table, &tasks, &groups).await?;
         let tasks = Arc::new(tasks);
         let write_options = WriteOptions {
             target_file_size_bytes: Some(opts.target_file_size_bytes),
@@ -471,8 +487,14 @@ impl CompactBuilder {
                 }
             }
             if first_error.is_none() && done.len() >= chunk {
-                self.commit_groups(&table, &tasks, std::mem::take(&mut done), &mut metrics)
-                    .await?;
+                self.commit_groups(
+                    &table,
+                    &tasks,
+                    std::mem::take(&mut done),
+                    &mut drops,
+                    &mut metrics,
+                )
+                .await?;
             }
         }
         drop(results);
@@ -492,7 +514,7 @@ impl CompactBuilder {
             return Err(e);
         }
         if !done.is_empty() {
-            self.commit_groups(&table, &tasks, done, &mut metrics)
+            self.commit_groups(&table, &tasks, done, &mut drops, &mut metrics)
                 .await?;
         }
         if effective.remove_dangling_deletes.unwrap_or(false) && !metrics.commits.is_empty() {

@@ -195,7 +195,16 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
             i.totals.data_files
         ),
         investigate: "Row-level delete rate and the writer's commit fan-out: every commit with deletes adds delete files per partition",
-        action: holds.then(|| format!("floe compact {t} --option delete-file-threshold=1")),
+        // Compaction removes the position delete files whose every data file it rewrote, in
+        // the rewrite's commit (and, with remove-dangling-deletes, equality deletes left
+        // matching nothing); rewrite-position-delete-files merges position deletes, data
+        // untouched.
+        action: holds.then(|| {
+            format!(
+                "floe compact {t} --option delete-file-threshold=1 --option remove-dangling-deletes=true  \
+                 # or, leaving data files as they are: floe rewrite-position-delete-files {t}"
+            )
+        }),
     });
 
     // 5. Inactive partitions keep many small files.

@@ -212,6 +212,8 @@ async fn a_group_whose_input_was_deleted_concurrently_fails_alone_and_leaves_not
         .await
         .unwrap();
     assert_eq!(m.failed_groups.len(), 1, "{:?}", m.failed_groups);
+    assert_eq!(m.failed_data_files_count, m.failed_groups[0].input_files);
+    assert!(m.failed_data_files_count > 0);
     assert!(
         m.failed_groups[0].reason.contains(live[0].file.file_path()),
         "{:?}",

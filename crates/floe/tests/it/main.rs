@@ -13,6 +13,7 @@ mod maintain;
 mod maintain_dashboard;
 mod maintain_store;
 mod maintenance;
+mod position_deletes;
 mod safety;
 mod sql;
 mod strict_input;

@@ -281,7 +281,10 @@ fn small_delete_files_ask_for_a_delete_rewrite() {
     );
     assert_eq!(
         o.action.as_deref(),
-        Some("floe compact ns.t --option delete-file-threshold=1")
+        Some(
+            "floe compact ns.t --option delete-file-threshold=1 --option remove-dangling-deletes=true  \
+             # or, leaving data files as they are: floe rewrite-position-delete-files ns.t"
+        )
     );
     // Big delete files are not the problem.
     t.totals.delete_bytes = 10 * 32 * MIB;
