@@ -59,6 +59,11 @@ pub struct IngestArgs {
     /// Commit and stop once no record arrived for this long (e.g. 5s).
     #[arg(long)]
     stop_when_idle: Option<String>,
+    /// Once the source (a Kafka broker) has not answered for this long, commit what was read
+    /// and exit with an error (default: the table property floe.ingest.source-timeout, else
+    /// wait forever, reporting the wait every 5 s).
+    #[arg(long, value_name = "DURATION")]
+    source_timeout: Option<String>,
     /// Run the table's maintenance in this process between commits: compaction (rolling up
     /// the small files of partitions still being written, by size tier), snapshot expiry,
     /// orphan and metadata cleanup, by the table's floe.maintain.* policy. Default: the
@@ -210,6 +215,11 @@ pub async fn run(
         .as_deref()
         .map(|s| parse_duration("--stop-when-idle", s))
         .transpose()?;
+    o.source_timeout = a
+        .source_timeout
+        .as_deref()
+        .map(|s| parse_duration("--source-timeout", s))
+        .transpose()?;
     o.write.target_file_size_bytes = a
         .target_file_size
         .as_deref()
@@ -256,6 +266,15 @@ pub async fn run(
     }
     let json = out.is_json();
     let summary = b
+        .on_source_status(move |s| {
+            // The line on stderr in both modes; with --json also the event on stdout.
+            eprintln!("[ingest] {}", s.line());
+            if json {
+                if let Ok(s) = serde_json::to_string(&serde_json::json!({ "source_status": s })) {
+                    println!("{s}");
+                }
+            }
+        })
         .on_coordinate(move |c| {
             if json {
                 if let Ok(s) = serde_json::to_string(&serde_json::json!({ "coordinated": c })) {

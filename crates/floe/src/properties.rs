@@ -133,13 +133,14 @@ pub const INGEST_PREFIX: &str = "floe.ingest.";
 /// `floe.ingest.write-buffer-size`: the ingest buffer budget, in bytes.
 pub const INGEST_WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
 /// Every `floe.ingest.*` property (`crate::ingest::maintain` documents the others).
-pub const INGEST_PROPERTIES: [&str; 6] = [
+pub const INGEST_PROPERTIES: [&str; 7] = [
     INGEST_WRITE_BUFFER_SIZE,
     "floe.ingest.maintain",
     "floe.ingest.max-small-files-per-partition",
     "floe.ingest.max-snapshots-since-compaction",
     "floe.ingest.max-time-since-compaction",
     "floe.ingest.max-commit-interval",
+    "floe.ingest.source-timeout",
 ];
 
 const INT_MAX: i64 = i32::MAX as i64;
@@ -223,9 +224,9 @@ pub fn rule(key: &str) -> Option<Rule> {
         "floe.ingest.maintain" => Some(Rule::Bool),
         "floe.ingest.max-small-files-per-partition"
         | "floe.ingest.max-snapshots-since-compaction" => int(0, LONG_MAX),
-        "floe.ingest.max-time-since-compaction" | "floe.ingest.max-commit-interval" => {
-            Some(Rule::Duration)
-        }
+        "floe.ingest.max-time-since-compaction"
+        | "floe.ingest.max-commit-interval"
+        | "floe.ingest.source-timeout" => Some(Rule::Duration),
         // Parsed by iceberg-rust's `TableProperties` (drop --purge reads them all).
         "write.datafusion.fanout.enabled" | "write.parquet.content-defined-chunking.enabled" => {
             Some(Rule::Bool)

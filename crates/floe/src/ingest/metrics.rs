@@ -2,7 +2,9 @@
 //! Flink sink (`flushedDataFiles`, `dataFilesSizeHistogram`, `lastFlushDurationMs`,
 //! `committedDataFilesCount`, `committedDataFilesRecordCount`, `lastCommitDurationMs`,
 //! `elapsedSecondsSinceLastSuccessfulCommit`) plus records in, bad records, spilled bytes and
-//! Kafka lag per partition, the compaction debt and backpressure (`debtSmallFilesPerPartition`,
+//! Kafka lag per partition (`sourceLag` from the fetched offset, `sourceLagCommitted` from the
+//! position in the table), the source's reachability (`sourceConnected`,
+//! `elapsedSecondsSinceSourceReachable`), the compaction debt and backpressure (`debtSmallFilesPerPartition`,
 //! `debtSnapshotsSinceCompaction`, `debtSecondsSinceCompaction`, `commitIntervalMs`,
 //! `throttledSeconds`), and with `--maintain` the in-process maintenance's `floe_maintain_*`
 //! metrics.
@@ -54,6 +56,9 @@ pub struct Metrics {
     size_buckets: Mutex<[u64; SIZE_BUCKETS.len() + 1]>,
     size_sum: AtomicU64,
     lag: Mutex<Vec<StreamLag>>,
+    lag_committed: Mutex<Vec<StreamLag>>,
+    /// Epoch ms the source last answered while it does not (0: it answers).
+    source_unreachable_since_ms: AtomicI64,
 }
 
 impl Metrics {
@@ -92,6 +97,25 @@ impl Metrics {
     /// Replaces the lag gauges.
     pub fn set_lag(&self, lag: Vec<StreamLag>) {
         *self.lag.lock().expect("not poisoned") = lag;
+    }
+
+    /// Replaces the committed-lag gauges.
+    pub fn set_lag_committed(&self, lag: Vec<StreamLag>) {
+        *self.lag_committed.lock().expect("not poisoned") = lag;
+    }
+
+    /// The source answers (`None`) or has not since `since_epoch_ms`.
+    pub fn set_source_unreachable(&self, since_epoch_ms: Option<i64>) {
+        self.source_unreachable_since_ms
+            .store(since_epoch_ms.unwrap_or(0).max(0), Ordering::Relaxed);
+    }
+
+    /// Seconds since the source last answered; 0 while it answers.
+    pub fn elapsed_since_source_reachable(&self) -> f64 {
+        match self.source_unreachable_since_ms.load(Ordering::Relaxed) {
+            0 => 0.0,
+            t => (chrono::Utc::now().timestamp_millis() - t).max(0) as f64 / 1000.0,
+        }
     }
 
     /// Seconds since the last successful commit (or since the start).
@@ -169,6 +193,16 @@ impl Metrics {
             "The commit interval in effect (longer than --commit-interval under backpressure).",
             get(&self.effective_commit_interval_ms).to_string(),
         );
+        gauge(
+            "sourceConnected",
+            "1 while the source answers, 0 while its reader retries (a Kafka broker gone).",
+            u8::from(self.source_unreachable_since_ms.load(Ordering::Relaxed) == 0).to_string(),
+        );
+        gauge(
+            "elapsedSecondsSinceSourceReachable",
+            "Seconds since the source last answered (0 while it answers).",
+            format!("{:.3}", self.elapsed_since_source_reachable()),
+        );
         if let Some(d) = self.debt.lock().expect("not poisoned").as_ref() {
             gauge(
                 "debtSmallFilesPerPartition",
@@ -206,22 +240,32 @@ impl Metrics {
             self.size_sum.load(Ordering::Relaxed)
         );
         let _ = writeln!(s, "dataFilesSizeHistogram_count {cum}");
-        let lag = self.lag.lock().expect("not poisoned");
-        if !lag.is_empty() {
-            let _ = writeln!(
-                s,
-                "# HELP sourceLag Records not yet read, per stream.\n# TYPE sourceLag gauge"
-            );
+        for (name, help, lag) in [
+            (
+                "sourceLag",
+                "Records not yet fetched, per stream: high watermark minus the next offset to fetch.",
+                &self.lag,
+            ),
+            (
+                "sourceLagCommitted",
+                "Records not yet committed to the table, per stream: high watermark minus the position in the table.",
+                &self.lag_committed,
+            ),
+        ] {
+            let lag = lag.lock().expect("not poisoned");
+            if lag.is_empty() {
+                continue;
+            }
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
             for l in lag.iter() {
                 let _ = writeln!(
                     s,
-                    "sourceLag{{stream=\"{}\"}} {}",
+                    "{name}{{stream=\"{}\"}} {}",
                     l.stream.replace('"', "'"),
                     l.lag
                 );
             }
         }
-        drop(lag);
         if let Some(state) = self.maintenance.lock().expect("not poisoned").as_ref() {
             s.push_str(&state.render_metrics());
         }
@@ -269,6 +313,12 @@ mod tests {
         m.set_lag(vec![StreamLag {
             stream: "kafka:t:0".into(),
             lag: 3,
+            ..Default::default()
+        }]);
+        m.set_lag_committed(vec![StreamLag {
+            stream: "kafka:t:0".into(),
+            lag: 9,
+            ..Default::default()
         }]);
         let text = m.render();
         assert!(text.contains("recordsIn 7"));
@@ -278,5 +328,19 @@ mod tests {
         assert!(text.contains("dataFilesSizeHistogram_bucket{le=\"+Inf\"} 3"));
         assert!(text.contains("sourceLag{stream=\"kafka:t:0\"} 3"));
         assert!(text.contains("elapsedSecondsSinceLastSuccessfulCommit"));
+        assert!(text.contains("sourceLagCommitted{stream=\"kafka:t:0\"} 9"));
+        assert!(text.contains("sourceConnected 1\n"));
+        assert!(text.contains("elapsedSecondsSinceSourceReachable 0.000\n"));
+        m.set_source_unreachable(Some(chrono::Utc::now().timestamp_millis() - 4_000));
+        let text = m.render();
+        assert!(text.contains("sourceConnected 0\n"), "{text}");
+        let since = text
+            .lines()
+            .find_map(|l| l.strip_prefix("elapsedSecondsSinceSourceReachable "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap();
+        assert!((4.0..10.0).contains(&since), "{since}");
+        m.set_source_unreachable(None);
+        assert!(m.render().contains("sourceConnected 1\n"));
     }
 }

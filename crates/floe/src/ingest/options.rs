@@ -14,6 +14,9 @@ pub const SOURCE_KEY: &str = "floe.source";
 pub const WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
 /// Default write buffer budget: 256 MiB.
 pub const WRITE_BUFFER_SIZE_DEFAULT: u64 = 256 * 1024 * 1024;
+/// Table property: how long a source (a Kafka broker) may stay unreachable before the ingest
+/// commits what it read and exits with an error (default: wait forever, reporting the wait).
+pub const SOURCE_TIMEOUT: &str = "floe.ingest.source-timeout";
 /// Iceberg's `write.distribution-mode` property.
 pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
 
@@ -60,6 +63,9 @@ pub struct IngestOptions {
     pub max_bad_records: Option<u64>,
     /// Commit and stop once no record arrived for this long.
     pub stop_when_idle: Option<Duration>,
+    /// Overrides `floe.ingest.source-timeout`: how long the source may stay unreachable before
+    /// the ingest commits what it read and stops with an error (default: wait forever).
+    pub source_timeout: Option<Duration>,
     /// Records per micro-batch.
     pub batch_records: usize,
     pub write: WriteOptions,
@@ -92,6 +98,7 @@ impl IngestOptions {
             write_parallelism: 1,
             max_bad_records: None,
             stop_when_idle: None,
+            source_timeout: None,
             batch_records: 10_000,
             write: WriteOptions::default(),
             maintain: None,
@@ -117,6 +124,9 @@ impl IngestOptions {
         }
         if self.stop_when_idle.is_some_and(|d| d.is_zero()) {
             return zero("--stop-when-idle", "0s");
+        }
+        if self.source_timeout.is_some_and(|d| d.is_zero()) {
+            return zero("--source-timeout", "0s");
         }
         for (option, value) in [
             ("--commit-bytes", self.commit_bytes),
@@ -154,6 +164,10 @@ mod validate_tests {
             (
                 "--stop-when-idle",
                 Box::new(|o| o.stop_when_idle = Some(Duration::ZERO)),
+            ),
+            (
+                "--source-timeout",
+                Box::new(|o| o.source_timeout = Some(Duration::ZERO)),
             ),
             ("--commit-bytes", Box::new(|o| o.commit_bytes = Some(0))),
             ("--commit-records", Box::new(|o| o.commit_records = Some(0))),

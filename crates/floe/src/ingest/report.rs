@@ -19,7 +19,11 @@ pub struct CommitReport {
     pub flush_ms: u64,
     pub commit_ms: u64,
     pub spilled_bytes: u64,
+    /// Lag from what was fetched: high watermark minus the next offset to fetch.
     pub lag: Vec<StreamLag>,
+    /// Lag from what the table holds after this commit: high watermark minus the position
+    /// this commit stored (includes records fetched but not yet decoded).
+    pub lag_committed: Vec<StreamLag>,
     /// The positions this commit stored: each stream's next position after it.
     pub positions: Positions,
     /// When the commit landed (ms since the epoch): its rows are readable from then on.
@@ -34,6 +38,51 @@ pub struct CommitReport {
     /// With `--group`: the hand-off this worker recorded instead of committing (its rows
     /// become readable at the coordinator's next commit).
     pub handoff: Option<String>,
+}
+
+/// The source's reachability, reported while it does not answer (every few seconds), once
+/// when it answers again, and when `--source-timeout` gives up.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SourceStatus {
+    /// `waiting`, `reachable` (again) or `gave_up`.
+    pub event: &'static str,
+    /// What is waited for, e.g. `Kafka broker 127.0.0.1:9092 (topic events partition 0)`.
+    pub what: String,
+    /// Why the last attempt failed (`connection refused`, ...).
+    pub reason: String,
+    /// Seconds since the source last answered (for `reachable`: how long it did not).
+    pub unreachable_s: u64,
+    /// The position the source is read from (Kafka: the offset of the next fetch).
+    pub position: i64,
+    /// Seconds left before `--source-timeout` gives up (none: waits forever).
+    pub gives_up_in_s: Option<u64>,
+}
+
+impl SourceStatus {
+    /// The line `floe ingest` prints on stderr (after `[ingest] `).
+    pub fn line(&self) -> String {
+        match self.event {
+            "reachable" => format!(
+                "{} reachable again after {} s; reading from offset {}",
+                self.what, self.unreachable_s, self.position
+            ),
+            "gave_up" => format!(
+                "giving up on {} after {} s (--source-timeout): {}; committing what was read up to offset {}",
+                self.what, self.unreachable_s, self.reason, self.position
+            ),
+            _ => format!(
+                "waiting for {}: {}; retrying for {} s, last fetch at offset {}{}",
+                self.what,
+                self.reason,
+                self.unreachable_s,
+                self.position,
+                match self.gives_up_in_s {
+                    Some(s) => format!("; giving up in {s} s (--source-timeout)"),
+                    None => String::new(),
+                }
+            ),
+        }
+    }
 }
 
 /// What an ingest would do ([`crate::ingest::stream::IngestBuilder::plan`]): where it resumes and the settings in

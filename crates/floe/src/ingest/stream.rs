@@ -35,7 +35,8 @@ use crate::ingest::decode::decode_records;
 use crate::ingest::group::{Coordinated, Group};
 use crate::ingest::maintain::{maintain_enabled, measure, next_interval, DebtLimits, InProcess};
 use crate::ingest::metrics::Metrics;
-use crate::ingest::source::{Positions, Source};
+use crate::ingest::source::{committed_lag, Positions, Source, Unreachable};
+use crate::maintain::policy::duration;
 use crate::maintain::service::LogFn;
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
@@ -43,11 +44,16 @@ use crate::storage::delete::delete_quietly_in;
 use crate::table::watermarks::FLOE_WRITER_ID;
 
 pub use crate::ingest::options::{
-    Distribution, IngestOptions, POSITION_PREFIX, SOURCE_KEY, WRITE_BUFFER_SIZE,
+    Distribution, IngestOptions, POSITION_PREFIX, SOURCE_KEY, SOURCE_TIMEOUT, WRITE_BUFFER_SIZE,
     WRITE_BUFFER_SIZE_DEFAULT, WRITE_DISTRIBUTION_MODE,
 };
 
-pub use crate::ingest::report::{peak_rss_bytes, CommitReport, IngestMetrics, IngestPlan};
+pub use crate::ingest::report::{
+    peak_rss_bytes, CommitReport, IngestMetrics, IngestPlan, SourceStatus,
+};
+
+/// How often the wait for an unreachable source is reported.
+const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 /// The positions in the newest snapshot of `writer_id` on `main`'s history, if any.
 ///
@@ -102,6 +108,7 @@ pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Position
 
 type OnCommit = Box<dyn Fn(&CommitReport) + Send + Sync>;
 type OnCoordinate = Box<dyn Fn(&Coordinated) + Send + Sync>;
+type OnSourceStatus = Box<dyn Fn(&SourceStatus) + Send + Sync>;
 
 /// Builds and runs an ingest.
 pub struct IngestBuilder {
@@ -113,6 +120,7 @@ pub struct IngestBuilder {
     metrics: Arc<Metrics>,
     on_commit: Option<OnCommit>,
     on_coordinate: Option<OnCoordinate>,
+    on_source_status: Option<OnSourceStatus>,
     progress: Option<ProgressFn>,
     maintenance_log: Option<LogFn>,
     group: Option<Group>,
@@ -136,6 +144,7 @@ impl IngestBuilder {
             metrics: Metrics::new(),
             on_commit: None,
             on_coordinate: None,
+            on_source_status: None,
             progress: None,
             maintenance_log: None,
             group: None,
@@ -180,6 +189,20 @@ impl IngestBuilder {
     pub fn on_coordinate(mut self, f: impl Fn(&Coordinated) + Send + Sync + 'static) -> Self {
         self.on_coordinate = Some(Box::new(f));
         self
+    }
+
+    /// Called while the source does not answer (every 5 s), when it answers again, and when
+    /// `--source-timeout` gives up (default: the line on stderr, prefixed `[ingest]`).
+    pub fn on_source_status(mut self, f: impl Fn(&SourceStatus) + Send + Sync + 'static) -> Self {
+        self.on_source_status = Some(Box::new(f));
+        self
+    }
+
+    fn report_source(&self, status: &SourceStatus) {
+        match &self.on_source_status {
+            Some(f) => f(status),
+            None => eprintln!("[ingest] {}", status.line()),
+        }
     }
 
     /// When `signal` completes, buffered data is committed and the ingest stops.
@@ -273,6 +296,13 @@ impl IngestBuilder {
         let limits = DebtLimits::from_properties(props, base_interval, maintaining)
             .map_err(|e| e.for_table(&name))?;
         let mut interval = base_interval;
+        let source_timeout = match self.options.source_timeout {
+            Some(d) => Some(d),
+            None => match duration(props, SOURCE_TIMEOUT, 0, 1).map_err(|e| e.for_table(&name))? {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
+        };
         let resumed = match &self.options.group {
             Some(opts) => {
                 let g = Group::join(
@@ -361,6 +391,10 @@ impl IngestBuilder {
         let mut last_record = Instant::now();
         let mut rr = 0usize;
         let mut last_debt: Option<Instant> = None;
+        // The source's current outage and when it was last reported; why the ingest gave up.
+        let mut outage: Option<Unreachable> = None;
+        let mut reported: Option<Instant> = None;
+        let mut gave_up: Option<(Unreachable, Duration)> = None;
         loop {
             let due_in = interval.saturating_sub(last_commit.elapsed());
             let wait = due_in.clamp(Duration::from_millis(10), Duration::from_millis(200));
@@ -440,7 +474,60 @@ impl IngestBuilder {
                     }
                 },
             };
-            self.metrics.set_lag(self.source.lag());
+            let lag = self.source.lag();
+            self.metrics
+                .set_lag_committed(committed_lag(&lag, &committed));
+            self.metrics.set_lag(lag);
+            let mut stop = stop;
+            match self.source.unreachable() {
+                Some(u) => {
+                    let down = u.since.elapsed();
+                    self.metrics.set_source_unreachable(Some(
+                        chrono::Utc::now().timestamp_millis() - down.as_millis() as i64,
+                    ));
+                    let status = |event| SourceStatus {
+                        event,
+                        what: u.what.clone(),
+                        reason: u.reason.clone(),
+                        unreachable_s: down.as_secs(),
+                        position: u.position,
+                        gives_up_in_s: source_timeout.map(|t| t.saturating_sub(down).as_secs()),
+                    };
+                    match source_timeout {
+                        Some(limit) if down >= limit => {
+                            if gave_up.is_none() {
+                                self.report_source(&status("gave_up"));
+                                gave_up = Some((u.clone(), limit));
+                                // Commits what was read, then stops with the error below.
+                                stop.get_or_insert("source unreachable");
+                            }
+                        }
+                        _ if reported.is_none_or(|t| t.elapsed() >= REPORT_EVERY) => {
+                            self.report_source(&status("waiting"));
+                            reported = Some(Instant::now());
+                        }
+                        _ => {}
+                    }
+                    outage = Some(u);
+                }
+                None => {
+                    self.metrics.set_source_unreachable(None);
+                    if let Some(u) = outage.take() {
+                        // Only a reported outage is announced over.
+                        if reported.is_some() {
+                            self.report_source(&SourceStatus {
+                                event: "reachable",
+                                unreachable_s: u.since.elapsed().as_secs(),
+                                what: u.what,
+                                reason: u.reason,
+                                position: u.position,
+                                gives_up_in_s: None,
+                            });
+                        }
+                    }
+                    reported = None;
+                }
+            }
             let idle = self
                 .options
                 .stop_when_idle
@@ -562,6 +649,21 @@ impl IngestBuilder {
                 f(&c);
             }
         }
+        self.source.finish().await;
+        if let Some((u, limit)) = gave_up {
+            let at: Vec<String> = committed.iter().map(|(s, p)| format!("{s}={p}")).collect();
+            return Err(Error::InputFile {
+                path: uri.into(),
+                reason: format!(
+                    "{} unreachable for {} s (--source-timeout {} s): {}; the table holds everything read before (positions {}), a restart resumes there",
+                    u.what,
+                    u.since.elapsed().as_secs(),
+                    limit.as_secs_f64(),
+                    u.reason,
+                    if at.is_empty() { "none".to_string() } else { at.join(", ") }
+                ),
+            });
+        }
         summary.positions = committed;
         summary.peak_rss_bytes = peak_rss_bytes();
         summary.duration_ms = started.elapsed().as_millis() as u64;
@@ -677,9 +779,11 @@ impl IngestBuilder {
         let committed_at_ms = chrono::Utc::now().timestamp_millis();
         let commit_ms = commit_started.elapsed().as_millis() as u64;
         *committed = pending.clone();
+        let lag = self.source.lag();
         let m = &self.metrics;
         // A hand-off is not a commit: its rows are not readable until the coordinator's.
         if handoff.is_none() {
+            self.source.committed(committed);
             m.last_commit_duration_ms
                 .store(commit_ms, Ordering::Relaxed);
             m.last_commit_epoch_ms
@@ -705,7 +809,8 @@ impl IngestBuilder {
             flush_ms,
             commit_ms,
             spilled_bytes: m.spilled_bytes.load(Ordering::Relaxed),
-            lag: self.source.lag(),
+            lag_committed: committed_lag(&lag, committed),
+            lag,
             positions: pending.clone(),
             committed_at_ms,
             attempts,

@@ -2,13 +2,15 @@
 //! and the position right after it; positions are what floe commits into the table with the
 //! data (never into the source), so a restart resumes exactly after the last committed record.
 //!
-//! - `kafka://HOST:PORT/TOPIC[?partitions=0,2&start=earliest|latest]` ([`kafka`]);
+//! - `kafka://HOST:PORT/TOPIC[?partitions=0,2&start=earliest|latest&group.id=NAME]`
+//!   ([`kafka`]; [`kafka_group`] mirrors the committed positions to consumer group NAME);
 //! - `-` or `stdin`: NDJSON on standard input ([`mod@file`]; not resumable);
 //! - a path or glob of NDJSON files, optionally `file://`-prefixed, with `--follow` to keep
 //!   reading appended lines and new files ([`mod@file`]).
 
 pub mod file;
 pub mod kafka;
+pub mod kafka_group;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,10 +34,50 @@ pub struct SourceRecord {
 }
 
 /// Lag of one stream: records (or bytes, for files) not yet read.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct StreamLag {
     pub stream: String,
     pub lag: i64,
+    /// Kafka: the partition's high watermark (the offset after its last record), which
+    /// [`committed_lag`] counts from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub high_watermark: Option<i64>,
+    /// Where this process started reading the stream (the committed position when it had
+    /// one): the committed position of a stream not committed yet.
+    #[serde(skip)]
+    pub start: Option<i64>,
+}
+
+/// Lag from the committed position, per stream that has a high watermark: the high watermark
+/// minus the next position stored in the table (`floe.position.<stream>` of this writer's
+/// last commit, or where reading started when nothing was committed yet). It covers what was
+/// read but not committed yet too; [`StreamLag::lag`] counts from what was fetched.
+pub fn committed_lag(lag: &[StreamLag], committed: &Positions) -> Vec<StreamLag> {
+    lag.iter()
+        .filter_map(|l| {
+            let hw = l.high_watermark?;
+            let next = committed.get(&l.stream).copied().or(l.start)?;
+            Some(StreamLag {
+                stream: l.stream.clone(),
+                lag: (hw - next).max(0),
+                high_watermark: Some(hw),
+                start: l.start,
+            })
+        })
+        .collect()
+}
+
+/// A source that stopped answering (a Kafka broker gone): what the ingest waits for.
+#[derive(Debug, Clone)]
+pub struct Unreachable {
+    /// What is waited for, e.g. `Kafka broker 127.0.0.1:9092 (topic events partition 0)`.
+    pub what: String,
+    /// Why the last attempt failed, e.g. `connection refused`.
+    pub reason: String,
+    /// When the source last answered (or the first failure, if it never did).
+    pub since: std::time::Instant,
+    /// The position the failing read asks for.
+    pub position: i64,
 }
 
 /// A source of records.
@@ -55,6 +97,20 @@ pub trait Source: Send {
     fn lag(&self) -> Vec<StreamLag> {
         Vec::new()
     }
+
+    /// `Some` while the source does not answer and its reader retries (a Kafka broker gone);
+    /// sources that cannot become unreachable always answer `None`.
+    fn unreachable(&self) -> Option<Unreachable> {
+        None
+    }
+
+    /// The table now holds `positions` (called after each commit): a Kafka source with
+    /// `group.id` mirrors them to its consumer group, in the background.
+    fn committed(&mut self, _positions: &Positions) {}
+
+    /// The ingest ends: waits (briefly) for background work such as the last consumer group
+    /// commit.
+    async fn finish(&mut self) {}
 }
 
 /// Opens the source named by `uri`.
@@ -70,6 +126,53 @@ pub fn open(uri: &str, follow: bool) -> Result<Box<dyn Source>> {
         return Err(Error::invalid_option("--source", uri, "empty path"));
     }
     Ok(Box::new(file::FileSource::files(path, follow)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lag(stream: &str, lag: i64, hw: Option<i64>, start: Option<i64>) -> StreamLag {
+        StreamLag {
+            stream: stream.into(),
+            lag,
+            high_watermark: hw,
+            start,
+        }
+    }
+
+    #[test]
+    fn committed_lag_counts_from_the_table_position_not_the_fetch_position() {
+        let fetched = vec![
+            // Fetched up to 90 of 100, committed up to 40: 60 not in the table yet.
+            lag("kafka:t:0", 10, Some(100), Some(0)),
+            // Never committed in this table: counts from where reading started.
+            lag("kafka:t:1", 5, Some(50), Some(20)),
+            // No high watermark (not a Kafka stream): no committed lag.
+            lag("file:a", 3, None, None),
+            // A high watermark below the committed position (truncated topic): 0, never
+            // negative.
+            lag("kafka:t:2", 0, Some(5), Some(0)),
+        ];
+        let committed: Positions = [("kafka:t:0".to_string(), 40), ("kafka:t:2".to_string(), 9)]
+            .into_iter()
+            .collect();
+        let got: Vec<(String, i64)> = committed_lag(&fetched, &committed)
+            .into_iter()
+            .map(|l| (l.stream, l.lag))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("kafka:t:0".to_string(), 60),
+                ("kafka:t:1".to_string(), 30),
+                ("kafka:t:2".to_string(), 0),
+            ]
+        );
+        // Everything committed: both lags agree.
+        let all: Positions = [("kafka:t:0".to_string(), 90)].into_iter().collect();
+        assert_eq!(committed_lag(&fetched[..1], &all)[0].lag, 10);
+    }
 }
 
 /// Receives from a background reader, batching up to `max` records.
