@@ -35,6 +35,7 @@ use crate::ingest::decode::decode_records;
 use crate::ingest::group::{Coordinated, Group};
 use crate::ingest::maintain::{maintain_enabled, measure, next_interval, DebtLimits, InProcess};
 use crate::ingest::metrics::Metrics;
+use crate::ingest::range::RangeDistributor;
 use crate::ingest::source::{Positions, Source};
 use crate::maintain::service::LogFn;
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
@@ -360,6 +361,7 @@ impl IngestBuilder {
         let mut last_commit = Instant::now();
         let mut last_record = Instant::now();
         let mut rr = 0usize;
+        let mut range = RangeDistributor::new(n);
         let mut last_debt: Option<Instant> = None;
         loop {
             let due_in = interval.saturating_sub(last_commit.elapsed());
@@ -430,6 +432,11 @@ impl IngestBuilder {
                                 let w = match distribution {
                                     Distribution::Hash => hash_of(&label) % n,
                                     Distribution::None => target_rr,
+                                    Distribution::Range => range.route(
+                                        &label,
+                                        piece.get_array_memory_size() as u64,
+                                        target_rr,
+                                    ),
                                 };
                                 writers[w].push(label, piece)?;
                             }
@@ -463,6 +470,7 @@ impl IngestBuilder {
                             summary.commits + 1,
                         )
                         .await?;
+                    range.end_window();
                     if let Some(m) = &maintenance {
                         m.wake();
                     }

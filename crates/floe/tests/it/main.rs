@@ -11,6 +11,7 @@ mod maintain;
 mod maintain_dashboard;
 mod maintain_store;
 mod maintenance;
+mod refs;
 mod safety;
 mod sql;
 mod strict_input;
