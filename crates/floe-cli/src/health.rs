@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use floe::catalog::{parse_table_ident, Catalog};
 use floe::diagnose::render;
+use floe::expire::OlderThan;
 use floe::properties::parse_duration;
 
 use crate::output::{human_bytes, Out};
@@ -36,8 +37,11 @@ pub enum HealthCmd {
     /// Removes old snapshots (history.expire.* defaults) and the files only they referenced.
     ExpireSnapshots {
         table: String,
-        /// Expire snapshots older than this (5d, 12h, 0s; default history.expire.max-snapshot-age-ms).
-        #[arg(long)]
+        /// Expire snapshots older than an age (5d, 12h, 0s) or committed before a time:
+        /// 2026-11-30T10:00:00Z, 2026-11-30T10:00:00+01:00, '2026-11-30 10:00:00' (UTC),
+        /// 2026-11-30 (midnight UTC) or epoch milliseconds. Default
+        /// history.expire.max-snapshot-age-ms.
+        #[arg(long, value_name = "AGE|TIMESTAMP")]
         older_than: Option<String>,
         /// Keep at least N snapshots per branch (default history.expire.min-snapshots-to-keep).
         #[arg(long)]
@@ -192,8 +196,17 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 .with_dry_run(dry_run)
                 .clean_files(!no_clean_files)
                 .delete_external_files(delete_external_files);
-            if let Some(age) = older_than {
-                b = b.older_than(parse_duration("--older-than", &age)?);
+            if let Some(limit) = older_than {
+                let limit = OlderThan::parse("--older-than", &limit)?;
+                if let OlderThan::TimestampMs(ms) = limit {
+                    if ms > chrono::Utc::now().timestamp_millis() {
+                        out.warn(format!(
+                            "--older-than {} is in the future: every snapshot that --retain-last, a ref or a writer's recovery point does not keep expires (as with 0s)",
+                            limit_text(ms)
+                        ));
+                    }
+                }
+                b = b.with_older_than(limit);
             }
             if let Some(n) = retain_last {
                 b = b.retain_last(crate::positive("--retain-last", n)?);
@@ -419,4 +432,11 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An epoch-milliseconds time as RFC 3339 UTC.
+fn limit_text(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| ms.to_string())
 }

@@ -38,7 +38,8 @@ pub struct IngestArgs {
     /// or 256MiB).
     #[arg(long)]
     write_buffer_size: Option<String>,
-    /// none | hash (default write.distribution-mode, else none).
+    /// none | hash | range: how rows are spread over the --write-parallelism writer tasks
+    /// (default write.distribution-mode, else none).
     #[arg(long)]
     distribution_mode: Option<String>,
     /// Writer tasks (files are written in parallel at commit).

@@ -232,7 +232,48 @@ pub fn describe_json(t: &Table) -> Value {
         "properties": md.properties(),
         "snapshot_count": md.snapshots().len(),
         "current_snapshot": current,
+        "refs": floe::refs::list_refs(t).unwrap_or_default(),
     })
+}
+
+/// One line per ref: name, type, snapshot, retention settings.
+pub fn refs_text(refs: &[floe::refs::RefInfo]) -> String {
+    let ms = |label: &str, v: Option<i64>| {
+        v.map(|v| format!(" {label} {}", human_ms(v)))
+            .unwrap_or_default()
+    };
+    refs.iter()
+        .map(|r| {
+            format!(
+                "  {:<20} {:<6} snapshot {}{}{}{}",
+                r.name,
+                r.kind.as_str(),
+                r.snapshot_id,
+                ms("retain", r.max_ref_age_ms),
+                ms("max-snapshot-age", r.max_snapshot_age_ms),
+                r.min_snapshots_to_keep
+                    .map(|n| format!(" min-snapshots-to-keep {n}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A duration in milliseconds as the largest whole unit (7d, 12h, 90s, 250ms).
+fn human_ms(ms: i64) -> String {
+    for (unit, size) in [
+        ("w", 604_800_000),
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms >= size && ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
 }
 
 pub fn describe_text(t: &Table) -> String {
@@ -304,6 +345,11 @@ pub fn describe_text(t: &Table) -> String {
             c["summary"]["total-records"].as_str().unwrap_or("?"),
             c["summary"]["total-data-files"].as_str().unwrap_or("?")
         )),
+    }
+    let refs: Vec<floe::refs::RefInfo> = floe::refs::list_refs(t).unwrap_or_default();
+    if !refs.is_empty() {
+        s.push_str("\nrefs\n");
+        s.push_str(&refs_text(&refs));
     }
     s
 }

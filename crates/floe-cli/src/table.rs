@@ -3,6 +3,7 @@
 //! and schema.
 
 use super::*;
+use floe::refs::{NewRef, RefKind};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum CatalogCmd {
@@ -101,6 +102,71 @@ pub(crate) enum TableCmd {
         #[arg(long, value_name = "K")]
         unset: Vec<String>,
     },
+    // --- snapshot references (tags and branches) ---
+    /// Tags: named snapshots kept by expire-snapshots (create, drop, list).
+    #[command(subcommand)]
+    Tag(TagCmd),
+    /// Branches: named lines of snapshots with their own retention (create, drop, list).
+    #[command(subcommand)]
+    Branch(BranchCmd),
+}
+
+/// `floe table tag ...` (Spark: `ALTER TABLE t CREATE [OR REPLACE] TAG name [AS OF VERSION id]
+/// [RETAIN n DAYS]`, `DROP TAG name`).
+#[derive(Subcommand, Debug)]
+pub(crate) enum TagCmd {
+    /// Tags a snapshot (default: the current one).
+    Create {
+        table: String,
+        name: String,
+        /// The snapshot to tag (default: the current snapshot).
+        #[arg(long)]
+        snapshot_id: Option<i64>,
+        /// max-ref-age-ms: expire-snapshots removes the tag once its snapshot is older than
+        /// this (7d, 12h; default history.expire.max-ref-age-ms, else kept forever).
+        #[arg(long, value_name = "DURATION")]
+        retain: Option<String>,
+        /// Replace a tag of this name instead of refusing.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Drops a tag (its snapshot is left to expire-snapshots).
+    Drop { table: String, name: String },
+    /// Lists the tags.
+    List { table: String },
+}
+
+/// `floe table branch ...` (Spark: `ALTER TABLE t CREATE [OR REPLACE] BRANCH name [AS OF
+/// VERSION id] [RETAIN n DAYS] [WITH SNAPSHOT RETENTION n SNAPSHOTS m DAYS]`, `DROP BRANCH`).
+#[derive(Subcommand, Debug)]
+pub(crate) enum BranchCmd {
+    /// Creates a branch at a snapshot (default: the current one).
+    Create {
+        table: String,
+        name: String,
+        /// The snapshot the branch starts at (default: the current snapshot).
+        #[arg(long)]
+        snapshot_id: Option<i64>,
+        /// max-ref-age-ms: expire-snapshots removes the branch once its head is older than
+        /// this (7d; default history.expire.max-ref-age-ms, else kept forever).
+        #[arg(long, value_name = "DURATION")]
+        retain: Option<String>,
+        /// max-snapshot-age-ms: keep the branch's snapshots younger than this (2d; default:
+        /// expire-snapshots' --older-than).
+        #[arg(long, value_name = "DURATION")]
+        max_snapshot_age: Option<String>,
+        /// min-snapshots-to-keep: keep at least N of the branch's snapshots (default:
+        /// expire-snapshots' --retain-last).
+        #[arg(long, value_name = "N")]
+        min_snapshots_to_keep: Option<i32>,
+        /// Replace a branch of this name instead of refusing.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Drops a branch (not main; its snapshots are left to expire-snapshots).
+    Drop { table: String, name: String },
+    /// Lists the branches (main included).
+    List { table: String },
 }
 
 pub(crate) async fn catalog_cmd(g: &Global, cmd: CatalogCmd, out: &Out) -> Result<()> {
@@ -385,6 +451,158 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                 &json!({"table": table, "properties": t.metadata().properties()}),
                 || format!("updated properties of {table}"),
             );
+        }
+        TableCmd::Tag(cmd) => ref_cmd(&catalog, RefCmd::from(cmd), out).await?,
+        TableCmd::Branch(cmd) => ref_cmd(&catalog, RefCmd::from(cmd), out).await?,
+    }
+    Ok(())
+}
+
+// --- snapshot references (tags and branches) ---
+
+/// A tag or branch command, one shape for both.
+enum RefCmd {
+    Create {
+        kind: RefKind,
+        table: String,
+        name: String,
+        new: NewRef,
+        retain: Option<String>,
+        max_snapshot_age: Option<String>,
+    },
+    Drop {
+        kind: RefKind,
+        table: String,
+        name: String,
+    },
+    List {
+        kind: RefKind,
+        table: String,
+    },
+}
+
+impl From<TagCmd> for RefCmd {
+    fn from(c: TagCmd) -> Self {
+        let kind = RefKind::Tag;
+        match c {
+            TagCmd::Create {
+                table,
+                name,
+                snapshot_id,
+                retain,
+                replace,
+            } => RefCmd::Create {
+                kind,
+                table,
+                name,
+                new: NewRef {
+                    snapshot_id,
+                    replace,
+                    ..Default::default()
+                },
+                retain,
+                max_snapshot_age: None,
+            },
+            TagCmd::Drop { table, name } => RefCmd::Drop { kind, table, name },
+            TagCmd::List { table } => RefCmd::List { kind, table },
+        }
+    }
+}
+
+impl From<BranchCmd> for RefCmd {
+    fn from(c: BranchCmd) -> Self {
+        let kind = RefKind::Branch;
+        match c {
+            BranchCmd::Create {
+                table,
+                name,
+                snapshot_id,
+                retain,
+                max_snapshot_age,
+                min_snapshots_to_keep,
+                replace,
+            } => RefCmd::Create {
+                kind,
+                table,
+                name,
+                new: NewRef {
+                    snapshot_id,
+                    min_snapshots_to_keep,
+                    replace,
+                    ..Default::default()
+                },
+                retain,
+                max_snapshot_age,
+            },
+            BranchCmd::Drop { table, name } => RefCmd::Drop { kind, table, name },
+            BranchCmd::List { table } => RefCmd::List { kind, table },
+        }
+    }
+}
+
+/// A duration flag in milliseconds, greater than zero.
+fn duration_ms(option: &str, v: Option<String>) -> Result<Option<i64>> {
+    let Some(v) = v else { return Ok(None) };
+    let d = floe::properties::parse_duration(option, &v)?;
+    if d.is_zero() {
+        return Err(floe::Error::invalid_option(option, v, "must be greater than 0").into());
+    }
+    Ok(Some(d.as_millis().min(i64::MAX as u128) as i64))
+}
+
+async fn ref_cmd(catalog: &Catalog, cmd: RefCmd, out: &Out) -> Result<()> {
+    match cmd {
+        RefCmd::Create {
+            kind,
+            table,
+            name,
+            mut new,
+            retain,
+            max_snapshot_age,
+        } => {
+            new.max_ref_age_ms = duration_ms("--retain", retain)?;
+            new.max_snapshot_age_ms = duration_ms("--max-snapshot-age", max_snapshot_age)?;
+            let c = catalog
+                .create_ref(&parse_table_ident(&table)?, &name, kind, new)
+                .await?;
+            out.result(&serde_json::to_value(&c)?, || {
+                format!(
+                    "{} {} '{}' of {} at snapshot {}",
+                    c.action,
+                    kind.as_str(),
+                    c.reference.name,
+                    c.table,
+                    c.reference.snapshot_id
+                )
+            });
+        }
+        RefCmd::Drop { kind, table, name } => {
+            let c = catalog
+                .drop_ref(&parse_table_ident(&table)?, &name, kind)
+                .await?;
+            out.result(&serde_json::to_value(&c)?, || {
+                format!(
+                    "dropped {} '{}' of {} (it named snapshot {})",
+                    kind.as_str(),
+                    c.reference.name,
+                    c.table,
+                    c.reference.snapshot_id
+                )
+            });
+        }
+        RefCmd::List { kind, table } => {
+            let t = catalog.load_table(&parse_table_ident(&table)?).await?;
+            let refs: Vec<_> = floe::refs::list_refs(&t)?
+                .into_iter()
+                .filter(|r| r.kind == kind)
+                .collect();
+            out.result(&serde_json::to_value(&refs)?, || {
+                if refs.is_empty() {
+                    format!("{table}: no {}s", kind.as_str())
+                } else {
+                    output::refs_text(&refs)
+                }
+            });
         }
     }
     Ok(())

@@ -1373,4 +1373,266 @@ fn diagnose_saves_a_report_and_compares_after_compaction() {
     let bad = floe(d, &["diagnose", "db.t", "--compare", "missing.json"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
+
+/// Appends one NDJSON batch of ids `from..to` to `db.t`.
+fn append_ids(d: &Path, from: u64, to: u64) {
+    let text: String = (from..to)
+        .map(|id| {
+            format!("{{\"id\": {id}, \"ts\": \"2026-05-01T12:00:00\", \"payload\": \"p\"}}\n")
+        })
+        .collect();
+    let f = d.join(format!("ids-{from}.ndjson"));
+    std::fs::write(&f, text).unwrap();
+    ok_json(d, &["append", "db.t", f.to_str().unwrap()]);
+}
+
+/// Snapshot ids of `db.t`, oldest first.
+fn snapshot_ids(d: &Path) -> Vec<i64> {
+    let out = floe(
+        d,
+        &[
+            "--json",
+            "sql",
+            "SELECT snapshot_id FROM db.t$snapshots ORDER BY committed_at",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out)
+        .iter()
+        .map(|r| r["snapshot_id"].as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn expire_snapshots_older_than_a_timestamp_keeps_later_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create_events_table(d);
+    append_ids(d, 0, 10);
+    append_ids(d, 10, 20);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let between = chrono::Utc::now();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    append_ids(d, 20, 30);
+    append_ids(d, 30, 40);
+    let ids = snapshot_ids(d);
+    assert_eq!(ids.len(), 4);
+
+    let at = between.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let v = ok_json(
+        d,
+        &[
+            "expire-snapshots",
+            "db.t",
+            "--older-than",
+            &at,
+            "--retain-last",
+            "1",
+        ],
+    );
+    let mut want = ids[..2].to_vec();
+    want.sort();
+    let expired: Vec<i64> = v["expired_snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect();
+    assert_eq!(expired, want, "{v}");
+    assert_eq!(v["older_than_ms"], between.timestamp_millis(), "{v}");
+    assert_eq!(snapshot_ids(d), ids[2..].to_vec(), "the later commits stay");
+    assert_eq!(count_and_sum(d, "db.t"), (40, (0..40).sum::<i64>()));
+
+    // Epoch milliseconds are the same instant; nothing more to expire.
+    let ms = between.timestamp_millis().to_string();
+    let again = ok_json(d, &["expire-snapshots", "db.t", "--older-than", &ms]);
+    assert_eq!(again["expired_snapshots"].as_array().unwrap().len(), 0);
+
+    // A time in the future is accepted (as 0s) with a warning; --retain-last still applies.
+    let out = floe(
+        d,
+        &[
+            "--json",
+            "expire-snapshots",
+            "db.t",
+            "--older-than",
+            "2999-01-01",
+            "--dry-run",
+        ],
+    );
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("2999-01-01T00:00:00Z is in the future"),
+        "{err}"
+    );
+    let dry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        dry["expired_snapshots"].as_array().unwrap().len(),
+        1,
+        "{dry}"
+    );
+
+    let bad = floe(
+        d,
+        &[
+            "expire-snapshots",
+            "db.t",
+            "--older-than",
+            "2026-11-31 10:00",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--older-than")
+            && err.contains("'2026-11-31 10:00'")
+            && err.contains("RFC 3339")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    assert_eq!(snapshot_ids(d), ids[2..].to_vec());
+}
+
+#[test]
+fn tags_and_branches_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create_events_table(d);
+    let refused = floe(d, &["table", "tag", "create", "db.t", "v1"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no snapshot yet"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    append_ids(d, 0, 10);
+    append_ids(d, 10, 20);
+    append_ids(d, 20, 30);
+    let ids = snapshot_ids(d);
+
+    let tag = ok_json(
+        d,
+        &[
+            "table",
+            "tag",
+            "create",
+            "db.t",
+            "v1",
+            "--snapshot-id",
+            &ids[0].to_string(),
+            "--retain",
+            "30d",
+        ],
+    );
+    assert_eq!(tag["action"], "created", "{tag}");
+    assert_eq!(tag["ref"]["type"], "tag", "{tag}");
+    assert_eq!(tag["ref"]["snapshot_id"], ids[0], "{tag}");
+    assert_eq!(tag["ref"]["max_ref_age_ms"], 30u64 * 86_400_000, "{tag}");
+    let branch = ok_json(
+        d,
+        &[
+            "table",
+            "branch",
+            "create",
+            "db.t",
+            "audit",
+            "--max-snapshot-age",
+            "2d",
+            "--min-snapshots-to-keep",
+            "2",
+        ],
+    );
+    assert_eq!(branch["ref"]["snapshot_id"], ids[2], "the current snapshot");
+    assert_eq!(branch["ref"]["min_snapshots_to_keep"], 2);
+    assert_eq!(branch["ref"]["max_snapshot_age_ms"], 2u64 * 86_400_000);
+
+    let tags = ok_json(d, &["table", "tag", "list", "db.t"]);
+    assert_eq!(tags.as_array().unwrap().len(), 1, "{tags}");
+    assert_eq!(tags[0]["name"], "v1");
+    let branches = ok_json(d, &["table", "branch", "list", "db.t"]);
+    let names: Vec<&str> = branches
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["main", "audit"]);
+    let described = ok_json(d, &["table", "describe", "db.t"]);
+    assert_eq!(
+        described["refs"].as_array().unwrap().len(),
+        3,
+        "{described}"
+    );
+    let text = String::from_utf8_lossy(&floe(d, &["table", "describe", "db.t"]).stdout).to_string();
+    assert!(
+        text.contains("refs\n") && text.contains("v1") && text.contains("retain 30d"),
+        "{text}"
+    );
+    assert!(
+        text.contains("audit") && text.contains("min-snapshots-to-keep 2"),
+        "{text}"
+    );
+
+    // Each refusal is one line naming the problem, exit code 1.
+    for (args, want) in [
+        (vec!["table", "tag", "create", "db.t", "v1"], "--replace"),
+        (
+            vec!["table", "tag", "create", "db.t", "audit"],
+            "a branch named 'audit'",
+        ),
+        (
+            vec!["table", "tag", "create", "db.t", "x", "--snapshot-id", "7"],
+            "no such snapshot",
+        ),
+        (
+            vec!["table", "tag", "create", "db.t", "x", "--retain", "7 days"],
+            "--retain",
+        ),
+        (
+            vec!["table", "tag", "create", "db.t", "x", "--retain", "0s"],
+            "greater than 0",
+        ),
+        (
+            vec![
+                "table",
+                "branch",
+                "create",
+                "db.t",
+                "b",
+                "--min-snapshots-to-keep",
+                "0",
+            ],
+            "--min-snapshots-to-keep",
+        ),
+        (
+            vec!["table", "branch", "drop", "db.t", "main"],
+            "cannot be dropped",
+        ),
+        (vec!["table", "tag", "drop", "db.t", "audit"], "is a branch"),
+        (vec!["table", "tag", "drop", "db.t", "nope"], "no such tag"),
+    ] {
+        let out = floe(d, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(want) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+
+    // Expiry keeps the tagged snapshot and the branch's two; dropping them frees them.
+    let e = ok_json(d, &["expire-snapshots", "db.t", "--older-than", "0s"]);
+    assert_eq!(e["expired_snapshots"].as_array().unwrap().len(), 0, "{e}");
+    let dropped = ok_json(d, &["table", "tag", "drop", "db.t", "v1"]);
+    assert_eq!(dropped["action"], "dropped");
+    assert_eq!(dropped["ref"]["snapshot_id"], ids[0]);
+    ok_json(d, &["table", "branch", "drop", "db.t", "audit"]);
+    let e = ok_json(d, &["expire-snapshots", "db.t", "--older-than", "0s"]);
+    assert_eq!(e["expired_snapshots"].as_array().unwrap().len(), 2, "{e}");
+    assert_eq!(snapshot_ids(d), [ids[2]]);
 }

@@ -629,3 +629,104 @@ fn maintain_on_a_rest_catalog_takes_its_leases_from_lease_db() {
     assert_eq!(d["totals"]["data_files"], 3, "{d}");
     assert_readers(&lake.read_rest(&t), 600, sum_to(600));
 }
+
+#[test]
+fn tags_and_branches_commit_through_the_rest_catalog() {
+    let lake = Lake::new("refs");
+    let t = format!("{}.refs", lake.ns);
+    lake.ok(&["namespace", "create", &lake.ns]);
+    lake.ok(&[
+        "table",
+        "create",
+        &t,
+        "--schema",
+        "id bigint not null, ts timestamp, name string, amount double",
+    ]);
+    for k in 0..3u64 {
+        let f = lake.ndjson(&format!("r{k}.ndjson"), k * 10..k * 10 + 10);
+        lake.ok(&["append", &t, f.to_str().unwrap()]);
+    }
+    let first = lake.sql_row(&format!(
+        "SELECT snapshot_id FROM {t}$snapshots ORDER BY committed_at LIMIT 1"
+    ))["snapshot_id"]
+        .as_i64()
+        .unwrap();
+    // The answer to the commit is lost after the server applied it: floe sees the tag landed
+    // (instead of retrying into its own "already exists").
+    let first_id = first.to_string();
+    let tag = lake.through_lossy_proxy(&[
+        "table",
+        "tag",
+        "create",
+        &t,
+        "v1",
+        "--snapshot-id",
+        &first_id,
+    ]);
+    assert_eq!(tag["action"], "created", "{tag}");
+    assert_eq!(tag["ref"]["snapshot_id"], first, "{tag}");
+    lake.ok(&[
+        "table",
+        "branch",
+        "create",
+        &t,
+        "audit",
+        "--min-snapshots-to-keep",
+        "1",
+    ]);
+    let refs = lake.ok(&["table", "describe", &t])["refs"].clone();
+    let names: Vec<(&str, &str)> = refs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [("main", "branch"), ("audit", "branch"), ("v1", "tag")]
+    );
+    // An existing name is refused, nothing committed.
+    let err = lake.fails(&["table", "tag", "create", &t, "v1"]);
+    assert!(err.contains("--replace"), "{err}");
+    // Expiry keeps the tagged snapshot; after the drop it goes.
+    let e = lake.ok(&["expire-snapshots", &t, "--older-than", "0s"]);
+    assert_eq!(e["expired_snapshots"].as_array().unwrap().len(), 1, "{e}");
+    let dropped = lake.through_lossy_proxy(&["table", "tag", "drop", &t, "v1"]);
+    assert_eq!(dropped["action"], "dropped", "{dropped}");
+    lake.ok(&["table", "branch", "drop", &t, "audit"]);
+    let e = lake.ok(&["expire-snapshots", &t, "--older-than", "0s"]);
+    assert_eq!(e["expired_snapshots"], serde_json::json!([first]), "{e}");
+    let left = lake.ok(&["table", "describe", &t]);
+    assert_eq!(left["refs"].as_array().unwrap().len(), 1, "{left}");
+    assert_readers(&lake.read_rest(&t), 30, sum_to(30));
+}
+
+impl Lake {
+    /// Runs a `--json` command through `fault_proxy.py --mode lose-response` (the server
+    /// applies the first commit, the client gets a 504) and returns its JSON.
+    fn through_lossy_proxy(&self, args: &[&str]) -> Value {
+        let (mut proxy, port) = fault_proxy(&self.servers.rest_uri, "lose-response");
+        let via = format!("uri=http://127.0.0.1:{port}");
+        let mut all = vec!["--json", "--catalog-prop", &via];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        proxy.kill().unwrap();
+        let log = {
+            use std::io::Read;
+            let mut s = String::new();
+            proxy.stderr.take().unwrap().read_to_string(&mut s).unwrap();
+            s
+        };
+        let _ = proxy.wait();
+        assert!(
+            log.contains("\"broken\""),
+            "the fault was not injected: {log}"
+        );
+        assert!(
+            out.status.success(),
+            "floe {args:?} must settle the unknown outcome: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}

@@ -15,7 +15,7 @@
 //!      v        table's maintenance in-process (--maintain) and scale out (--group)
 //!  maintain     the self-driving service: facts, triggers, scheduling of the operations
 //!      v
-//!  operations   compact  expire  clean  diagnose  inspect  sql  alter
+//!  operations   compact  expire  clean  diagnose  inspect  sql  alter  refs
 //!      │            each reads tables, plans, writes files and commits through the layers below
 //!      v
 //!  write        partitioned, size-rolled Parquet writer; deletes what a failed write left
@@ -68,7 +68,8 @@
 //!   (`rewrite_data_files`), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
 //!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
 //!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
-//!   DataFusion), [`alter`] (table property updates).
+//!   DataFusion), [`alter`] (table property updates), [`refs`] (create and drop tags and
+//!   branches).
 //! - [`maintain`]: `floe maintain`, which decides per table which operation is due (policy
 //!   from `floe.maintain.*` properties, facts from metadata, triggers) and runs them.
 //! - [`append`] (input files in one commit) and [`ingest`]: `floe ingest`, streams with exactly-once commits, the table's maintenance run
@@ -90,6 +91,7 @@ pub mod inspect;
 pub mod maintain;
 pub mod operation;
 pub mod properties;
+pub mod refs;
 pub mod secrets;
 pub mod sql;
 pub mod storage;

@@ -32,6 +32,7 @@ use tokio::sync::Mutex;
 use super::config::{redact_uri, CatalogConfig};
 use crate::error::{Error, Result};
 use crate::storage::{first_line, rest_storage_factory};
+use crate::table::refs;
 
 /// Transient failures retried per request before giving up.
 const TRANSPORT_RETRIES: u32 = 4;
@@ -432,6 +433,24 @@ impl RestBackend {
                 TableUpdate::AddSchema { schema } => md
                     .schemas_iter()
                     .any(|s| s.as_struct() == schema.as_struct()),
+                // A ref moved to a snapshot this commit adds is confirmed by that snapshot
+                // (AddSnapshot above): another commit may have moved the ref on since.
+                TableUpdate::SetSnapshotRef { reference, .. }
+                    if updates.iter().any(|x| {
+                        matches!(x, TableUpdate::AddSnapshot { snapshot }
+                            if snapshot.snapshot_id() == reference.snapshot_id)
+                    }) =>
+                {
+                    continue
+                }
+                // `floe table tag|branch create|drop`, and refs an expiry removes.
+                TableUpdate::SetSnapshotRef {
+                    ref_name,
+                    reference,
+                } => refs(md).ok()?.get(ref_name) == Some(reference),
+                TableUpdate::RemoveSnapshotRef { ref_name } => {
+                    !refs(md).ok()?.contains_key(ref_name)
+                }
                 _ => continue,
             };
             if !ok {

@@ -40,7 +40,9 @@ use crate::storage::fence::{Fence, KeptFiles};
 use crate::table::reach::{metadata_files, reachable_from_table, FileKind, ReachIndex};
 use crate::table::watermarks::{watermarks, Watermark};
 
+mod older_than;
 mod retention;
+pub use older_than::OlderThan;
 pub use retention::{plan, ExpirePlan, Protected, Retention, SnapshotInfo};
 
 /// Files deleted (or, in a dry run, to delete) of one kind.
@@ -87,7 +89,7 @@ impl Costed for ExpireMetrics {
 pub struct ExpireBuilder<'a> {
     catalog: &'a Catalog,
     ident: TableIdent,
-    older_than: Option<Duration>,
+    older_than: Option<OlderThan>,
     retain_last: Option<u64>,
     snapshot_ids: Vec<i64>,
     dry_run: bool,
@@ -114,7 +116,21 @@ impl<'a> ExpireBuilder<'a> {
 
     /// Expire snapshots older than `age` (default `history.expire.max-snapshot-age-ms`, 5 d).
     pub fn older_than(mut self, age: Duration) -> Self {
-        self.older_than = Some(age);
+        self.older_than = Some(OlderThan::Age(age));
+        self
+    }
+
+    /// Expire snapshots committed before `timestamp_ms` (epoch milliseconds), as Spark's
+    /// `expire_snapshots(older_than => TIMESTAMP '...')`. A time in the future expires
+    /// everything the other rules do not keep, as an age of zero does.
+    pub fn older_than_timestamp_ms(mut self, timestamp_ms: i64) -> Self {
+        self.older_than = Some(OlderThan::TimestampMs(timestamp_ms));
+        self
+    }
+
+    /// Either form of the age limit ([`OlderThan::parse`] reads both from one flag).
+    pub fn with_older_than(mut self, limit: OlderThan) -> Self {
+        self.older_than = Some(limit);
         self
     }
 
@@ -177,20 +193,20 @@ impl<'a> ExpireBuilder<'a> {
                 properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
             )?,
         };
-        let age_ms = match self.older_than {
-            Some(d) => d.as_millis() as u64,
-            None => u64_prop(
+        let older_than_ms = match self.older_than {
+            Some(limit) => limit.cutoff_ms(now_ms),
+            None => now_ms.saturating_sub(u64_prop(
                 p,
                 properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
                 properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
-            )?,
+            )? as i64),
         };
         let max_ref_age_ms = match p.get(properties::HISTORY_EXPIRE_MAX_REF_AGE_MS) {
             Some(_) => Some(u64_prop(p, properties::HISTORY_EXPIRE_MAX_REF_AGE_MS, 0)? as i64),
             None => None,
         };
         Ok(Retention {
-            older_than_ms: now_ms.saturating_sub(age_ms as i64),
+            older_than_ms,
             min_snapshots_to_keep: min_keep,
             max_ref_age_ms,
             by_age: self.snapshot_ids.is_empty() || self.older_than.is_some(),

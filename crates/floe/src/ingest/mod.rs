@@ -5,7 +5,8 @@
 //! - [`files`], [`convert`]: input files (NDJSON, CSV, Parquet) decoded and converted to a
 //!   table's schema with per-record errors (`floe append`).
 //! - [`stream`]: `floe ingest` (its [`options`] and [`report`]s), built from [`source`] (Kafka, files, stdin) -> [`decode`]
-//!   (bad records to [`dead_letter`]) -> [`buffer`] (per-partition buffers, spill) -> one
+//!   (bad records to [`dead_letter`]) -> [`buffer`] (per-partition buffers, spill; [`range`]: the
+//!   `range` distribution over writer tasks) -> one
 //!   exactly-once commit per trigger, with [`metrics`]; [`maintain`]: the table's maintenance
 //!   run by the ingest itself (`--maintain`) and backpressure on compaction debt; [`group`]:
 //!   one stream over several worker processes, one coordinator committing for all (`--group`).
@@ -22,6 +23,7 @@ pub mod ndjson;
 pub mod options;
 #[cfg(test)]
 mod proptests;
+pub mod range;
 pub mod report;
 pub mod source;
 pub mod stream;

@@ -28,6 +28,9 @@ pub enum Distribution {
     None,
     /// Each partition goes to exactly one writer (by hash): one file per partition per commit.
     Hash,
+    /// Partitions go to writers by observed traffic ([`crate::ingest::range`]): balanced
+    /// writers, a partition split over several only when it is heavier than a writer's share.
+    Range,
 }
 
 impl std::str::FromStr for Distribution {
@@ -35,8 +38,8 @@ impl std::str::FromStr for Distribution {
     fn from_str(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "none" => Ok(Self::None),
-            // Range distribution needs a sort; partitions still go to one writer each.
-            "hash" | "range" => Ok(Self::Hash),
+            "hash" => Ok(Self::Hash),
+            "range" => Ok(Self::Range),
             _ => Err(Error::invalid_option(
                 WRITE_DISTRIBUTION_MODE,
                 s,

@@ -37,6 +37,7 @@ use crate::ingest::maintain::{maintain_enabled, measure, next_interval, DebtLimi
 use crate::ingest::metrics::Metrics;
 use crate::ingest::source::{committed_lag, Positions, Source, Unreachable};
 use crate::maintain::policy::duration;
+use crate::ingest::range::RangeDistributor;
 use crate::maintain::service::LogFn;
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
@@ -390,6 +391,7 @@ impl IngestBuilder {
         let mut last_commit = Instant::now();
         let mut last_record = Instant::now();
         let mut rr = 0usize;
+        let mut range = RangeDistributor::new(n);
         let mut last_debt: Option<Instant> = None;
         // The source's current outage and when it was last reported; why the ingest gave up.
         let mut outage: Option<Unreachable> = None;
@@ -464,6 +466,11 @@ impl IngestBuilder {
                                 let w = match distribution {
                                     Distribution::Hash => hash_of(&label) % n,
                                     Distribution::None => target_rr,
+                                    Distribution::Range => range.route(
+                                        &label,
+                                        piece.get_array_memory_size() as u64,
+                                        target_rr,
+                                    ),
                                 };
                                 writers[w].push(label, piece)?;
                             }
@@ -550,6 +557,7 @@ impl IngestBuilder {
                             summary.commits + 1,
                         )
                         .await?;
+                    range.end_window();
                     if let Some(m) = &maintenance {
                         m.wake();
                     }

@@ -198,6 +198,68 @@ async fn a_commit_adds_at_most_one_file_per_partition_per_writer() {
 }
 
 #[tokio::test]
+async fn range_distribution_splits_a_hot_partition_and_keeps_cold_ones_whole() {
+    let fx = Fixture::new().await;
+    fx.table("s.skew", Some("day(ts)")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    let mut f = std::fs::File::create(&input).unwrap();
+    // 80% of the rows on 2026-01-01, 10% on each of the two other days.
+    for i in 0..10_000i64 {
+        let day = match i % 10 {
+            8 => 2,
+            9 => 3,
+            _ => 1,
+        };
+        writeln!(
+            f,
+            "{{\"id\": {i}, \"ts\": \"2026-01-0{day}T10:00:00\", \"name\": \"n{}\", \"amount\": 1.5}}",
+            i % 7
+        )
+        .unwrap();
+    }
+    drop(f);
+    let run = |writer: &'static str, dist: Distribution| {
+        let mut o = opts(writer);
+        o.commit_records = Some(2000);
+        o.batch_records = 250;
+        o.distribution = Some(dist);
+        o.write_parallelism = 4;
+        o
+    };
+    let (s, hash) = run_file(&fx, "s.skew", &input, run("hash", Distribution::Hash), None).await;
+    assert_eq!(s.records, 10_000);
+    assert!(
+        hash.iter().all(|r| r.data_files == 3),
+        "hash: one task per partition"
+    );
+    let (s, range) = run_file(
+        &fx,
+        "s.skew",
+        &input,
+        run("range", Distribution::Range),
+        None,
+    )
+    .await;
+    assert_eq!(s.records, 10_000);
+    assert_eq!(range.len(), 5);
+    // The first window has no statistics (round robin); from the second on, the hot day is
+    // split over several tasks and each cold day stays on one.
+    for r in &range[1..] {
+        assert!(
+            (4..=6).contains(&r.data_files),
+            "range: the hot partition over 2-4 tasks, the cold ones 1 each: {} files",
+            r.data_files
+        );
+    }
+    let (n, d, sum) = count_distinct(&fx, "s.skew").await;
+    assert_eq!(
+        (n, d, sum),
+        (20_000, 10_000, 2 * (0..10_000i64).sum::<i64>())
+    );
+}
+
+#[tokio::test]
 async fn buffers_spill_to_disk_instead_of_writing_small_files() {
     let fx = Fixture::new().await;
     fx.table("s.spill", Some("day(ts)")).await;

@@ -14,6 +14,7 @@ mod maintain_dashboard;
 mod maintain_store;
 mod maintenance;
 mod position_deletes;
+mod refs;
 mod safety;
 mod sql;
 mod strict_input;
