@@ -1373,6 +1373,7 @@ fn diagnose_saves_a_report_and_compares_after_compaction() {
     let bad = floe(d, &["diagnose", "db.t", "--compare", "missing.json"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
+}
 
 /// Appends one NDJSON batch of ids `from..to` to `db.t`.
 fn append_ids(d: &Path, from: u64, to: u64) {

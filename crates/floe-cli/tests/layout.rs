@@ -11,7 +11,11 @@ use serde_json::Value;
 /// Spec ids of the live data files (from `$files`).
 fn live_spec_ids(d: &std::path::Path) -> Vec<i64> {
     let out = floe(d, &["--json", "sql", "SELECT spec_id FROM db.h$files"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     json_lines(&out)
         .iter()
         .map(|r| r["spec_id"].as_i64().unwrap())
@@ -102,9 +106,16 @@ fn over_partitioned_table_is_named_evolved_compacted_and_compared() {
     assert_ne!(new_spec, old_spec);
     let described = ok_json(d, &["table", "describe", "db.h"]);
     assert_eq!(described["partition_spec_id"], new_spec);
-    assert_eq!(readers_agree(d), rows, "readers agree on a table of two specs");
+    assert_eq!(
+        readers_agree(d),
+        rows,
+        "readers agree on a table of two specs"
+    );
     let compacted: Value = ok_json(d, &["compact", "db.h"]);
-    assert!(compacted["rewritten_files"].as_u64().unwrap() >= 72, "{compacted}");
+    assert!(
+        compacted["rewritten_files"].as_u64().unwrap() >= 72,
+        "{compacted}"
+    );
     let specs = live_spec_ids(d);
     assert!(specs.iter().all(|s| *s == new_spec), "{specs:?}");
     assert!(specs.len() <= 3, "one file per day at most: {specs:?}");
@@ -124,7 +135,10 @@ fn over_partitioned_table_is_named_evolved_compacted_and_compared() {
     assert!(String::from_utf8_lossy(&human.stdout).contains("before / after: db.h"));
 
     // A bad change is refused with the reason, and the table is unchanged.
-    let bad = floe(d, &["table", "evolve-partition", "db.h", "--add", "hour(ts)"]);
+    let bad = floe(
+        d,
+        &["table", "evolve-partition", "db.h", "--add", "hour(ts)"],
+    );
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("redundant"), "{err}");
@@ -180,8 +194,14 @@ fn evolve_schema_from_the_command_line() {
         ],
     );
     let r = &json_lines(&out)[0];
-    assert_eq!((r["bodies"].as_i64(), r["devices"].as_i64()), (Some(41), Some(1)));
-    let bad = floe(d, &["table", "evolve-schema", "db.t", "--set-type", "id int"]);
+    assert_eq!(
+        (r["bodies"].as_i64(), r["devices"].as_i64()),
+        (Some(41), Some(1))
+    );
+    let bad = floe(
+        d,
+        &["table", "evolve-schema", "db.t", "--set-type", "id int"],
+    );
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot be promoted"));
 }

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 
 use iceberg::spec::{
-    FormatVersion, ManifestContentType, PartitionSpec, Schema, TableMetadata,
-    TableMetadataBuilder, Transform, UnboundPartitionField, UnboundPartitionSpec,
+    FormatVersion, ManifestContentType, PartitionSpec, Schema, TableMetadata, TableMetadataBuilder,
+    Transform, UnboundPartitionField, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement};
@@ -154,7 +154,10 @@ fn parse_one(expr: &str, schema: &Schema) -> Result<Wanted> {
 }
 
 /// The new spec's fields (unbound; ids of fields kept or brought back are set).
-pub fn evolve_fields(md: &TableMetadata, change: &PartitionEvolution) -> Result<UnboundPartitionSpec> {
+pub fn evolve_fields(
+    md: &TableMetadata,
+    change: &PartitionEvolution,
+) -> Result<UnboundPartitionSpec> {
     if md.format_version() == FormatVersion::V1 {
         return Err(err(
             &ident_like(md),
@@ -320,10 +323,7 @@ fn check_fields(wanted: &[Wanted]) -> Result<()> {
             return Err(err(&a.text, "empty partition field name"));
         }
         if wanted[..i].iter().any(|b| b.field.name == a.field.name) {
-            return Err(err(
-                &a.text,
-                format!("two fields named '{}'", a.field.name),
-            ));
+            return Err(err(&a.text, format!("two fields named '{}'", a.field.name)));
         }
     }
     Ok(())
@@ -376,7 +376,10 @@ async fn files_in_other_specs(table: &Table, spec_id: i32) -> Result<u64> {
 }
 
 /// The metadata changes that make `spec` the default (checked by applying them).
-fn spec_changes(md: &TableMetadata, spec: UnboundPartitionSpec) -> Result<(TableMetadata, Vec<iceberg::TableUpdate>)> {
+fn spec_changes(
+    md: &TableMetadata,
+    spec: UnboundPartitionSpec,
+) -> Result<(TableMetadata, Vec<iceberg::TableUpdate>)> {
     let built = TableMetadataBuilder::new_from_metadata(md.clone(), None)
         .add_partition_spec(spec)
         .and_then(|b| b.set_default_partition_spec(TableMetadataBuilder::LAST_ADDED))
@@ -500,13 +503,19 @@ mod tests {
         let md2 = evolve(&md, whole("day(ts), bucket(16, id)")).unwrap();
         assert_eq!(text(&md2), "day(ts), bucket(16, id)");
         let f = md2.default_partition_spec().fields();
-        assert!(f[0].field_id > bucket_id.max(hour_id), "new id for day: {f:?}");
+        assert!(
+            f[0].field_id > bucket_id.max(hour_id),
+            "new id for day: {f:?}"
+        );
         assert_eq!(f[1].field_id, bucket_id, "bucket keeps its id");
         assert_eq!(md2.partition_specs_iter().len(), 2);
         // Back to hour: the old field id and spec return.
         let md3 = evolve(&md2, whole("hour(ts), bucket(16, id)")).unwrap();
         assert_eq!(md3.default_partition_spec().fields()[0].field_id, hour_id);
-        assert_eq!(md3.default_partition_spec_id(), md.default_partition_spec_id());
+        assert_eq!(
+            md3.default_partition_spec_id(),
+            md.default_partition_spec_id()
+        );
     }
 
     #[test]
@@ -553,7 +562,10 @@ mod tests {
             remove: vec!["month(ts)".into()],
             ..Default::default()
         });
-        assert!(r.contains("not a field of the current spec (ts_hour = hour(ts))"), "{r}");
+        assert!(
+            r.contains("not a field of the current spec (ts_hour = hour(ts))"),
+            "{r}"
+        );
         let r = e(PartitionEvolution {
             add: vec!["day(nope)".into()],
             ..Default::default()
@@ -583,7 +595,10 @@ mod tests {
     fn the_same_spec_changes_nothing() {
         let md = metadata("day(ts)");
         let md2 = evolve(&md, whole("day(ts)")).unwrap();
-        assert_eq!(md2.default_partition_spec_id(), md.default_partition_spec_id());
+        assert_eq!(
+            md2.default_partition_spec_id(),
+            md.default_partition_spec_id()
+        );
         assert_eq!(md2.partition_specs_iter().len(), 1);
     }
 }

@@ -93,10 +93,7 @@ impl SchemaChange {
         };
         let (from, to) = (from.trim(), to.trim());
         if from.is_empty() || to.is_empty() || to.contains('.') {
-            return Err(err(
-                def,
-                "expected OLD=NEW, NEW a column name without dots",
-            ));
+            return Err(err(def, "expected OLD=NEW, NEW a column name without dots"));
         }
         Ok(Self::RenameColumn {
             path: from.to_string(),
@@ -215,7 +212,10 @@ fn edit_in_type(ty: Type, rest: &[&str], full: &str, op: Op) -> Result<Type> {
             let rest = rest.strip_prefix(&["value"]).unwrap_or(rest);
             let mut value = (*m.value_field).clone();
             value.field_type = Box::new(edit_in_type(*value.field_type, rest, full, op)?);
-            Ok(Type::Map(MapType::new(m.key_field.clone(), Arc::new(value))))
+            Ok(Type::Map(MapType::new(
+                m.key_field.clone(),
+                Arc::new(value),
+            )))
         }
         Type::Primitive(_) => Err(err(full, "a primitive column has no nested columns")),
     }
@@ -444,8 +444,10 @@ mod tests {
     use iceberg::TableCreation;
 
     fn metadata() -> TableMetadata {
-        let schema = parse_schema("id bigint not null, ts timestamp, n int, price decimal(9, 2), name string not null")
-            .unwrap();
+        let schema = parse_schema(
+            "id bigint not null, ts timestamp, n int, price decimal(9, 2), name string not null",
+        )
+        .unwrap();
         let spec = parse_partition("day(ts)", &schema).unwrap();
         let creation = TableCreation::builder()
             .name("t".into())
@@ -507,8 +509,9 @@ mod tests {
         assert!(e(SchemaChange::set_type("id int").unwrap()).contains("cannot be promoted"));
         assert!(e(SchemaChange::set_type("price decimal(12, 3)").unwrap())
             .contains("cannot be promoted"));
-        assert!(e(SchemaChange::DropColumn { path: "ts".into() })
-            .contains("partition field 'ts_day'"));
+        assert!(
+            e(SchemaChange::DropColumn { path: "ts".into() }).contains("partition field 'ts_day'")
+        );
         assert!(e(SchemaChange::add("id string").unwrap()).contains("already exists"));
         assert!(e(SchemaChange::rename("n=name").unwrap()).contains("already exists"));
         assert!(e(SchemaChange::rename("nope=x").unwrap()).contains("no column 'nope'"));
@@ -517,7 +520,10 @@ mod tests {
             .to_string()
             .contains("required column cannot be added"));
         assert!(e(SchemaChange::MakeOptional { path: "ts".into() }).contains("already optional"));
-        assert!(evolve(&md, &[]).unwrap_err().to_string().contains("nothing to change"));
+        assert!(evolve(&md, &[])
+            .unwrap_err()
+            .to_string()
+            .contains("nothing to change"));
         // A drop of an unused column works.
         let md2 = apply(&md, &[SchemaChange::DropColumn { path: "n".into() }]).unwrap();
         assert!(md2.current_schema().field_by_name("n").is_none());

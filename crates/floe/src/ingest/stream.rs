@@ -35,9 +35,9 @@ use crate::ingest::decode::decode_records;
 use crate::ingest::group::{Coordinated, Group};
 use crate::ingest::maintain::{maintain_enabled, measure, next_interval, DebtLimits, InProcess};
 use crate::ingest::metrics::Metrics;
+use crate::ingest::range::RangeDistributor;
 use crate::ingest::source::{committed_lag, Positions, Source, Unreachable};
 use crate::maintain::policy::duration;
-use crate::ingest::range::RangeDistributor;
 use crate::maintain::service::LogFn;
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
@@ -501,14 +501,14 @@ impl IngestBuilder {
                         gives_up_in_s: source_timeout.map(|t| t.saturating_sub(down).as_secs()),
                     };
                     match source_timeout {
-                        Some(limit) if down >= limit => {
-                            if gave_up.is_none() {
-                                self.report_source(&status("gave_up"));
-                                gave_up = Some((u.clone(), limit));
-                                // Commits what was read, then stops with the error below.
-                                stop.get_or_insert("source unreachable");
-                            }
+                        Some(limit) if down >= limit && gave_up.is_none() => {
+                            self.report_source(&status("gave_up"));
+                            gave_up = Some((u.clone(), limit));
+                            // Commits what was read, then stops with the error below.
+                            stop.get_or_insert("source unreachable");
                         }
+                        // Given up already: the stop is under way.
+                        Some(limit) if down >= limit => {}
                         _ if reported.is_none_or(|t| t.elapsed() >= REPORT_EVERY) => {
                             self.report_source(&status("waiting"));
                             reported = Some(Instant::now());

@@ -111,7 +111,10 @@ async fn hour_partitions_evolve_to_day_and_compaction_moves_old_files_into_the_n
         .evolve_partition(&ident, &change, false)
         .await
         .unwrap();
-    assert_eq!((r.before.as_str(), r.after.as_str()), ("hour(ts)", "day(ts)"));
+    assert_eq!(
+        (r.before.as_str(), r.after.as_str()),
+        ("hour(ts)", "day(ts)")
+    );
     assert_eq!(r.files_in_other_specs, 24);
     assert_ne!(r.spec_id, old_spec);
     // The same spec again changes nothing.
@@ -162,7 +165,9 @@ async fn hour_partitions_evolve_to_day_and_compaction_moves_old_files_into_the_n
 #[tokio::test]
 async fn removing_a_bucket_and_adding_fields_keeps_ids_and_reads_the_same() {
     let fx = Fixture::new().await;
-    let ident = fx.table("evo.buckets", Some("day(ts), bucket(8, id)")).await;
+    let ident = fx
+        .table("evo.buckets", Some("day(ts), bucket(8, id)"))
+        .await;
     append(&fx, &ident, 0, 200).await;
     let r = fx
         .catalog
@@ -291,7 +296,11 @@ async fn a_growing_schema_reads_the_same_in_every_reader_before_and_after_compac
     assert!(e.contains("cannot be promoted"), "{e}");
     let e = fx
         .catalog
-        .evolve_schema(&ident, &[SchemaChange::DropColumn { path: "ts".into() }], false)
+        .evolve_schema(
+            &ident,
+            &[SchemaChange::DropColumn { path: "ts".into() }],
+            false,
+        )
         .await
         .unwrap_err()
         .to_string();

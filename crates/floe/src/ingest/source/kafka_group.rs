@@ -248,10 +248,7 @@ impl GroupCommitter {
                     // A kept connection may have died with its broker: one failure on it is
                     // tried again on a new one.
                     let answer = match conn.as_mut() {
-                        Some(c) => match c.call(OFFSET_COMMIT, request.clone()).await {
-                            Ok(a) => Some(a),
-                            Err(_) => None,
-                        },
+                        Some(c) => c.call(OFFSET_COMMIT, request.clone()).await.ok(),
                         None => None,
                     };
                     let answer = match answer {

@@ -128,6 +128,27 @@ pub fn open(uri: &str, follow: bool) -> Result<Box<dyn Source>> {
     Ok(Box::new(file::FileSource::files(path, follow)?))
 }
 
+/// Receives from a background reader, batching up to `max` records.
+pub(crate) async fn recv_batch(
+    rx: &mut tokio::sync::mpsc::Receiver<Result<SourceRecord>>,
+    max: usize,
+    wait: Duration,
+) -> Result<Option<Vec<SourceRecord>>> {
+    let first = match tokio::time::timeout(wait, rx.recv()).await {
+        Err(_) => return Ok(Some(Vec::new())),
+        Ok(None) => return Ok(None),
+        Ok(Some(r)) => r?,
+    };
+    let mut out = vec![first];
+    while out.len() < max {
+        match rx.try_recv() {
+            Ok(r) => out.push(r?),
+            Err(_) => break,
+        }
+    }
+    Ok(Some(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,25 +194,4 @@ mod tests {
         let all: Positions = [("kafka:t:0".to_string(), 90)].into_iter().collect();
         assert_eq!(committed_lag(&fetched[..1], &all)[0].lag, 10);
     }
-}
-
-/// Receives from a background reader, batching up to `max` records.
-pub(crate) async fn recv_batch(
-    rx: &mut tokio::sync::mpsc::Receiver<Result<SourceRecord>>,
-    max: usize,
-    wait: Duration,
-) -> Result<Option<Vec<SourceRecord>>> {
-    let first = match tokio::time::timeout(wait, rx.recv()).await {
-        Err(_) => return Ok(Some(Vec::new())),
-        Ok(None) => return Ok(None),
-        Ok(Some(r)) => r?,
-    };
-    let mut out = vec![first];
-    while out.len() < max {
-        match rx.try_recv() {
-            Ok(r) => out.push(r?),
-            Err(_) => break,
-        }
-    }
-    Ok(Some(out))
 }
