@@ -237,9 +237,12 @@ fn equal_timestamps_order_by_sequence_number() {
 }
 
 #[test]
-fn under_a_minute_of_history_has_no_rate() {
+fn a_short_history_has_the_rate_of_its_intervals() {
+    // Two commits 59.999 s apart: one interval, a little over 60 an hour (a burst of commits
+    // within seconds has a rate too, not "0.0 commits/h").
     let snaps = vec![snap(1, T0, 1, 1), snap(2, T0 + 59_999, 1, 1)];
-    assert_eq!(commit_history(&snaps).commits_per_hour, 0.0);
+    let rate = commit_history(&snaps).commits_per_hour;
+    assert!((rate - 3_600_000.0 / 59_999.0).abs() < 1e-9, "{rate}");
     let snaps = vec![snap(1, T0, 1, 1), snap(2, T0 + 60_000, 1, 1)];
     let rate = commit_history(&snaps).commits_per_hour;
     assert!((rate - 60.0).abs() < 1e-9, "{rate}");
