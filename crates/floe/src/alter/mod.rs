@@ -10,13 +10,14 @@ pub mod schema;
 
 use std::collections::HashMap;
 
+use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;
-use iceberg::{TableIdent, TableUpdate};
+use iceberg::{TableIdent, TableRequirement, TableUpdate};
 
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
 use crate::commit::{Committer, Produced};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::properties;
 use crate::table::ident_string;
 
@@ -73,6 +74,54 @@ impl Catalog {
             }
         });
         Ok(done.await?.table)
+    }
+}
+
+/// A metadata-only change planned against `md`: `change` applied through iceberg's metadata
+/// builder (which checks it, and whose change list is exactly what a catalog needs), committed
+/// under `requirements` plus the table's uuid (what the plan read). Returns the metadata the
+/// change gives and its commit; `what` names the change in errors.
+pub(crate) fn metadata_change(
+    md: &TableMetadata,
+    what: &'static str,
+    mut requirements: Vec<TableRequirement>,
+    change: impl FnOnce(TableMetadataBuilder) -> iceberg::Result<TableMetadataBuilder>,
+) -> Result<(TableMetadata, PreparedCommit)> {
+    let built = change(TableMetadataBuilder::new_from_metadata(md.clone(), None))
+        .and_then(|b| b.build())
+        .map_err(|e| Error::InvalidDefinition {
+            what,
+            fragment: md.location().to_string(),
+            reason: e.message().to_string(),
+        })?;
+    requirements.insert(0, TableRequirement::UuidMatch { uuid: md.uuid() });
+    Ok((
+        built.metadata,
+        PreparedCommit {
+            requirements,
+            updates: built.changes,
+            written: vec![],
+        },
+    ))
+}
+
+impl Catalog {
+    /// Commits the metadata change `plan` makes of `table`, planned again on the fresh metadata
+    /// at each attempt (a conflict re-plans it, or fails with the plan's error).
+    async fn commit_metadata(
+        &self,
+        ident: &TableIdent,
+        table: Table,
+        plan: impl Fn(&TableMetadata) -> Result<PreparedCommit>,
+    ) -> Result<Table> {
+        let done = Committer::new(self, ident)
+            .on(table)
+            .commit_with(|t| {
+                let commit = plan(t.metadata());
+                async move { Ok(Produced::commit(commit?)) }
+            })
+            .await?;
+        Ok(done.table)
     }
 }
 

@@ -22,7 +22,6 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
-use crate::commit::{Committer, Produced};
 use crate::error::{Error, Result};
 use crate::table::ident_string;
 use crate::table::schema::parse_partition;
@@ -375,17 +374,29 @@ async fn files_in_other_specs(table: &Table, spec_id: i32) -> Result<u64> {
         .sum())
 }
 
-/// The metadata changes that make `spec` the default (checked by applying them).
-fn spec_changes(
+/// The change that makes the spec `change` asks for the default of `md`: the metadata it gives
+/// and its commit (requirements: the default spec and last partition id it was planned on).
+fn plan(
     md: &TableMetadata,
-    spec: UnboundPartitionSpec,
-) -> Result<(TableMetadata, Vec<iceberg::TableUpdate>)> {
-    let built = TableMetadataBuilder::new_from_metadata(md.clone(), None)
-        .add_partition_spec(spec)
-        .and_then(|b| b.set_default_partition_spec(TableMetadataBuilder::LAST_ADDED))
-        .and_then(|b| b.build())
-        .map_err(|e| err(md.location(), e.message().to_string()))?;
-    Ok((built.metadata, built.changes))
+    change: &PartitionEvolution,
+) -> Result<(TableMetadata, PreparedCommit)> {
+    let spec = evolve_fields(md, change)?;
+    super::metadata_change(
+        md,
+        "partition evolution",
+        vec![
+            TableRequirement::DefaultSpecIdMatch {
+                default_spec_id: md.default_partition_spec_id(),
+            },
+            TableRequirement::LastAssignedPartitionIdMatch {
+                last_assigned_partition_id: md.last_partition_id(),
+            },
+        ],
+        |b| {
+            b.add_partition_spec(spec)?
+                .set_default_partition_spec(TableMetadataBuilder::LAST_ADDED)
+        },
+    )
 }
 
 impl Catalog {
@@ -401,37 +412,14 @@ impl Catalog {
         let md = table.metadata();
         let before_id = md.default_partition_spec_id();
         let before = spec_text(md.default_partition_spec(), md.current_schema());
-        let unbound = evolve_fields(md, change)?;
-        let (after_md, _) = spec_changes(md, unbound.clone())?;
+        let (after_md, _) = plan(md, change)?;
         let changed = after_md.default_partition_spec_id() != before_id;
         let (table, spec_md) = if changed && !dry_run {
-            let committer = Committer::new(self, ident).on(table);
-            let change = change.clone();
-            let done = committer
-                .commit_with(move |table| {
-                    let change = change.clone();
-                    async move {
-                        let md = table.metadata();
-                        let spec = evolve_fields(md, &change)?;
-                        let (_, updates) = spec_changes(md, spec)?;
-                        Ok(Produced::commit(PreparedCommit {
-                            requirements: vec![
-                                TableRequirement::UuidMatch { uuid: md.uuid() },
-                                TableRequirement::DefaultSpecIdMatch {
-                                    default_spec_id: md.default_partition_spec_id(),
-                                },
-                                TableRequirement::LastAssignedPartitionIdMatch {
-                                    last_assigned_partition_id: md.last_partition_id(),
-                                },
-                            ],
-                            updates,
-                            written: vec![],
-                        }))
-                    }
-                })
+            let table = self
+                .commit_metadata(ident, table, |md| Ok(plan(md, change)?.1))
                 .await?;
-            let md = done.table.metadata().clone();
-            (done.table, md)
+            let md = table.metadata().clone();
+            (table, md)
         } else {
             (table, after_md)
         };
@@ -455,7 +443,6 @@ impl Catalog {
 mod tests {
     use super::*;
     use crate::table::schema::{parse_schema, unpartitioned};
-    use iceberg::spec::{FormatVersion, TableMetadataBuilder};
     use iceberg::TableCreation;
 
     fn metadata(partition: &str) -> TableMetadata {
@@ -480,8 +467,7 @@ mod tests {
     }
 
     fn evolve(md: &TableMetadata, change: PartitionEvolution) -> Result<TableMetadata> {
-        let spec = evolve_fields(md, &change)?;
-        Ok(spec_changes(md, spec)?.0)
+        Ok(plan(md, &change)?.0)
     }
 
     fn text(md: &TableMetadata) -> String {

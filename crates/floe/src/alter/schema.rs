@@ -16,7 +16,7 @@
 
 use iceberg::spec::{
     ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType,
-    TableMetadata, TableMetadataBuilder, Type,
+    TableMetadata, Type,
 };
 use iceberg::{TableIdent, TableRequirement};
 use serde::Serialize;
@@ -24,7 +24,6 @@ use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
-use crate::commit::{Committer, Produced};
 use crate::error::{Error, Result};
 use crate::table::ident_string;
 use crate::table::schema::{parse_primitive, parse_schema};
@@ -367,16 +366,28 @@ pub fn evolve(md: &TableMetadata, changes: &[SchemaChange]) -> Result<(Schema, V
     Ok((schema, applied))
 }
 
-/// The metadata changes that make `schema` current (checked by applying them).
-fn schema_changes(
+/// The change that makes `changes` of `md`'s current schema the new current schema: the
+/// metadata it gives, its commit (requirements: the schema and last column id it was planned
+/// on) and a line per change.
+fn plan(
     md: &TableMetadata,
-    schema: Schema,
-) -> Result<(TableMetadata, Vec<iceberg::TableUpdate>)> {
-    let built = TableMetadataBuilder::new_from_metadata(md.clone(), None)
-        .add_current_schema(schema)
-        .and_then(|b| b.build())
-        .map_err(|e| err(md.location(), e.message().to_string()))?;
-    Ok((built.metadata, built.changes))
+    changes: &[SchemaChange],
+) -> Result<(TableMetadata, PreparedCommit, Vec<String>)> {
+    let (schema, applied) = evolve(md, changes)?;
+    let (after, commit) = super::metadata_change(
+        md,
+        "schema change",
+        vec![
+            TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: md.current_schema_id(),
+            },
+            TableRequirement::LastAssignedFieldIdMatch {
+                last_assigned_field_id: md.last_column_id(),
+            },
+        ],
+        |b| b.add_current_schema(schema),
+    )?;
+    Ok((after, commit, applied))
 }
 
 impl Catalog {
@@ -391,36 +402,13 @@ impl Catalog {
         let table = self.load_table(ident).await?;
         let md = table.metadata();
         let before_id = md.current_schema_id();
-        let (schema, applied) = evolve(md, changes)?;
-        let (after, _) = schema_changes(md, schema)?;
+        let (after, _, applied) = plan(md, changes)?;
         let changed = after.current_schema_id() != before_id;
         let schema = if changed && !dry_run {
-            let changes = changes.to_vec();
-            let done = Committer::new(self, ident)
-                .on(table)
-                .commit_with(move |table| {
-                    let changes = changes.clone();
-                    async move {
-                        let md = table.metadata();
-                        let (schema, _) = evolve(md, &changes)?;
-                        let (_, updates) = schema_changes(md, schema)?;
-                        Ok(Produced::commit(PreparedCommit {
-                            requirements: vec![
-                                TableRequirement::UuidMatch { uuid: md.uuid() },
-                                TableRequirement::CurrentSchemaIdMatch {
-                                    current_schema_id: md.current_schema_id(),
-                                },
-                                TableRequirement::LastAssignedFieldIdMatch {
-                                    last_assigned_field_id: md.last_column_id(),
-                                },
-                            ],
-                            updates,
-                            written: vec![],
-                        }))
-                    }
-                })
+            let table = self
+                .commit_metadata(ident, table, |md| Ok(plan(md, changes)?.1))
                 .await?;
-            done.table.metadata().current_schema().as_ref().clone()
+            table.metadata().current_schema().as_ref().clone()
         } else {
             after.current_schema().as_ref().clone()
         };
@@ -440,7 +428,7 @@ impl Catalog {
 mod tests {
     use super::*;
     use crate::table::schema::parse_partition;
-    use iceberg::spec::FormatVersion;
+    use iceberg::spec::{FormatVersion, TableMetadataBuilder};
     use iceberg::TableCreation;
 
     fn metadata() -> TableMetadata {
@@ -464,8 +452,7 @@ mod tests {
     }
 
     fn apply(md: &TableMetadata, changes: &[SchemaChange]) -> Result<TableMetadata> {
-        let (schema, _) = evolve(md, changes)?;
-        Ok(schema_changes(md, schema)?.0)
+        Ok(plan(md, changes)?.0)
     }
 
     #[test]
@@ -544,7 +531,9 @@ mod tests {
             ))])),
         )));
         let schema = Schema::builder().with_fields(fields).build().unwrap();
-        let (md, _) = schema_changes(&md, schema).unwrap();
+        let (md, _) =
+            super::super::metadata_change(&md, "test", vec![], |b| b.add_current_schema(schema))
+                .unwrap();
         let md2 = apply(
             &md,
             &[
