@@ -24,8 +24,8 @@ pub struct DeleteStats {
 /// Keys per batched delete request (S3 `DeleteObjects` takes at most 1,000).
 const DELETE_BATCH: usize = 1000;
 
-/// Deletes `paths`. On object stores the deletes are batched (one `DeleteObjects` request per
-/// 1,000 keys); a batch that fails is retried file by file so each failure is named. Locally,
+/// Deletes `paths`. On object stores the deletes are batched (S3: one `DeleteObjects` request
+/// per 1,000 keys; GCS: JSON batches of 100; Azure: Blob Batch requests of 256); a batch that fails is retried file by file so each failure is named. Locally,
 /// `DELETE_CONCURRENCY` files at a time. A file that cannot be deleted is counted and reported,
 /// not fatal: what it leaves is unreferenced, so a later run removes it. Every path is checked
 /// against `fence` first (callers split their candidates with [`Fence::partition`] to report
@@ -48,7 +48,9 @@ pub async fn delete_files(
         stats.failures.extend(kept.sample.into_iter().take(20));
     }
     let total = paths.len() as u64;
-    let batched = paths.first().is_some_and(|p| crate::storage::is_s3(p));
+    let batched = paths
+        .first()
+        .is_some_and(|p| crate::storage::is_object_store(p));
     if !batched {
         delete_one_by_one(file_io, paths, &mut stats, total, progress.as_ref()).await;
         return stats;

@@ -2,7 +2,8 @@
 //!
 //! The iceberg crate's FileIO cannot list, so listing is floe's: local disk (paths and `file:`
 //! URIs) walks directories; S3 pages through ListObjectsV2 with the table FileIO's own
-//! configuration ([`crate::storage::S3Lister`]). Paths are compared after normalisation, the way
+//! configuration ([`crate::storage::S3Lister`]), GCS and Azure through their list APIs
+//! ([`crate::storage::cloud`]). Paths are compared after normalisation, the way
 //! Iceberg's `DeleteOrphanFiles` does: scheme and authority are split off, equivalent schemes
 //! (`s3a`, `s3n` = `s3`) are unified, and a path whose scheme or authority differs from the
 //! referenced one is a *prefix mismatch*, never silently an orphan.
@@ -122,6 +123,23 @@ pub fn local_dir(location: &str) -> Option<PathBuf> {
 /// Lists every file under `location` recursively, on the storage `file_io` talks to. Paths
 /// come back in the location's own form (`file://` prefix kept when the location has one).
 pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFile>> {
+    if crate::storage::cloud::is_cloud(location) {
+        let storage = crate::storage::cloud::CloudStorage::new(file_io.config().props().clone());
+        let listed = storage.list(location).await.map_err(|e| Error::Storage {
+            location: location.to_string(),
+            reason: crate::error::describe_iceberg(&e),
+            source: Some(Box::new(e)),
+        })?;
+        return Ok(listed
+            .into_iter()
+            .map(|(path, size, modified)| ListedFile {
+                path,
+                size,
+                // No timestamp: treat as brand new, so no age threshold ever selects it.
+                modified: modified.unwrap_or_else(SystemTime::now),
+            })
+            .collect());
+    }
     if crate::storage::is_s3(location) {
         let listed = crate::storage::S3Lister::new(file_io)
             .list(location)
@@ -139,7 +157,7 @@ pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFi
         Error::invalid_option(
             "location",
             location,
-            "listing supports local paths, file:// and s3:// locations",
+            "listing supports local paths, file://, s3://, gs://, abfss:// and wasbs:// locations",
         )
     })?;
     let prefix = if location.starts_with("file:") {

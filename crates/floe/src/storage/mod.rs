@@ -13,10 +13,15 @@
 //! the column chunks the reader asks for next come from memory instead of another GET. For
 //! compaction's many small inputs that halves the GETs.
 //!
-//! The FileIO cannot list, so [`S3Lister`] builds an opendal operator from the *same*
-//! properties (read back from the FileIO's config) for orphan listings: one configuration, one
-//! set of credentials.
+//! Google Cloud Storage (`gs://`) and Azure (`abfss://`, `abfs://`, `wasbs://`, `wasb://`) are
+//! floe's own storage over opendal ([`cloud`]), configured with Iceberg's `gcs.*` and `adls.*`
+//! properties.
+//!
+//! The FileIO cannot list, so [`S3Lister`] (and [`cloud::CloudStorage::list`]) build an opendal
+//! operator from the *same* properties (read back from the FileIO's config) for orphan
+//! listings: one configuration, one set of credentials.
 
+pub mod cloud;
 pub mod delete;
 pub mod fence;
 pub mod listing;
@@ -28,7 +33,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::io::{
     FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage,
     StorageConfig, StorageFactory,
@@ -44,9 +49,21 @@ pub fn is_s3(location: &str) -> bool {
         .any(|p| location.starts_with(p))
 }
 
+/// True for locations on an object store (S3, GCS, Azure): deletes are batched and listings
+/// page through the store's API.
+pub fn is_object_store(location: &str) -> bool {
+    is_s3(location) || cloud::is_cloud(location)
+}
+
 /// The FileIO for tables under `location` (a warehouse or table location).
 pub fn file_io_for(location: &str, props: HashMap<String, String>) -> FileIO {
-    if is_s3(location) {
+    if cloud::is_cloud(location) {
+        FileIOBuilder::new(Arc::new(WholeFileReadsFactory {
+            inner: InnerFactory::Cloud,
+        }))
+        .with_props(props)
+        .build()
+    } else if is_s3(location) {
         FileIOBuilder::new(Arc::new(WholeFileReadsFactory {
             inner: InnerFactory::S3(OpenDalStorageFactory::S3 {
                 customized_credential_load: None,
@@ -60,7 +77,7 @@ pub fn file_io_for(location: &str, props: HashMap<String, String>) -> FileIO {
 }
 
 /// The storage factory REST catalogs build each table's FileIO with: it resolves the scheme of
-/// every path, so local (`file://`) and S3 tables both work.
+/// every path, so local (`file://`), S3, GCS and Azure tables all work.
 pub fn rest_storage_factory() -> Arc<dyn StorageFactory> {
     Arc::new(WholeFileReadsFactory {
         inner: InnerFactory::Resolving(OpenDalResolvingStorageFactory::new()),
@@ -73,6 +90,9 @@ const REMEMBER_MAX_BYTES: usize = 1024 * 1024;
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 enum InnerFactory {
     S3(OpenDalStorageFactory),
+    /// GCS and Azure only ([`cloud`]).
+    Cloud,
+    /// Any scheme: GCS and Azure paths go to [`cloud`], the rest to iceberg's resolving storage.
     Resolving(OpenDalResolvingStorageFactory),
 }
 
@@ -85,13 +105,20 @@ pub struct WholeFileReadsFactory {
 #[typetag::serde]
 impl StorageFactory for WholeFileReadsFactory {
     fn build(&self, config: &StorageConfig) -> iceberg::Result<Arc<dyn Storage>> {
-        let inner = match &self.inner {
-            InnerFactory::S3(f) => f.build(config)?,
-            InnerFactory::Resolving(f) => f.build(config)?,
+        let cloud = || -> Arc<dyn Storage> {
+            Arc::new(cloud::CloudStorageHandle {
+                storage: Arc::new(cloud::CloudStorage::new(config.props().clone())),
+            })
+        };
+        let (inner, cloud) = match &self.inner {
+            InnerFactory::S3(f) => (Some(f.build(config)?), None),
+            InnerFactory::Cloud => (None, Some(cloud())),
+            InnerFactory::Resolving(f) => (Some(f.build(config)?), Some(cloud())),
         };
         Ok(Arc::new_cyclic(|me: &Weak<WholeFileReads>| {
             WholeFileReads {
-                inner: Some(inner),
+                inner,
+                cloud,
                 me: me.clone(),
             }
         }))
@@ -105,17 +132,26 @@ impl StorageFactory for WholeFileReadsFactory {
 pub struct WholeFileReads {
     #[serde(skip)]
     inner: Option<Arc<dyn Storage>>,
+    /// The storage of GCS and Azure paths, when this FileIO serves them.
+    #[serde(skip)]
+    cloud: Option<Arc<dyn Storage>>,
     /// Input files must read through this wrapper, not the inner storage.
     #[serde(skip)]
     me: Weak<WholeFileReads>,
 }
 
 impl WholeFileReads {
-    fn inner(&self) -> iceberg::Result<&Arc<dyn Storage>> {
-        self.inner.as_ref().ok_or_else(|| {
+    /// The storage that serves `path`.
+    fn inner(&self, path: &str) -> iceberg::Result<&Arc<dyn Storage>> {
+        let routed = if cloud::is_cloud(path) {
+            self.cloud.as_ref()
+        } else {
+            self.inner.as_ref()
+        };
+        routed.ok_or_else(|| {
             iceberg::Error::new(
-                iceberg::ErrorKind::Unexpected,
-                "a deserialized floe storage has no backend",
+                iceberg::ErrorKind::FeatureUnsupported,
+                format!("{path}: this FileIO is not configured for that store"),
             )
         })
     }
@@ -125,43 +161,50 @@ impl WholeFileReads {
 #[async_trait::async_trait]
 impl Storage for WholeFileReads {
     async fn exists(&self, path: &str) -> iceberg::Result<bool> {
-        self.inner()?.exists(path).await
+        self.inner(path)?.exists(path).await
     }
     async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
-        self.inner()?.metadata(path).await
+        self.inner(path)?.metadata(path).await
     }
     async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
-        self.inner()?.read(path).await
+        self.inner(path)?.read(path).await
     }
     async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
         Ok(Box::new(RememberingRead {
-            inner: self.inner()?.reader(path).await?,
+            inner: self.inner(path)?.reader(path).await?,
             head: Mutex::new(None),
         }))
     }
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
-        self.inner()?.write(path, bs).await
+        self.inner(path)?.write(path, bs).await
     }
     async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
-        self.inner()?.writer(path).await
+        self.inner(path)?.writer(path).await
     }
     async fn delete(&self, path: &str) -> iceberg::Result<()> {
-        self.inner()?.delete(path).await
+        self.inner(path)?.delete(path).await
     }
     async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
-        self.inner()?.delete_prefix(path).await
+        self.inner(path)?.delete_prefix(path).await
     }
     async fn delete_stream(&self, paths: BoxStream<'static, String>) -> iceberg::Result<()> {
-        self.inner()?.delete_stream(paths).await
+        // One store per stream (floe deletes a table's files, which live on one store); the
+        // first path picks it.
+        let mut paths = paths.peekable();
+        let first = match std::pin::Pin::new(&mut paths).peek().await {
+            Some(p) => p.clone(),
+            None => return Ok(()),
+        };
+        self.inner(&first)?.delete_stream(paths.boxed()).await
     }
     fn new_input(&self, path: &str) -> iceberg::Result<InputFile> {
         match self.me.upgrade() {
             Some(me) => Ok(InputFile::new(me, path.to_string())),
-            None => self.inner()?.new_input(path),
+            None => self.inner(path)?.new_input(path),
         }
     }
     fn new_output(&self, path: &str) -> iceberg::Result<OutputFile> {
-        self.inner()?.new_output(path)
+        self.inner(path)?.new_output(path)
     }
 }
 
@@ -322,11 +365,20 @@ where
     )
 }
 
-/// `location (endpoint URL)` for S3 locations when the properties name an endpoint.
+/// `location (endpoint URL)` for S3 and GCS locations when the properties name an endpoint.
 fn with_endpoint(props: &HashMap<String, String>, location: &str) -> String {
-    match props.get("s3.endpoint") {
-        Some(ep) if is_s3(location) => format!("{location} (endpoint {ep})"),
-        _ => location.to_string(),
+    let endpoint = if is_s3(location) {
+        props.get("s3.endpoint")
+    } else if cloud::is_gcs(location) {
+        props
+            .get("gcs.service.host")
+            .or(props.get("gcs.service.path"))
+    } else {
+        None
+    };
+    match endpoint {
+        Some(ep) => format!("{location} (endpoint {ep})"),
+        None => location.to_string(),
     }
 }
 
