@@ -8,6 +8,7 @@
 //! `history`: a table of many files and snapshots for `peers/maintenance_bench.py`.
 //! `backends`: the same operations on local disk and on S3 + REST (SeaweedFS), with the S3
 //! requests each one issued.
+//! `row-group-merge`: compaction of large-row-group inputs copied without decoding vs decoded.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -23,6 +24,7 @@ use serde_json::json;
 
 mod backends;
 mod history;
+mod merge;
 
 #[derive(Parser)]
 struct Cli {
@@ -88,6 +90,21 @@ enum Cmd {
         /// Commits they arrive in.
         #[arg(long, default_value_t = 50)]
         commits: usize,
+    },
+    /// Compaction of inputs with large row groups: row-group merge (copy) vs decode.
+    RowGroupMerge {
+        /// Input files (one row group each).
+        #[arg(long, default_value_t = 8)]
+        files: usize,
+        /// Rows per input file.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: i64,
+        /// Runs per mode (each on its own identical table).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Where to keep the tables (default: a temporary directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
     /// Produces every line of an NDJSON file to a Kafka topic (created with N partitions),
     /// round robin, for the ingest benchmark.
@@ -437,6 +454,12 @@ async fn main() -> Result<()> {
             orphans,
         } => history::build(warehouse, files, snapshots, orphans).await,
         Cmd::Backends { files, commits } => backends::run(files, commits).await,
+        Cmd::RowGroupMerge {
+            files,
+            rows,
+            runs,
+            dir,
+        } => merge::run(files, rows, runs, dir).await,
         Cmd::KafkaProduce {
             brokers,
             topic,

@@ -412,6 +412,14 @@ removed {} position delete file(s) ({} deleted positions) whose every data file 
             m.removed_delete_files, m.removed_position_deletes
         ));
     }
+    if m.row_group_merge.files > 0 {
+        s.push_str(&format!(
+            "\ncopied {} row group(s), {}, of {} input file(s) without decoding (row-group-merge)",
+            m.row_group_merge.row_groups,
+            mib(m.row_group_merge.bytes),
+            m.row_group_merge.files
+        ));
+    }
     if m.removed_dangling_deletes > 0 {
         s.push_str(&format!(
             "

@@ -176,7 +176,10 @@ pub enum Rule {
 /// `crate::compact::JobOrder` parses them.
 pub const JOB_ORDERS: [&str; 5] = ["none", "bytes-asc", "bytes-desc", "files-asc", "files-desc"];
 
-const COMPACT_OPTIONS: [(&str, Rule); 12] = [
+/// Values of `floe.compact.row-group-merge`.
+pub const ROW_GROUP_MERGE_MODES: [&str; 3] = ["auto", "always", "never"];
+
+const COMPACT_OPTIONS: [(&str, Rule); 14] = [
     ("target-file-size-bytes", Rule::Size { min: 1 }),
     ("min-file-size-bytes", Rule::Size { min: 0 }),
     ("max-file-size-bytes", Rule::Size { min: 0 }),
@@ -189,6 +192,8 @@ const COMPACT_OPTIONS: [(&str, Rule); 12] = [
     ("rewrite-job-order", Rule::JobOrder),
     ("delete-file-threshold", Rule::Count { min: 0 }),
     ("remove-dangling-deletes", Rule::Bool),
+    ("row-group-merge", Rule::OneOf(&ROW_GROUP_MERGE_MODES)),
+    ("row-group-merge-min-bytes", Rule::Size { min: 0 }),
 ];
 
 /// The rule of a known property, `None` for keys floe neither reads nor owns.

@@ -17,6 +17,14 @@ pub(super) struct DeleteDrops {
 }
 
 impl DeleteDrops {
+    /// Position delete file -> the data files its rows point at (live at the start).
+    pub(super) fn position_targets(&self) -> HashMap<String, BTreeSet<String>> {
+        self.targets
+            .iter()
+            .map(|(path, (targets, _))| (path.clone(), targets.clone()))
+            .collect()
+    }
+
     /// Delete files not yet dropped whose every target is removed by this run's commits or
     /// by `removing`: the commit removing `removing` may remove them too.
     fn droppable(&self, removing: &[String]) -> Vec<String> {

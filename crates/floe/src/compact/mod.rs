@@ -25,6 +25,7 @@ mod parallel;
 pub mod plan;
 pub mod position_deletes;
 mod rewrite;
+pub mod row_group_merge;
 pub mod sort;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,7 +47,7 @@ use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
 use crate::properties::{self, u64_prop};
 use crate::write::{TableWriter, WriteOptions};
-pub use options::CompactOptions;
+pub use options::{CompactOptions, RowGroupMerge};
 pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
 pub use rewrite::partition_path;
 use rewrite::{plan_file, plan_files, rewrite_group};
@@ -81,6 +82,9 @@ pub struct CompactMetrics {
     pub failed_groups: Vec<FailedGroup>,
     /// Input data files of the failed groups (Iceberg's `failedDataFilesCount`).
     pub failed_data_files_count: usize,
+    /// Inputs whose row groups were copied into the outputs without decoding
+    /// (`row-group-merge`).
+    pub row_group_merge: row_group_merge::MergeReport,
     pub duration_ms: u64,
     pub mb_per_s: f64,
 }
@@ -289,6 +293,43 @@ impl CompactBuilder {
             .plan_options(table_target(table)?)
     }
 
+    /// The row-group merge of this run: `row-group-merge` and its threshold, never for a sorted
+    /// rewrite or a table that writes bloom filters (copied chunks carry none), the NaN counts
+    /// of the live files, and the targets of the position deletes the scan attached (the
+    /// iceberg crate attaches every position delete of a partition to each of its files).
+    async fn merge_config(
+        &self,
+        table: &Table,
+        effective: &CompactOptions,
+        sorted: bool,
+        drops: &commit::DeleteDrops,
+    ) -> Result<row_group_merge::MergeConfig> {
+        let (mode, min) = effective.row_group_merge();
+        let blooms = table.metadata().properties().iter().any(|(k, v)| {
+            k.starts_with("write.parquet.bloom-filter-enabled") && v.eq_ignore_ascii_case("true")
+        });
+        if mode == RowGroupMerge::Never || sorted || blooms {
+            return Ok(row_group_merge::MergeConfig::never());
+        }
+        let nans = crate::table::manifests::live_files(table)
+            .await?
+            .into_iter()
+            .map(|f| {
+                (
+                    f.file.file_path().to_string(),
+                    f.file.nan_value_counts().clone(),
+                )
+            })
+            .collect();
+        Ok(row_group_merge::MergeConfig {
+            mode,
+            min_row_group_bytes: min,
+            nans,
+            position_targets: drops.position_targets(),
+            stats: Default::default(),
+        })
+    }
+
     /// What [`CompactBuilder::execute`] would do: the dry run (options, file groups, their
     /// [`Cost`]), changing nothing.
     pub async fn plan(&self) -> Result<CompactMetrics> {
@@ -365,6 +406,7 @@ impl CompactBuilder {
             removed_position_deletes: 0,
             failed_groups: vec![],
             failed_data_files_count: 0,
+            row_group_merge: Default::default(),
             duration_ms: 0,
             mb_per_s: 0.0,
             plan,
@@ -422,11 +464,16 @@ impl CompactBuilder {
                 rows: 0,
             })
             .collect();
-        // Slices of every job share one permit per core: more in flight would only add memory.
-        let cores = Arc::new(tokio::sync::Semaphore::new(parallel::cores()));
+        let shared = Arc::new(parallel::JobShared {
+            cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
+            merge: Arc::new(
+                self.merge_config(&table, &effective, sort_keys.is_some(), &drops)
+                    .await?,
+            ),
+        });
         let mut results = futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
             let table = table.clone();
-            let cores = cores.clone();
+            let shared = shared.clone();
             let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
             let write_options = write_options.clone();
             let sort_keys = sort_keys.clone();
@@ -442,7 +489,7 @@ impl CompactBuilder {
                         members,
                         &write_options,
                         sort_keys.as_deref(),
-                        cores,
+                        &shared,
                     )
                     .await
                 })
@@ -521,6 +568,7 @@ impl CompactBuilder {
             self.remove_dangling_deletes(&mut metrics).await?;
         }
         metrics.rows = rows_total;
+        metrics.row_group_merge = shared.merge.stats.report();
         metrics.live_files_after =
             metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
         let elapsed = started.elapsed();

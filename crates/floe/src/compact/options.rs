@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::properties::{self, parse_bool, parse_size};
 
 /// Every option name, as `--option` and `floe.compact.*` spell it.
-pub const OPTION_NAMES: [&str; 12] = [
+pub const OPTION_NAMES: [&str; 14] = [
     "target-file-size-bytes",
     "min-file-size-bytes",
     "max-file-size-bytes",
@@ -27,7 +27,40 @@ pub const OPTION_NAMES: [&str; 12] = [
     "rewrite-job-order",
     "delete-file-threshold",
     "remove-dangling-deletes",
+    "row-group-merge",
+    "row-group-merge-min-bytes",
 ];
+
+/// Whether a compaction copies the column chunks of inputs' row groups into its output without
+/// decoding them (row-group merge, Iceberg Java's `ParquetFileMerger` / Amoro's row-group
+/// merging): `auto` when an input's row groups average at least `row-group-merge-min-bytes`,
+/// `always` whatever their size, `never`. Never for an input with delete files, a Parquet
+/// schema other than the output's, or a sorted rewrite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowGroupMerge {
+    Auto,
+    Always,
+    Never,
+}
+
+impl RowGroupMerge {
+    pub fn parse(value: &str) -> Result<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "always" => Ok(Self::Always),
+            "never" => Ok(Self::Never),
+            _ => Err(Error::invalid_option(
+                "row-group-merge",
+                value,
+                "expected auto, always or never",
+            )),
+        }
+    }
+}
+
+/// Amoro's threshold: inputs whose row groups average 8 MiB or more are merged by row group.
+pub const ROW_GROUP_MERGE_MIN_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Compaction options; `None` means "the table property, else Iceberg's default".
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -44,6 +77,8 @@ pub struct CompactOptions {
     pub rewrite_job_order: Option<JobOrder>,
     pub delete_file_threshold: Option<u64>,
     pub remove_dangling_deletes: Option<bool>,
+    pub row_group_merge: Option<RowGroupMerge>,
+    pub row_group_merge_min_bytes: Option<u64>,
 }
 
 impl CompactOptions {
@@ -67,6 +102,8 @@ impl CompactOptions {
             "rewrite-job-order" => self.rewrite_job_order = Some(JobOrder::parse(value)?),
             "delete-file-threshold" => self.delete_file_threshold = Some(size()?),
             "remove-dangling-deletes" => self.remove_dangling_deletes = Some(flag()?),
+            "row-group-merge" => self.row_group_merge = Some(RowGroupMerge::parse(value)?),
+            "row-group-merge-min-bytes" => self.row_group_merge_min_bytes = Some(size()?),
             _ => {
                 return Err(Error::invalid_option(
                     "compaction option",
@@ -94,6 +131,8 @@ impl CompactOptions {
             "rewrite-all" => self.rewrite_all.is_some(),
             "rewrite-job-order" => self.rewrite_job_order.is_some(),
             "delete-file-threshold" => self.delete_file_threshold.is_some(),
+            "row-group-merge" => self.row_group_merge.is_some(),
+            "row-group-merge-min-bytes" => self.row_group_merge_min_bytes.is_some(),
             "remove-dangling-deletes" => self.remove_dangling_deletes.is_some(),
             _ => false,
         }
@@ -155,6 +194,15 @@ impl CompactOptions {
     }
 
     /// Partial progress and its commit budget (default off, 10 commits; at least 1 when on).
+    /// The row-group merge mode and its threshold (average compressed row-group bytes).
+    pub fn row_group_merge(&self) -> (RowGroupMerge, u64) {
+        (
+            self.row_group_merge.unwrap_or(RowGroupMerge::Auto),
+            self.row_group_merge_min_bytes
+                .unwrap_or(ROW_GROUP_MERGE_MIN_BYTES),
+        )
+    }
+
     pub fn partial_progress(&self) -> Result<(bool, usize)> {
         let on = self.partial_progress_enabled.unwrap_or(false);
         let max = self.partial_progress_max_commits.unwrap_or(10);

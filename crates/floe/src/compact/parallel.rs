@@ -13,6 +13,10 @@
 //! same file in their order. Memory: each slice in flight holds at most one row group's encoded
 //! column chunks, and at most `available_parallelism` slices run at once, across all jobs.
 //!
+//! Inputs eligible for a row-group merge ([`super::row_group_merge`]) skip decoding: after the
+//! decoded slices, their row groups are copied into the same outputs (a hybrid job: small
+//! files decode-merged into full row groups, large ones copied).
+//!
 //! Used for unsorted rewrites of files in the table's default partition spec (the output keeps
 //! the inputs' partition); sorted and re-partitioning rewrites go through
 //! [`crate::write::TableWriter`].
@@ -38,8 +42,16 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 
+use super::row_group_merge::{self, MergeConfig, MergeInput};
 use crate::error::{Error, Result};
 use crate::write::parquet_stats::{count_nans, data_file_from_parquet, FilePlacement};
+
+/// What the jobs of one compaction run share: one permit per core for encoding slices (more
+/// in flight would only add memory) and the row-group merge settings and counters.
+pub(super) struct JobShared {
+    pub cores: Arc<tokio::sync::Semaphore>,
+    pub merge: Arc<MergeConfig>,
+}
 
 /// Rows in a row group when the writer properties set no bound (arrow-rs's default).
 const DEFAULT_ROW_GROUP_ROWS: usize = 1024 * 1024;
@@ -206,6 +218,20 @@ impl OutputFile {
         ))
     }
 
+    /// Appends a row group copied from an input (no decoding); `nans` are the input's NaN
+    /// counts when this is its first row group in this output.
+    async fn append_copied(
+        &mut self,
+        rg: row_group_merge::FetchedRowGroup,
+        nans: Option<&HashMap<i32, u64>>,
+    ) -> Result<()> {
+        rg.append_to(&mut self.writer)?;
+        for (id, n) in nans.into_iter().flatten() {
+            *self.nans.entry(*id).or_insert(0) += n;
+        }
+        self.drain().await
+    }
+
     async fn append(&mut self, rg: EncodedRowGroup) -> Result<()> {
         let mut group = self.writer.next_row_group()?;
         for chunk in rg.chunks {
@@ -263,7 +289,7 @@ pub(super) async fn rewrite(
     target: u64,
     spec: PartitionSpecRef,
     partition: Struct,
-    cores: Arc<tokio::sync::Semaphore>,
+    shared: &JobShared,
 ) -> Result<(Vec<DataFile>, u64)> {
     let mut written: Vec<String> = Vec::new();
     let result = rewrite_inner(
@@ -272,7 +298,7 @@ pub(super) async fn rewrite(
         target,
         &spec,
         &partition,
-        cores,
+        shared,
         &mut written,
     )
     .await;
@@ -293,9 +319,11 @@ async fn rewrite_inner(
     target: u64,
     spec: &PartitionSpecRef,
     partition: &Struct,
-    cores: Arc<tokio::sync::Semaphore>,
+    shared: &JobShared,
     written: &mut Vec<String>,
 ) -> Result<(Vec<DataFile>, u64)> {
+    let merge: &MergeConfig = &shared.merge;
+    let cores = shared.cores.clone();
     let md = table.metadata();
     let iceberg_schema = md.current_schema().clone();
     let schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(&iceberg_schema)?);
@@ -325,6 +353,21 @@ async fn rewrite_inner(
     written.push(path.clone());
     let (first, factory) = OutputFile::create(table, path, &schema, &props).await?;
     let factory = Arc::new(factory);
+
+    // Inputs whose row groups are copied as they are; the others are decoded.
+    let mut copied: Vec<MergeInput> = Vec::new();
+    let mut decoded: Vec<FileScanTask> = Vec::new();
+    for task in members {
+        if merge.may_merge(&task) {
+            let schema = first.writer.schema_descr();
+            if let Some(input) = row_group_merge::examine(table, &task, schema, merge).await? {
+                copied.push(input);
+                continue;
+            }
+        }
+        decoded.push(task);
+    }
+    let members = decoded;
     let mut current = Some(first);
 
     let parallel = self::cores();
@@ -369,6 +412,47 @@ async fn rewrite_inner(
             }
         }
     }
+    drop(encoded);
+
+    // Then the copied row groups, rolled at the target like the encoded ones. A file with NaNs
+    // keeps all its row groups in one output (its NaN counts are per file).
+    for input in copied {
+        let groups = input.footer.num_row_groups();
+        merge
+            .stats
+            .files
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for index in 0..groups {
+            if current.is_none() {
+                let path = new_path();
+                written.push(path.clone());
+                current = Some(OutputFile::create(table, path, &schema, &props).await?.0);
+            }
+            let Some(out) = current.as_mut() else {
+                unreachable!("an output was just opened")
+            };
+            let rg = row_group_merge::fetch(table, &input, index).await?;
+            rows += rg.rows;
+            merge
+                .stats
+                .row_groups
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            merge
+                .stats
+                .bytes
+                .fetch_add(rg.compressed, std::sync::atomic::Ordering::Relaxed);
+            let first_here = index == 0 || out.writer.flushed_row_groups().is_empty();
+            out.append_copied(rg, first_here.then_some(&input.nans))
+                .await?;
+            let last = index + 1 == groups;
+            if out.bytes_written() >= target && (last || !input.has_nans()) {
+                if let Some(out) = current.take() {
+                    files.push(out.finish(table, spec, partition).await?);
+                }
+            }
+        }
+    }
+
     if let Some(mut out) = current.take() {
         if out.writer.flushed_row_groups().is_empty() {
             // No row left (every input row deleted): no file.

@@ -149,7 +149,7 @@ pub(super) async fn rewrite_group(
     members: Vec<FileScanTask>,
     options: &WriteOptions,
     sort_keys: Option<&Vec<sort::SortKey>>,
-    cores: Arc<tokio::sync::Semaphore>,
+    shared: &parallel::JobShared,
 ) -> Result<GroupResult> {
     if sort_keys.is_none() {
         if let (Some((spec, partition)), Some(target)) = (
@@ -157,7 +157,7 @@ pub(super) async fn rewrite_group(
             options.target_file_size_bytes,
         ) {
             let (files, rows) =
-                parallel::rewrite(table, members, target, spec, partition, cores).await?;
+                parallel::rewrite(table, members, target, spec, partition, shared).await?;
             return Ok(GroupResult { group, files, rows });
         }
     }

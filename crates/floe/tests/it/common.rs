@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
+use arrow::array::{
+    ArrayRef, Float64Array, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
 use floe::iceberg::table::Table;
@@ -170,6 +173,44 @@ pub fn make_batch(table: &Table, from: i64, to: i64) -> RecordBatch {
         ],
     )
     .unwrap()
+}
+
+/// Rows `from..to` in the table's current schema, each column filled by its type (so the batch
+/// follows the schema as it evolves); `ts` spreads rows over 3 days, one hour per 3600 ids.
+pub async fn rows(fx: &Fixture, ident: &TableIdent, from: i64, to: i64) -> RecordBatch {
+    let table = fx.load(ident).await;
+    let schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
+    );
+    let ids: Vec<i64> = (from..to).collect();
+    let base = 1_767_225_600_000_000i64; // 2026-01-01T00:00:00
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| -> ArrayRef {
+            match f.data_type() {
+                DataType::Int64 => Arc::new(Int64Array::from(ids.clone())),
+                DataType::Int32 => Arc::new(Int32Array::from(
+                    ids.iter().map(|i| (*i % 1000) as i32).collect::<Vec<_>>(),
+                )),
+                DataType::Float64 => Arc::new(Float64Array::from(
+                    ids.iter().map(|i| *i as f64 * 0.5).collect::<Vec<_>>(),
+                )),
+                DataType::Utf8 => Arc::new(StringArray::from(
+                    ids.iter()
+                        .map(|i| format!("{}-{}", f.name(), i % 7))
+                        .collect::<Vec<_>>(),
+                )),
+                DataType::Timestamp(_, _) => Arc::new(TimestampMicrosecondArray::from(
+                    ids.iter()
+                        .map(|i| base + (i % 3) * 86_400_000_000 + i * 1_000_000)
+                        .collect::<Vec<_>>(),
+                )),
+                other => panic!("no generator for {other}"),
+            }
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns).unwrap()
 }
 
 pub fn sum_ids(from: i64, to: i64) -> i64 {

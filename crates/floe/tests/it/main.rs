@@ -15,6 +15,7 @@ mod maintain_store;
 mod maintenance;
 mod position_deletes;
 mod refs;
+mod row_group_merge;
 mod safety;
 mod sql;
 mod strict_input;
