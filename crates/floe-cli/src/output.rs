@@ -227,6 +227,7 @@ pub fn describe_json(t: &Table) -> Value {
         "metadata_location": t.metadata_location(),
         "schema_id": md.current_schema_id(),
         "schema": schema,
+        "primary_key": floe::table::schema::primary_key(md.current_schema()),
         "partition_spec_id": spec.spec_id(),
         "partition_spec": partition,
         "properties": md.properties(),
@@ -304,6 +305,15 @@ pub fn describe_text(t: &Table) -> String {
                 ""
             }
         ));
+    }
+    let key: Vec<&str> = v["primary_key"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !key.is_empty() {
+        s.push_str(&format!("primary key {}\n", key.join(", ")));
     }
     let parts: Vec<String> = v["partition_spec"]
         .as_array()

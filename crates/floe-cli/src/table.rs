@@ -35,6 +35,9 @@ pub(crate) enum TableCmd {
         /// Partition spec: 'day(ts), bucket(16, id), truncate(4, name), identity(col)'.
         #[arg(long)]
         partition: Option<String>,
+        /// Primary key: 'id' or 'id, region' (Iceberg's identifier fields; made not null).
+        #[arg(long, value_name = "COLUMNS")]
+        primary_key: Option<String>,
         /// Table property k=v (repeatable).
         #[arg(long = "property", value_name = "K=V")]
         properties: Vec<String>,
@@ -266,6 +269,7 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             schema,
             schema_file,
             partition,
+            primary_key,
             properties,
         } => {
             let ident = parse_table_ident(&table)?;
@@ -279,6 +283,10 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                 (None, None) => {
                     anyhow::bail!("give the columns with --schema '...' or --schema-file FILE")
                 }
+            };
+            let schema = match primary_key.as_deref() {
+                Some(k) => floe::table::schema::with_primary_key(schema, k)?,
+                None => schema,
             };
             let spec = match partition.as_deref() {
                 Some(p) if !p.trim().is_empty() => {

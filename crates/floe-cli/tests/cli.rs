@@ -1642,3 +1642,97 @@ fn tags_and_branches_from_the_command_line() {
     assert_eq!(e["expired_snapshots"].as_array().unwrap().len(), 2, "{e}");
     assert_eq!(snapshot_ids(d), [ids[2]]);
 }
+
+#[test]
+fn a_primary_key_is_stored_as_identifier_fields_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "cdc"]);
+    let created = ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "cdc.users",
+            "--schema",
+            "id bigint, region string, name string, score double",
+            "--primary-key",
+            "id, region",
+        ],
+    );
+    assert_eq!(
+        created["primary_key"],
+        serde_json::json!(["id", "region"]),
+        "{created}"
+    );
+    // Key columns are made not null, as in SQL; the others keep their nullability.
+    let required: Vec<(String, bool)> = created["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["required"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        required,
+        vec![
+            ("id".to_string(), true),
+            ("region".to_string(), true),
+            ("name".to_string(), false),
+            ("score".to_string(), false)
+        ]
+    );
+    let text = floe(d, &["table", "describe", "cdc.users"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("primary key id, region"));
+
+    // PyIceberg sees the same identifier fields.
+    let py = std::env::var("FLOE_PYTHON").expect("FLOE_PYTHON (run .ci/setup)");
+    let interop = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop");
+    let script = format!(
+        "import sys\nsys.path.insert(0, {interop:?})\nfrom read_table import open_catalog\n\
+         cat = open_catalog('sqlite:///' + {db:?}, 'floe', {wh:?})\n\
+         print(sorted(cat.load_table('cdc.users').schema().identifier_field_names()))\n",
+        interop = interop.display().to_string(),
+        db = d.join("warehouse/catalog.db").display().to_string(),
+        wh = d.join("warehouse").display().to_string(),
+    );
+    let out = Command::new(py).arg("-c").arg(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "['id', 'region']"
+    );
+
+    // A key no engine could use is refused, naming the column.
+    for (key, says) in [("score", "float or double"), ("nope", "no column 'nope'")] {
+        let out = floe(
+            d,
+            &[
+                "table",
+                "create",
+                "cdc.bad",
+                "--schema",
+                "id bigint, score double",
+                "--primary-key",
+                key,
+            ],
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{key}: {err}");
+    }
+    // A column of the key cannot be dropped.
+    let out = floe(
+        d,
+        &["table", "evolve-schema", "cdc.users", "--drop-column", "id"],
+    );
+    assert!(!out.status.success());
+}

@@ -137,6 +137,87 @@ pub fn parse_schema(def: &str) -> Result<Schema> {
         .map_err(|e| def_err("schema", def, e.to_string()))
 }
 
+/// Makes `columns` (`id` or `id, region`; nested as `payload.id`) the schema's primary key:
+/// Iceberg's identifier fields (spec "Identifier Field IDs"), the key upserts and equality
+/// deletes match rows by. As in SQL, a key column is made `not null`; Iceberg refuses float and
+/// double keys, non-primitive ones, and keys inside an optional struct (or a list or map), so
+/// those are errors naming the column.
+pub fn with_primary_key(schema: Schema, columns: &str) -> Result<Schema> {
+    let mut ids = Vec::new();
+    for col in split_top(columns) {
+        let name = col.trim().trim_matches('`').trim_matches('"');
+        if name.is_empty() {
+            continue;
+        }
+        let err = |reason: String| def_err("primary key", name, reason);
+        let field = schema
+            .field_by_name(name)
+            .ok_or_else(|| err(format!("no column '{name}' in the schema")))?;
+        match field.field_type.as_ref() {
+            Type::Primitive(PrimitiveType::Float | PrimitiveType::Double) => {
+                return Err(err(format!(
+                    "'{name}' is {}: Iceberg keys cannot be float or double",
+                    field.field_type
+                )))
+            }
+            Type::Primitive(_) => {}
+            other => return Err(err(format!("'{name}' is {other}, not a primitive column"))),
+        }
+        // Every enclosing field must be a required struct.
+        let parts: Vec<&str> = name.split('.').collect();
+        for i in 1..parts.len() {
+            let parent = parts[..i].join(".");
+            match schema.field_by_name(&parent) {
+                Some(p) if matches!(p.field_type.as_ref(), Type::Struct(_)) && p.required => {}
+                Some(p) if matches!(p.field_type.as_ref(), Type::Struct(_)) => {
+                    return Err(err(format!(
+                        "'{name}' is inside the optional struct '{parent}' (make it not null)"
+                    )))
+                }
+                _ => return Err(err(format!("'{name}' is inside a list or map"))),
+            }
+        }
+        if ids.contains(&field.id) {
+            return Err(err(format!("'{name}' is listed twice")));
+        }
+        ids.push(field.id);
+    }
+    if ids.is_empty() {
+        return Err(def_err("primary key", columns, "no column named"));
+    }
+    fn require(f: &Arc<NestedField>, ids: &[i32]) -> Arc<NestedField> {
+        let mut field = f.as_ref().clone();
+        if ids.contains(&field.id) {
+            field.required = true;
+        }
+        if let Type::Struct(st) = field.field_type.as_ref() {
+            let fields = st.fields().iter().map(|c| require(c, ids)).collect();
+            field.field_type = Box::new(Type::Struct(iceberg::spec::StructType::new(fields)));
+        }
+        Arc::new(field)
+    }
+    let fields: Vec<Arc<NestedField>> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| require(f, &ids))
+        .collect();
+    Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_fields(fields)
+        .with_identifier_field_ids(ids)
+        .build()
+        .map_err(|e| def_err("primary key", columns, e.to_string()))
+}
+
+/// The primary key (identifier fields) of `schema` by column name, in id order as stored.
+pub fn primary_key(schema: &Schema) -> Vec<String> {
+    schema
+        .identifier_field_ids()
+        .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
+        .collect()
+}
+
 /// Parses an Iceberg schema JSON document (the `schema` object of `metadata.json`).
 pub fn parse_schema_json(json: &str) -> Result<Schema> {
     serde_json::from_str(json).map_err(|e| {
@@ -246,6 +327,28 @@ pub fn unpartitioned() -> UnboundPartitionSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_primary_key_becomes_required_identifier_fields() {
+        let s = parse_schema("id bigint, region string, amount double, v int").unwrap();
+        let k = with_primary_key(s.clone(), "region, id").unwrap();
+        assert_eq!(primary_key(&k).len(), 2);
+        let mut ids: Vec<i32> = k.identifier_field_ids().collect();
+        ids.sort();
+        assert_eq!(ids, vec![1, 2]);
+        assert!(k.field_by_name("id").unwrap().required);
+        assert!(k.field_by_name("region").unwrap().required);
+        assert!(!k.field_by_name("v").unwrap().required);
+        for (cols, says) in [
+            ("amount", "float or double"),
+            ("nope", "no column 'nope'"),
+            ("id, id", "listed twice"),
+            ("", "no column named"),
+        ] {
+            let e = with_primary_key(s.clone(), cols).unwrap_err().to_string();
+            assert!(e.contains(says), "{cols}: {e}");
+        }
+    }
 
     #[test]
     fn every_primitive_type_parses() {
