@@ -395,14 +395,7 @@ async fn rewrite_inner(
     let mut rows = 0u64;
     while let Some(groups) = encoded.next().await {
         for rg in groups? {
-            if current.is_none() {
-                let path = new_path();
-                written.push(path.clone());
-                current = Some(OutputFile::create(table, path, &schema, &props).await?.0);
-            }
-            let Some(out) = current.as_mut() else {
-                unreachable!("an output was just opened")
-            };
+            let out = open_output(&mut current, table, &new_path, written, &schema, &props).await?;
             rows += rg.rows as u64;
             out.append(rg).await?;
             if out.bytes_written() >= target {
@@ -423,14 +416,7 @@ async fn rewrite_inner(
             .files
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for index in 0..groups {
-            if current.is_none() {
-                let path = new_path();
-                written.push(path.clone());
-                current = Some(OutputFile::create(table, path, &schema, &props).await?.0);
-            }
-            let Some(out) = current.as_mut() else {
-                unreachable!("an output was just opened")
-            };
+            let out = open_output(&mut current, table, &new_path, written, &schema, &props).await?;
             let rg = row_group_merge::fetch(table, &input, index).await?;
             rows += rg.rows;
             merge
@@ -468,6 +454,28 @@ async fn rewrite_inner(
         }
     }
     Ok((files, rows))
+}
+
+/// The output being filled; a new one (recorded in `written`, for clean-up on failure) when
+/// the last was finished.
+async fn open_output<'a>(
+    current: &'a mut Option<OutputFile>,
+    table: &Table,
+    new_path: &impl Fn() -> String,
+    written: &mut Vec<String>,
+    schema: &SchemaRef,
+    props: &WriterProperties,
+) -> Result<&'a mut OutputFile> {
+    if current.is_none() {
+        let path = new_path();
+        written.push(path.clone());
+        *current = Some(OutputFile::create(table, path, schema, props).await?.0);
+    }
+    current.as_mut().ok_or_else(|| {
+        Error::Io(std::io::Error::other(
+            "compaction writer: no output after opening one",
+        ))
+    })
 }
 
 #[cfg(test)]

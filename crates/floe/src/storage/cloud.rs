@@ -196,7 +196,7 @@ impl SingleEncodedUploads {
             .map(|kv| match kv.strip_prefix("name=") {
                 Some(v) if v.contains("%25") => {
                     changed = true;
-                    format!("name={}", percent_decode_once(v))
+                    format!("name={}", super::fence::percent_decode(v))
                 }
                 _ => kv.to_string(),
             })
@@ -223,26 +223,6 @@ impl opendal::raw::HttpFetch for SingleEncodedUploads {
         }
         self.0.fetch(req).await
     }
-}
-
-/// Decodes `%XX` escapes once (other bytes unchanged).
-fn percent_decode_once(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
-            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The configuration of the GCS and Azure stores: FileIO properties.
@@ -781,7 +761,10 @@ mod tests {
                 "{ok}"
             );
         }
-        assert_eq!(percent_decode_once("a%2525b%zz%4"), "a%25b%zz%4");
+        assert_eq!(
+            crate::storage::fence::percent_decode("a%2525b%zz%4"),
+            "a%25b%zz%4"
+        );
     }
 
     #[test]

@@ -141,7 +141,8 @@ fn readings(path: &str, equal: &HashMap<String, String>) -> Option<Vec<Canon>> {
     Some(out)
 }
 
-fn percent_decode(s: &str) -> String {
+/// Decodes `%XX` escapes once (other bytes unchanged).
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
