@@ -141,6 +141,31 @@ pub fn validate_property_update(
     Ok(canonical)
 }
 
+/// Metadata of a new v2 table with columns `schema` and partition spec `partition` ('' =
+/// unpartitioned), for the evolution tests.
+#[cfg(test)]
+pub(crate) fn test_metadata(schema: &str, partition: &str) -> TableMetadata {
+    use crate::table::schema::{parse_partition, parse_schema, unpartitioned};
+    let schema = parse_schema(schema).unwrap();
+    let spec = if partition.is_empty() {
+        unpartitioned()
+    } else {
+        parse_partition(partition, &schema).unwrap()
+    };
+    let creation = iceberg::TableCreation::builder()
+        .name("t".into())
+        .location("file:///tmp/t".into())
+        .schema(schema)
+        .partition_spec(spec)
+        .format_version(iceberg::spec::FormatVersion::V2)
+        .build();
+    iceberg::spec::TableMetadataBuilder::from_table_creation(creation)
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

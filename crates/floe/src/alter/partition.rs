@@ -442,28 +442,9 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::schema::{parse_schema, unpartitioned};
-    use iceberg::TableCreation;
 
     fn metadata(partition: &str) -> TableMetadata {
-        let schema = parse_schema("id bigint not null, ts timestamp, name string").unwrap();
-        let spec = if partition.is_empty() {
-            unpartitioned()
-        } else {
-            parse_partition(partition, &schema).unwrap()
-        };
-        let creation = TableCreation::builder()
-            .name("t".into())
-            .location("file:///tmp/t".into())
-            .schema(schema)
-            .partition_spec(spec)
-            .format_version(FormatVersion::V2)
-            .build();
-        TableMetadataBuilder::from_table_creation(creation)
-            .unwrap()
-            .build()
-            .unwrap()
-            .metadata
+        super::super::test_metadata("id bigint not null, ts timestamp, name string", partition)
     }
 
     fn evolve(md: &TableMetadata, change: PartitionEvolution) -> Result<TableMetadata> {

@@ -427,28 +427,12 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::schema::parse_partition;
-    use iceberg::spec::{FormatVersion, TableMetadataBuilder};
-    use iceberg::TableCreation;
 
     fn metadata() -> TableMetadata {
-        let schema = parse_schema(
+        super::super::test_metadata(
             "id bigint not null, ts timestamp, n int, price decimal(9, 2), name string not null",
+            "day(ts)",
         )
-        .unwrap();
-        let spec = parse_partition("day(ts)", &schema).unwrap();
-        let creation = TableCreation::builder()
-            .name("t".into())
-            .location("file:///tmp/t".into())
-            .schema(schema)
-            .partition_spec(spec)
-            .format_version(FormatVersion::V2)
-            .build();
-        TableMetadataBuilder::from_table_creation(creation)
-            .unwrap()
-            .build()
-            .unwrap()
-            .metadata
     }
 
     fn apply(md: &TableMetadata, changes: &[SchemaChange]) -> Result<TableMetadata> {

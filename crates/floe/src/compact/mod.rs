@@ -294,15 +294,20 @@ impl CompactBuilder {
     }
 
     /// The row-group merge of this run: `row-group-merge` and its threshold, never for a sorted
-    /// rewrite or a table that writes bloom filters (copied chunks carry none), the NaN counts
-    /// of the live files, and the targets of the position deletes the scan attached (the
-    /// iceberg crate attaches every position delete of a partition to each of its files).
+    /// rewrite or a table that writes bloom filters (copied chunks carry none), the targets of
+    /// the position deletes the scan attached (the iceberg crate attaches every position delete
+    /// of a partition to each of its files), and the NaN counts of the planned files that may
+    /// be copied. Those come from the manifests: `live` when planning already read them, else
+    /// one read, and none at all when no planned file can be copied (small inputs under
+    /// `auto`, the usual case).
     async fn merge_config(
-        &self,
         table: &Table,
         effective: &CompactOptions,
         sorted: bool,
         drops: &commit::DeleteDrops,
+        tasks: &[FileScanTask],
+        groups: &[FileGroup],
+        live: &HashMap<String, crate::commit::LiveFile>,
     ) -> Result<row_group_merge::MergeConfig> {
         let (mode, min) = effective.row_group_merge();
         let blooms = table.metadata().properties().iter().any(|(k, v)| {
@@ -311,23 +316,37 @@ impl CompactBuilder {
         if mode == RowGroupMerge::Never || sorted || blooms {
             return Ok(row_group_merge::MergeConfig::never());
         }
-        let nans = crate::table::manifests::live_files(table)
-            .await?
-            .into_iter()
-            .map(|f| {
-                (
-                    f.file.file_path().to_string(),
-                    f.file.nan_value_counts().clone(),
-                )
-            })
-            .collect();
-        Ok(row_group_merge::MergeConfig {
+        let mut config = row_group_merge::MergeConfig {
             mode,
             min_row_group_bytes: min,
-            nans,
+            nans: HashMap::new(),
             position_targets: drops.position_targets(),
             stats: Default::default(),
-        })
+        };
+        let mut candidates: BTreeSet<String> = BTreeSet::new();
+        for g in groups {
+            for &i in &g.files {
+                if config.may_merge(&tasks[i]) {
+                    candidates.insert(tasks[i].data_file_path.clone());
+                }
+            }
+        }
+        if candidates.is_empty() {
+            return Ok(config);
+        }
+        let loaded: Vec<crate::commit::LiveFile>;
+        let files: Vec<&DataFile> = if live.is_empty() {
+            loaded = crate::table::manifests::live_files(table).await?;
+            loaded.iter().map(|f| &f.file).collect()
+        } else {
+            live.values().map(|f| &f.file).collect()
+        };
+        config.nans = files
+            .into_iter()
+            .filter(|f| candidates.contains(f.file_path()))
+            .map(|f| (f.file_path().to_string(), f.nan_value_counts().clone()))
+            .collect();
+        Ok(config)
     }
 
     /// What [`CompactBuilder::execute`] would do: the dry run (options, file groups, their
@@ -467,8 +486,16 @@ impl CompactBuilder {
         let shared = Arc::new(parallel::JobShared {
             cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
             merge: Arc::new(
-                self.merge_config(&table, &effective, sort_keys.is_some(), &drops)
-                    .await?,
+                Self::merge_config(
+                    &table,
+                    &effective,
+                    sort_keys.is_some(),
+                    &drops,
+                    &tasks,
+                    &groups,
+                    &live,
+                )
+                .await?,
             ),
         });
         let mut results = futures::stream::iter(jobs.into_iter().map(|(gi, files)| {

@@ -415,9 +415,10 @@ async fn rewrite_inner(
             .stats
             .files
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let reader = row_group_merge::open(table, &input).await?;
         for index in 0..groups {
             let out = open_output(&mut current, table, &new_path, written, &schema, &props).await?;
-            let rg = row_group_merge::fetch(table, &input, index).await?;
+            let rg = row_group_merge::fetch(reader.as_ref(), &input, index).await?;
             rows += rg.rows;
             merge
                 .stats

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use iceberg::io::FileRead;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataContentType, PrimitiveType, Schema};
 use iceberg::table::Table;
@@ -286,8 +287,22 @@ pub struct FetchedRowGroup {
     pub compressed: u64,
 }
 
-/// Fetches row group `index` of `input` (one ranged read covering its column chunks).
-pub async fn fetch(table: &Table, input: &MergeInput, index: usize) -> Result<FetchedRowGroup> {
+/// Opens `input` for [`fetch`] (once per input, for all its row groups).
+pub async fn open(table: &Table, input: &MergeInput) -> Result<Box<dyn FileRead>> {
+    Ok(table
+        .file_io()
+        .new_input(&input.task.data_file_path)?
+        .reader()
+        .await?)
+}
+
+/// Fetches row group `index` of `input` through `reader` (one ranged read covering its column
+/// chunks).
+pub async fn fetch(
+    reader: &dyn FileRead,
+    input: &MergeInput,
+    index: usize,
+) -> Result<FetchedRowGroup> {
     let rg = input.footer.row_group(index);
     let mut range: Option<Range<u64>> = None;
     for c in rg.columns() {
@@ -299,11 +314,6 @@ pub async fn fetch(table: &Table, input: &MergeInput, index: usize) -> Result<Fe
         });
     }
     let range = range.unwrap_or(0..0);
-    let reader = table
-        .file_io()
-        .new_input(&input.task.data_file_path)?
-        .reader()
-        .await?;
     let data = reader.read(range.clone()).await?;
     let column_index = input.footer.column_index().and_then(|ci| ci.get(index));
     let offset_index = input.footer.offset_index().and_then(|oi| oi.get(index));

@@ -421,6 +421,11 @@ impl CloudStorage {
 
     /// The (kept) operator for `path` and the object key inside it.
     pub fn operator(&self, path: &str) -> iceberg::Result<(Operator, String)> {
+        self.locate(path).map(|(op, key, _)| (op, key))
+    }
+
+    /// The operator for `path`, the object key, and the key the operator is kept under.
+    fn locate(&self, path: &str) -> iceberg::Result<(Operator, String, String)> {
         let (cache, key) = CloudConfig::cache_key(path)?;
         if let Some(op) = self
             .operators
@@ -428,16 +433,16 @@ impl CloudStorage {
             .ok()
             .and_then(|m| m.get(&cache).cloned())
         {
-            return Ok((op, key));
+            return Ok((op, key, cache));
         }
         let (op, key, cache) = self.config.operator(path)?;
         let op = op
             .layer(opendal::layers::TimeoutLayer::new())
             .layer(opendal::layers::RetryLayer::new().with_jitter());
         if let Ok(mut m) = self.operators.lock() {
-            m.insert(cache, op.clone());
+            m.insert(cache.clone(), op.clone());
         }
-        Ok((op, key))
+        Ok((op, key, cache))
     }
 
     pub async fn exists(&self, path: &str) -> iceberg::Result<bool> {
@@ -530,8 +535,7 @@ impl CloudStorage {
     ) -> iceberg::Result<()> {
         let mut deleters: HashMap<String, opendal::Deleter> = HashMap::new();
         while let Some(path) = paths.next().await {
-            let (cache, _) = CloudConfig::cache_key(&path)?;
-            let (op, key) = self.operator(&path)?;
+            let (op, key, cache) = self.locate(&path)?;
             let deleter = match deleters.entry(cache) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => v.insert(
@@ -553,11 +557,8 @@ impl CloudStorage {
         Ok(())
     }
 
-    /// Every object under `location`, recursively: (full URI, size, last modified).
-    pub async fn list(
-        &self,
-        location: &str,
-    ) -> iceberg::Result<Vec<(String, u64, Option<std::time::SystemTime>)>> {
+    /// Every object under `location`, recursively, as full URIs.
+    pub async fn list(&self, location: &str) -> iceberg::Result<Vec<super::ObjectEntry>> {
         let (op, key) = self.operator(location)?;
         let prefix = match key.trim_matches('/') {
             "" => String::new(),
@@ -570,28 +571,9 @@ impl CloudStorage {
         } else {
             format!("{base}/")
         };
-        let mut lister = op
-            .lister_with(&prefix)
-            .recursive(true)
+        super::list_under(&op, &prefix, &base)
             .await
-            .map_err(|e| io_error("list", location, e))?;
-        let mut out = Vec::new();
-        while let Some(entry) = futures::TryStreamExt::try_next(&mut lister)
-            .await
-            .map_err(|e| io_error("list", location, e))?
-        {
-            let meta = entry.metadata();
-            if !meta.is_file() {
-                continue;
-            }
-            let modified = meta.last_modified().map(std::time::SystemTime::from);
-            out.push((
-                format!("{base}{}", entry.path().trim_start_matches('/')),
-                meta.content_length(),
-                modified,
-            ));
-        }
-        Ok(out)
+            .map_err(|e| io_error("list", location, e))
     }
 
     pub fn new_input(self: &Arc<Self>, path: &str) -> iceberg::Result<InputFile> {

@@ -123,27 +123,23 @@ pub fn local_dir(location: &str) -> Option<PathBuf> {
 /// Lists every file under `location` recursively, on the storage `file_io` talks to. Paths
 /// come back in the location's own form (`file://` prefix kept when the location has one).
 pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFile>> {
-    if crate::storage::cloud::is_cloud(location) {
+    let listed = if crate::storage::cloud::is_cloud(location) {
         let storage = crate::storage::cloud::CloudStorage::new(file_io.config().props().clone());
-        let listed = storage.list(location).await.map_err(|e| Error::Storage {
+        Some(storage.list(location).await.map_err(|e| Error::Storage {
             location: location.to_string(),
             reason: crate::error::describe_iceberg(&e),
             source: Some(Box::new(e)),
-        })?;
-        return Ok(listed
-            .into_iter()
-            .map(|(path, size, modified)| ListedFile {
-                path,
-                size,
-                // No timestamp: treat as brand new, so no age threshold ever selects it.
-                modified: modified.unwrap_or_else(SystemTime::now),
-            })
-            .collect());
-    }
-    if crate::storage::is_s3(location) {
-        let listed = crate::storage::S3Lister::new(file_io)
-            .list(location)
-            .await?;
+        })?)
+    } else if crate::storage::is_s3(location) {
+        Some(
+            crate::storage::S3Lister::new(file_io)
+                .list(location)
+                .await?,
+        )
+    } else {
+        None
+    };
+    if let Some(listed) = listed {
         return Ok(listed
             .into_iter()
             .map(|o| ListedFile {

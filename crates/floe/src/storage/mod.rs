@@ -306,33 +306,36 @@ impl S3Lister {
                 e,
             )
         };
-        let mut lister = op
-            .lister_with(&prefix)
-            .recursive(true)
+        list_under(&op, &prefix, &format!("{scheme}://{bucket}/"))
             .await
-            .map_err(fail)?;
-        let mut out = Vec::new();
-        while let Some(entry) = lister.try_next().await.map_err(fail)? {
-            let meta = entry.metadata();
-            if !meta.is_file() {
-                continue;
-            }
-            let modified = match meta.last_modified() {
-                Some(t) => SystemTime::from(t),
-                // No timestamp: treat as brand new, so no age threshold ever selects it.
-                None => SystemTime::now(),
-            };
-            out.push(ObjectEntry {
-                key: format!(
-                    "{scheme}://{bucket}/{}",
-                    entry.path().trim_start_matches('/')
-                ),
-                size: meta.content_length(),
-                modified,
-            });
-        }
-        Ok(out)
+            .map_err(fail)
     }
+}
+
+/// Every object below `prefix` (a key prefix ending in `/`, or empty) of `op`, recursively, as
+/// `base` + key (`base` is the location up to the key, ending in `/`). An object without a
+/// timestamp counts as brand new, so no age threshold ever selects it.
+pub(crate) async fn list_under(
+    op: &opendal::Operator,
+    prefix: &str,
+    base: &str,
+) -> opendal::Result<Vec<ObjectEntry>> {
+    let mut lister = op.lister_with(prefix).recursive(true).await?;
+    let mut out = Vec::new();
+    while let Some(entry) = lister.try_next().await? {
+        let meta = entry.metadata();
+        if !meta.is_file() {
+            continue;
+        }
+        out.push(ObjectEntry {
+            key: format!("{base}{}", entry.path().trim_start_matches('/')),
+            size: meta.content_length(),
+            modified: meta
+                .last_modified()
+                .map_or_else(SystemTime::now, SystemTime::from),
+        });
+    }
+    Ok(out)
 }
 
 /// One line naming the location and what the store answered (`reason`), keeping the store's
