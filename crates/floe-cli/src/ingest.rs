@@ -54,6 +54,16 @@ pub struct IngestArgs {
     /// Stop with an error once more records than this were rejected.
     #[arg(long)]
     max_bad_records: Option<u64>,
+    /// append (default) | upsert (a record replaces its key's row; a Kafka tombstone or a
+    /// record with the delete field true deletes it) | cdc (Debezium change events).
+    #[arg(long, default_value = "append")]
+    mode: String,
+    /// Upsert/cdc key columns, comma-separated (default: the table's primary key).
+    #[arg(long)]
+    key: Option<String>,
+    /// Upsert: the field that marks a record deleted (default __deleted).
+    #[arg(long)]
+    delete_field: Option<String>,
     /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464.
     #[arg(long)]
     metrics_addr: Option<String>,
@@ -113,7 +123,12 @@ fn progress_line(r: &CommitReport) -> String {
         if r.handoff.is_some() { "hand-off" } else { "commit" },
         r.commit,
         r.records,
-        if r.bad_records > 0 { format!(" ({} bad)", r.bad_records) } else { String::new() },
+        match (r.bad_records, r.replaced_rows) {
+            (0, 0) => String::new(),
+            (b, 0) => format!(" ({b} bad)"),
+            (0, n) => format!(" ({n} live rows replaced or deleted)"),
+            (b, n) => format!(" ({b} bad, {n} live rows replaced or deleted)"),
+        },
         r.data_files,
         human_bytes(r.bytes),
         r.partitions,
@@ -227,6 +242,16 @@ pub async fn run(
         .map(|s| parse_size("--target-file-size", s))
         .transpose()?;
     o.maintain = a.maintain.then_some(true);
+    o.changes = floe::ingest::upsert::ChangeOptions {
+        mode: a.mode.parse()?,
+        key: a.key.as_deref().map(|k| {
+            k.split(',')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        }),
+        delete_field: a.delete_field.clone(),
+    };
     // The lease store `floe maintain` shares: --lease-db, else the SQL catalog's database;
     // with a REST catalog and no --lease-db, a private one (no other maintainer sees it).
     o.maintain_store = match (&a.lease_db, config.kind) {

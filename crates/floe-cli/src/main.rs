@@ -87,7 +87,29 @@ enum Command {
         /// Target data file size (default: write.target-file-size-bytes, 512MiB).
         #[arg(long)]
         target_file_size: Option<String>,
+        /// `append` (default) or `upsert`: the last input row of each key replaces the table's
+        /// rows with that key (position deletes + new rows in one commit).
+        #[arg(long, default_value = "append")]
+        mode: String,
+        /// Upsert key columns, comma-separated (default: the table's primary key).
+        #[arg(long)]
+        key: Option<String>,
         /// Reads and checks every record, writes and commits nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Deletes the rows matching a SQL condition (DELETE FROM t WHERE ...) in one commit.
+    Delete {
+        /// Table as NAMESPACE.TABLE.
+        table: String,
+        /// The rows to delete: any SQL condition on the columns ("id IN (1, 2) OR ts < '2026-10-01'").
+        #[arg(long = "where", required = true)]
+        filter: String,
+        /// merge-on-read (position deletes) or copy-on-write (rewrite affected files);
+        /// default: the table's write.delete.mode, else merge-on-read.
+        #[arg(long)]
+        mode: Option<String>,
+        /// Finds and counts the rows, changes nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -219,10 +241,27 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             files,
             format,
             target_file_size,
+            mode,
+            key,
             dry_run,
         } => {
             let ident = parse_table_ident(&table)?;
             let format = format.as_deref().map(InputFormat::parse).transpose()?;
+            let mode = floe::append::AppendMode::parse(&mode)?;
+            let key = key.map(|k| {
+                k.split(',')
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty())
+                    .collect::<Vec<_>>()
+            });
+            if key.is_some() && mode != floe::append::AppendMode::Upsert {
+                return Err(floe::Error::invalid_option(
+                    "--key",
+                    key.unwrap_or_default().join(","),
+                    "only with --mode upsert",
+                )
+                .into());
+            }
             let options = WriteOptions {
                 target_file_size_bytes: target_file_size
                     .as_deref()
@@ -251,6 +290,8 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 .with_inputs(files)
                 .with_format(format)
                 .with_write_options(options)
+                .with_mode(mode)
+                .with_key(key)
                 .with_dry_run(dry_run)
                 .with_progress(progress)
                 .execute()
@@ -258,15 +299,74 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             bar.finish_and_clear();
             let m = metrics?;
             out.result(&serde_json::to_value(&m)?, || match m.snapshot_id {
+                _ if m.dry_run && m.mode == floe::append::AppendMode::Upsert => format!(
+                    "dry run: {} rows from {} file(s) read and checked; would upsert {} key(s) \
+                     ({} duplicate input rows dropped), replacing {} live row(s) of {}",
+                    m.rows + m.duplicate_rows, m.input_files, m.rows, m.duplicate_rows,
+                    m.replaced_rows, m.table
+                ),
                 _ if m.dry_run => format!(
                     "dry run: {} rows from {} file(s) ({} bytes) read and checked; nothing written to {}",
                     m.rows, m.input_files, m.input_bytes, m.table
+                ),
+                Some(id) if m.mode == floe::append::AppendMode::Upsert => format!(
+                    "upserted {} key(s) ({}) from {} file(s) into {}: {} row(s) replaced, {} duplicate \
+                     input row(s) dropped; {} data file(s), {} position delete file(s), {} file(s) \
+                     removed whole; snapshot {id} ({} ms)",
+                    m.rows, m.key.join(", "), m.input_files, m.table, m.replaced_rows,
+                    m.duplicate_rows, m.data_files, m.position_delete_files,
+                    m.removed_data_files, m.duration_ms
                 ),
                 Some(id) => format!(
                     "appended {} rows from {} file(s) to {} as {} data file(s), {} bytes, snapshot {id} ({} ms)",
                     m.rows, m.input_files, m.table, m.data_files, m.bytes_written, m.duration_ms
                 ),
                 None => format!("no rows in the input: nothing committed to {}", m.table),
+            });
+            Ok(())
+        }
+        Command::Delete {
+            table,
+            filter,
+            mode,
+            dry_run,
+        } => {
+            let ident = parse_table_ident(&table)?;
+            let mode = mode
+                .as_deref()
+                .map(|m| floe::change::delete::DeleteMode::parse("--mode", m))
+                .transpose()?;
+            let catalog = connect(g).await?;
+            let (bar, progress) = out.progress("data files");
+            let metrics = floe::change::delete::DeleteBuilder::new(&catalog, ident, filter)
+                .with_mode(mode)
+                .with_dry_run(dry_run)
+                .with_progress(progress)
+                .execute()
+                .await;
+            bar.finish_and_clear();
+            let m = metrics?;
+            out.result(&serde_json::to_value(&m)?, || {
+                let scanned = format!(
+                    "{} data file(s) read ({} bytes{})",
+                    m.files_scanned,
+                    m.bytes_scanned,
+                    if m.pruned { ", pruned by the filter" } else { "" }
+                );
+                match m.snapshot_id {
+                    _ if m.dry_run => format!(
+                        "dry run: {} row(s) in {} file(s) of {} match; {scanned}; nothing changed",
+                        m.rows_deleted, m.files_matched, m.table
+                    ),
+                    None => format!("no row of {} matches: nothing to delete; {scanned}", m.table),
+                    Some(id) => format!(
+                        "deleted {} row(s) from {} ({}): {} file(s) removed whole, {} position \
+                         delete file(s), {} file(s) rewritten into {}; {scanned}; snapshot {id} ({} ms)",
+                        m.rows_deleted, m.table, m.mode.name(), m.removed_data_files,
+                        m.position_delete_files, m.rewritten_data_files, m.added_data_files,
+                        m.duration_ms
+                    ),
+                }
             });
             Ok(())
         }

@@ -1736,3 +1736,146 @@ fn a_primary_key_is_stored_as_identifier_fields_and_shown() {
     );
     assert!(!out.status.success());
 }
+
+#[test]
+fn upsert_and_delete_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "cdc"]);
+    ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "cdc.users",
+            "--schema",
+            "id bigint, name string, score bigint",
+            "--primary-key",
+            "id",
+        ],
+    );
+    let first = d.join("first.ndjson");
+    let lines: String = (0..10)
+        .map(|i| format!("{{\"id\": {i}, \"name\": \"u{i}\", \"score\": {i}}}\n"))
+        .collect();
+    std::fs::write(&first, lines).unwrap();
+    ok_json(
+        d,
+        &[
+            "append",
+            "cdc.users",
+            first.to_str().unwrap(),
+            "--mode",
+            "upsert",
+        ],
+    );
+    // Ids 5..12, id 7 twice (the last wins); 5..9 replace live rows.
+    let second = d.join("second.ndjson");
+    let mut lines: String = (5..12)
+        .map(|i| {
+            format!(
+                "{{\"id\": {i}, \"name\": \"v{i}\", \"score\": {}}}\n",
+                100 + i
+            )
+        })
+        .collect();
+    lines.push_str("{\"id\": 7, \"name\": \"last\", \"score\": 777}\n");
+    std::fs::write(&second, lines).unwrap();
+    let dry = ok_json(
+        d,
+        &[
+            "append",
+            "cdc.users",
+            second.to_str().unwrap(),
+            "--mode",
+            "upsert",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry["replaced_rows"], 5, "{dry}");
+    assert_eq!(dry["snapshot_id"], Value::Null);
+    let up = ok_json(
+        d,
+        &[
+            "append",
+            "cdc.users",
+            second.to_str().unwrap(),
+            "--mode",
+            "upsert",
+        ],
+    );
+    assert_eq!(up["mode"], "upsert", "{up}");
+    assert_eq!(up["key"], serde_json::json!(["id"]));
+    assert_eq!(up["rows"], 7);
+    assert_eq!(up["duplicate_rows"], 1);
+    assert_eq!(up["replaced_rows"], 5);
+    let rows = |sql: &str| -> Vec<Value> {
+        let out = floe(d, &["--json", "sql", sql]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json_lines(&out)
+    };
+    let all = rows("SELECT id, name, score FROM cdc.users ORDER BY id");
+    assert_eq!(all.len(), 12);
+    assert_eq!(all[7]["name"], "last");
+    assert_eq!(all[7]["score"], 777);
+    assert_eq!(all[4]["name"], "u4");
+
+    let del = ok_json(
+        d,
+        &[
+            "delete",
+            "cdc.users",
+            "--where",
+            "score >= 100 AND id % 2 = 1",
+        ],
+    );
+    assert_eq!(del["rows_deleted"], 3, "{del}");
+    assert_eq!(del["mode"], "merge-on-read");
+    let n = rows("SELECT count(*) AS n FROM cdc.users");
+    assert_eq!(n[0]["n"], 9);
+    // The text form says what happened.
+    let out = floe(
+        d,
+        &["delete", "cdc.users", "--where", "id = 0", "--dry-run"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("dry run: 1 row(s)"),
+        "{text}"
+    );
+
+    fails_with(
+        d,
+        &["delete", "cdc.users", "--where", "nope = 1"],
+        &["nope"],
+    );
+    fails_with(
+        d,
+        &[
+            "delete",
+            "cdc.users",
+            "--where",
+            "id = 1",
+            "--mode",
+            "sideways",
+        ],
+        &["--mode", "sideways"],
+    );
+    fails_with(
+        d,
+        &[
+            "append",
+            "cdc.users",
+            first.to_str().unwrap(),
+            "--key",
+            "id",
+        ],
+        &["--key", "upsert"],
+    );
+    let n = rows("SELECT count(*) AS n FROM cdc.users");
+    assert_eq!(n[0]["n"], 9, "failed commands changed nothing");
+}

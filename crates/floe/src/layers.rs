@@ -21,7 +21,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "operations",
         &[
-            "alter", "refs", "compact", "expire", "clean", "diagnose", "inspect", "sql",
+            "alter", "refs", "compact", "change", "expire", "clean", "diagnose", "inspect", "sql",
         ],
     ),
     ("maintain", &["maintain"]),

@@ -15,7 +15,7 @@
 //!      v        table's maintenance in-process (--maintain) and scale out (--group)
 //!  maintain     the self-driving service: facts, triggers, scheduling of the operations
 //!      v
-//!  operations   compact  expire  clean  diagnose  inspect  sql  alter  refs
+//!  operations   compact  change  expire  clean  diagnose  inspect  sql  alter  refs
 //!      │            each reads tables, plans, writes files and commits through the layers below
 //!      v
 //!  write        partitioned, size-rolled Parquet writer; deletes what a failed write left
@@ -65,7 +65,8 @@
 //! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers).
 //! - [`mod@write`]: Parquet data and delete files with full column metrics.
 //! - Operations: [`compact`]
-//!   (`rewrite_data_files`), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
+//!   (`rewrite_data_files`), [`change`] (row-level changes: `delete --where`, upserts by key
+//!   with position deletes), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
 //!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
 //!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
 //!   DataFusion), [`alter`] (table property updates), [`refs`] (create and drop tags and
@@ -79,6 +80,7 @@
 pub mod alter;
 pub mod append;
 pub mod catalog;
+pub mod change;
 pub mod clean;
 pub mod commit;
 pub mod compact;

@@ -126,6 +126,11 @@ pub fn parse_duration(option: &str, s: &str) -> Result<std::time::Duration> {
 pub const METADATA_COMPRESSION_CODEC: &str = "write.metadata.compression-codec";
 /// `write.distribution-mode` (ingest: how rows are spread over writer tasks).
 pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
+/// `write.delete.mode`: how `floe delete` removes rows (`merge-on-read`: position deletes, floe's
+/// default; `copy-on-write`: affected data files rewritten without them).
+pub const WRITE_DELETE_MODE: &str = "write.delete.mode";
+/// `write.update.mode` (upserts), with the same values.
+pub const WRITE_UPDATE_MODE: &str = "write.update.mode";
 /// Prefix of the table-level defaults of `floe compact` options.
 pub const COMPACT_PREFIX: &str = "floe.compact.";
 /// Prefix of `floe ingest` table properties.
@@ -221,6 +226,9 @@ pub fn rule(key: &str) -> Option<Rule> {
         METADATA_COMPRESSION_CODEC => Some(Rule::OneOf(&["none", "gzip"])),
         // `range` is taken as `hash` by ingest (partitions still go to one writer each).
         WRITE_DISTRIBUTION_MODE => Some(Rule::OneOf(&["none", "hash", "range"])),
+        WRITE_DELETE_MODE | WRITE_UPDATE_MODE | "write.merge.mode" => {
+            Some(Rule::OneOf(&["merge-on-read", "copy-on-write"]))
+        }
         HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS | HISTORY_EXPIRE_MAX_REF_AGE_MS => int(0, LONG_MAX),
         // The current snapshot is never expired: at least one is kept.
         HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP => int(1, INT_MAX),

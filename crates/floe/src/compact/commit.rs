@@ -55,8 +55,8 @@ impl DeleteDrops {
 }
 
 impl CompactBuilder {
-    /// The position delete files applied to the planned groups' files, with the targets that
-    /// can be known (Iceberg spec v2: `referenced_data_file`, equal `file_path` bounds, else
+    /// The position delete files applied to the planned groups' files, or in their partitions,
+    /// with the live targets that can be known (Iceberg spec v2: `referenced_data_file`, equal `file_path` bounds, else
     /// the file's `file_path` column). Equality deletes are never candidates: they apply by
     /// sequence number to any older file in their partition.
     pub(super) async fn delete_drops(
@@ -65,14 +65,23 @@ impl CompactBuilder {
         tasks: &[FileScanTask],
         groups: &[FileGroup],
     ) -> Result<DeleteDrops> {
-        let candidates: BTreeSet<&str> = groups
+        let attached: BTreeSet<&str> = groups
             .iter()
             .flat_map(|g| g.files.iter())
             .flat_map(|&i| tasks[i].deletes.iter())
             .filter(|d| d.file_type == iceberg::spec::DataContentType::PositionDeletes)
             .map(|d| d.file_path.as_str())
             .collect();
-        if candidates.is_empty() {
+        let deletes_in_table = table
+            .metadata()
+            .current_snapshot()
+            .and_then(|s| {
+                s.summary()
+                    .additional_properties
+                    .get("total-position-deletes")
+            })
+            .is_none_or(|n| n != "0");
+        if attached.is_empty() && !deletes_in_table {
             return Ok(DeleteDrops::default());
         }
         let live = crate::table::manifests::live_files(table).await?;
@@ -81,11 +90,31 @@ impl CompactBuilder {
             .filter(|f| f.file.content_type() == iceberg::spec::DataContentType::Data)
             .map(|f| f.file.file_path())
             .collect();
+        // Also the position deletes of the planned partitions that no live file of theirs
+        // attaches (every target gone, or older than every file left): their live targets,
+        // if any, are what this run must rewrite before they can go.
+        let planned: std::collections::HashSet<&str> = groups
+            .iter()
+            .flat_map(|g| g.files.iter())
+            .map(|&i| tasks[i].data_file_path.as_str())
+            .collect();
+        let partitions: std::collections::HashSet<(i32, &iceberg::spec::Struct)> = live
+            .iter()
+            .filter(|f| planned.contains(f.file.file_path()))
+            .map(|f| (f.spec_id, f.file.partition()))
+            .collect();
         let files: Vec<&DataFile> = live
             .iter()
-            .filter(|f| candidates.contains(f.file.file_path()))
+            .filter(|f| {
+                f.file.content_type() == iceberg::spec::DataContentType::PositionDeletes
+                    && (attached.contains(f.file.file_path())
+                        || partitions.contains(&(f.spec_id, f.file.partition())))
+            })
             .map(|f| &f.file)
             .collect();
+        if files.is_empty() {
+            return Ok(DeleteDrops::default());
+        }
         let rows: HashMap<&str, u64> = files
             .iter()
             .map(|f| (f.file_path(), f.record_count()))

@@ -209,17 +209,23 @@ impl PartitionBuffers {
     }
 }
 
+/// Turns a buffered batch into the rows to write (an upsert window keeps each key's last
+/// change, in the table schema).
+pub type RowsToWrite = std::sync::Arc<dyn Fn(&RecordBatch) -> Result<RecordBatch> + Send + Sync>;
+
 /// Writes buffered partitions into data files rolled at the target size, one partition at a
-/// time (so only one Parquet writer is open). Spill files are deleted once read.
+/// time (so only one Parquet writer is open), each batch passed through `rows` when given.
+/// Spill files are deleted once read.
 pub async fn write_parts(
     table: &Table,
     parts: Vec<PartData>,
     options: &WriteOptions,
+    rows: Option<RowsToWrite>,
 ) -> Result<Vec<DataFile>> {
     let mut files = Vec::new();
     for part in parts {
         let mut writer = TableWriter::new(table, options).await?;
-        let result = write_part(&mut writer, &part).await;
+        let result = write_part(&mut writer, &part, rows.as_ref()).await;
         if let Some(p) = &part.spill {
             let _ = std::fs::remove_file(p);
         }
@@ -247,16 +253,30 @@ pub async fn write_parts(
     Ok(files)
 }
 
-async fn write_part(writer: &mut TableWriter, part: &PartData) -> Result<()> {
+async fn write_part(
+    writer: &mut TableWriter,
+    part: &PartData,
+    rows: Option<&RowsToWrite>,
+) -> Result<()> {
+    let pick = |b: RecordBatch| match rows {
+        Some(f) => f(&b),
+        None => Ok(b),
+    };
     if let Some(path) = &part.spill {
         let reader =
             StreamReader::try_new(BufReader::new(File::open(path)?), None).map_err(spill_err)?;
         for b in reader {
-            writer.write(b.map_err(spill_err)?).await?;
+            let b = pick(b.map_err(spill_err)?)?;
+            if b.num_rows() > 0 {
+                writer.write(b).await?;
+            }
         }
     }
     for b in &part.mem {
-        writer.write(b.clone()).await?;
+        let b = pick(b.clone())?;
+        if b.num_rows() > 0 {
+            writer.write(b).await?;
+        }
     }
     Ok(())
 }

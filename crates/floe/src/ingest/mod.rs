@@ -12,6 +12,7 @@
 //!   one stream over several worker processes, one coordinator committing for all (`--group`).
 
 pub mod buffer;
+pub mod change;
 pub mod convert;
 pub mod dead_letter;
 pub mod decode;
@@ -27,4 +28,5 @@ pub mod range;
 pub mod report;
 pub mod source;
 pub mod stream;
+pub mod upsert;
 pub mod value;

@@ -32,6 +32,13 @@ pub enum Json<'a> {
 }
 
 impl Json<'_> {
+    /// The value as compact JSON text (numbers as written: nothing is rounded).
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out, usize::MAX);
+        out
+    }
+
     /// The value as compact JSON text, at most `max` characters (for error messages).
     pub fn display(&self, max: usize) -> String {
         let mut out = String::new();

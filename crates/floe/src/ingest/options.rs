@@ -83,6 +83,8 @@ pub struct IngestOptions {
     /// Scale-out (`--group`): hand files off to the group's coordinator instead of
     /// committing; `writer_id` names the group.
     pub group: Option<crate::ingest::group::GroupOptions>,
+    /// `--mode upsert|cdc`, the key and the delete field (append by default).
+    pub changes: crate::ingest::upsert::ChangeOptions,
     /// Fault injection for tests: sleep this long between writing the files and committing.
     #[doc(hidden)]
     pub pause_before_commit: Option<Duration>,
@@ -108,6 +110,7 @@ impl IngestOptions {
             maintain_store: None,
             maintain_interval: Duration::from_secs(30),
             group: None,
+            changes: Default::default(),
             pause_before_commit: None,
         }
     }
@@ -146,6 +149,26 @@ impl IngestOptions {
         }
         if self.batch_records == 0 {
             return zero("batch_records", "0");
+        }
+        let mode = self.changes.mode;
+        if mode != crate::ingest::change::IngestMode::Append {
+            if self.group.is_some() {
+                return Err(Error::invalid_option(
+                    "--group",
+                    self.writer_id.as_str(),
+                    "not with --mode upsert or cdc (the coordinator commits appends only)",
+                ));
+            }
+        } else if self.changes.key.is_some() || self.changes.delete_field.is_some() {
+            return Err(Error::invalid_option(
+                if self.changes.key.is_some() {
+                    "--key"
+                } else {
+                    "--delete-field"
+                },
+                "",
+                "only with --mode upsert or cdc",
+            ));
         }
         Ok(())
     }

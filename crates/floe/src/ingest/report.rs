@@ -38,6 +38,8 @@ pub struct CommitReport {
     /// With `--group`: the hand-off this worker recorded instead of committing (its rows
     /// become readable at the coordinator's next commit).
     pub handoff: Option<String>,
+    /// `--mode upsert|cdc`: live rows of the table this commit replaced or deleted.
+    pub replaced_rows: u64,
 }
 
 /// The source's reachability, reported while it does not answer (every few seconds), once

@@ -29,7 +29,8 @@ use iceberg::TableIdent;
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
-use crate::ingest::buffer::{write_parts, PartitionBuffers, PartitionRouter};
+use crate::ingest::buffer::{write_parts, PartitionBuffers, PartitionRouter, RowsToWrite};
+use crate::ingest::change::IngestMode;
 use crate::ingest::dead_letter::{DeadLetter, DeadLetterSink};
 use crate::ingest::decode::decode_records;
 use crate::ingest::group::{Coordinated, Group};
@@ -37,6 +38,7 @@ use crate::ingest::maintain::{maintain_enabled, measure, next_interval, DebtLimi
 use crate::ingest::metrics::Metrics;
 use crate::ingest::range::RangeDistributor;
 use crate::ingest::source::{committed_lag, Positions, Source, Unreachable};
+use crate::ingest::upsert::{last_changes, ChangeState};
 use crate::maintain::policy::duration;
 use crate::maintain::service::LogFn;
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
@@ -125,6 +127,8 @@ pub struct IngestBuilder {
     progress: Option<ProgressFn>,
     maintenance_log: Option<LogFn>,
     group: Option<Group>,
+    /// `--mode upsert|cdc`: the current window's changes by key.
+    changes: Option<ChangeState>,
     shutdown: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
@@ -149,6 +153,7 @@ impl IngestBuilder {
             progress: None,
             maintenance_log: None,
             group: None,
+            changes: None,
             shutdown: None,
         }
     }
@@ -276,6 +281,9 @@ impl IngestBuilder {
         let name = ident_string(&self.ident);
         let table = self.catalog.load_table(&self.ident).await?;
         let (budget, distribution) = self.settings(&table)?;
+        if self.options.changes.mode != IngestMode::Append {
+            self.changes = Some(ChangeState::new(&table, &self.options.changes, budget)?);
+        }
         let n = self.options.write_parallelism.max(1);
         let spill_root = tempfile::Builder::new().prefix("floe-spill-").tempdir()?;
         let mut writers = (0..n)
@@ -414,7 +422,10 @@ impl IngestBuilder {
                     Some(records) => {
                         last_record = Instant::now();
                         let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
-                        let decoded = decode_records(&arrow_schema, &payloads);
+                        let decoded = match &mut self.changes {
+                            Some(c) => c.decode(&records)?,
+                            None => decode_records(&arrow_schema, &payloads),
+                        };
                         let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
                         self.metrics.records_in.fetch_add(records.len() as u64, Ordering::Relaxed);
                         summary.records += records.len() as u64;
@@ -544,9 +555,11 @@ impl IngestBuilder {
                 || self
                     .options
                     .commit_records
-                    .is_some_and(|r| since.records >= r);
+                    .is_some_and(|r| since.records >= r)
+                || self.changes.as_ref().is_some_and(|c| c.full());
             if due || stop.is_some() || idle {
-                if writers.iter().any(|w| !w.is_empty()) {
+                let window = self.changes.as_ref().is_some_and(|c| c.has_changes());
+                if window || writers.iter().any(|w| !w.is_empty()) {
                     let (mut report, table) = self
                         .commit(
                             &mut writers,
@@ -693,6 +706,15 @@ impl IngestBuilder {
         }
         let flush_started = Instant::now();
         let table = self.catalog.load_table(&self.ident).await?;
+        // An upsert window: its keys, and only each key's last change is written.
+        let window = match &mut self.changes {
+            Some(c) => Some(c.take_window()?),
+            None => None,
+        };
+        let rows: Option<RowsToWrite> = window.clone().map(|keys| {
+            let f: RowsToWrite = Arc::new(move |b| last_changes(&keys, b));
+            f
+        });
         let mut partitions = 0u64;
         let mut tasks = Vec::new();
         for w in writers.iter_mut() {
@@ -700,8 +722,9 @@ impl IngestBuilder {
             partitions += parts.len() as u64;
             let table = table.clone();
             let options = self.options.write.clone();
+            let rows = rows.clone();
             tasks.push(tokio::spawn(async move {
-                write_parts(&table, parts, &options).await
+                write_parts(&table, parts, &options, rows).await
             }));
         }
         let mut files: Vec<DataFile> = Vec::new();
@@ -750,7 +773,7 @@ impl IngestBuilder {
         }
         // The writer fence is checked on every attempt; the committer deletes the data files
         // when the commit definitely fails (never on an unknown outcome).
-        let (table, attempts, handoff) = match &self.group {
+        let (table, attempts, handoff, replaced) = match &self.group {
             // A worker of a group hands its files off to the coordinator. A failed hand-off
             // keeps the files: the row may have been written (they are orphans otherwise).
             Some(g) => {
@@ -772,16 +795,37 @@ impl IngestBuilder {
                         &changed,
                     )
                     .await?;
-                (table, 0, Some(id))
+                (table, 0, Some(id), 0)
             }
             None => {
-                let done = Committer::new(&self.catalog, &self.ident)
+                let committer = Committer::new(&self.catalog, &self.ident)
                     .on(table)
                     .retrying_conflicts()
-                    .with_precondition(move |t| fence(t, &writer_id, &expected))
-                    .commit(update)
-                    .await?;
-                (done.table, done.attempts, None)
+                    .with_precondition(move |t| fence(t, &writer_id, &expected));
+                match window {
+                    None => {
+                        let done = committer.commit(update).await?;
+                        (done.table, done.attempts, None, 0)
+                    }
+                    // Every attempt deletes the window's keys from the table it commits on.
+                    Some(keys) => {
+                        let summary = update.summary_properties.clone();
+                        let delta = crate::change::commit_row_delta_with(
+                            committer,
+                            None,
+                            update.added_data_files,
+                            None,
+                            summary,
+                            move |t| {
+                                let keys = keys.clone();
+                                async move { crate::change::keys::locate_keys(&t, &keys).await }
+                            },
+                        )
+                        .await?;
+                        let table = self.catalog.load_table(&self.ident).await?;
+                        (table, delta.attempts, None, delta.deletes.rows)
+                    }
+                }
             }
         };
         let committed_at_ms = chrono::Utc::now().timestamp_millis();
@@ -825,6 +869,7 @@ impl IngestBuilder {
             commit_interval_ms: 0,
             debt: None,
             handoff,
+            replaced_rows: replaced,
         };
         Ok((report, table))
     }

@@ -1,6 +1,7 @@
 //! Integration tests of the floe library, in one binary (named after the invariants they prove).
 
 mod catalog;
+mod change;
 mod commit;
 mod common;
 mod compact;

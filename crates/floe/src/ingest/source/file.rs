@@ -202,6 +202,7 @@ fn read_lines(
             next_position: next,
             position,
             payload: body.to_vec(),
+            key: None,
         };
         if tx.blocking_send(Ok(rec)).is_err() {
             return Err(());

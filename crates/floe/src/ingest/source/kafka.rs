@@ -425,6 +425,7 @@ impl Source for KafkaSource {
                             next_position: offset,
                             position: r.offset,
                             payload: r.record.value.unwrap_or_default(),
+                            key: r.record.key,
                         };
                         if tx.send(Ok(rec)).await.is_err() {
                             return;

@@ -30,7 +30,10 @@ pub struct SourceRecord {
     pub next_position: i64,
     /// This record's own position (Kafka offset, file byte offset, stdin line number).
     pub position: i64,
+    /// The value; empty for a Kafka tombstone (null value).
     pub payload: Vec<u8>,
+    /// The Kafka message key (upsert tombstones carry their key only there).
+    pub key: Option<Vec<u8>>,
 }
 
 /// Lag of one stream: records (or bytes, for files) not yet read.

@@ -1,0 +1,226 @@
+//! Finding live rows and their positions: the half of a row-level change that reads.
+//!
+//! A position delete names a row by its data file and its 0-based position in that file
+//! (Iceberg spec v2, "Position Delete Files"). To know positions, each candidate data file is
+//! read whole, in file order, without its delete files, projecting only the columns the
+//! matcher needs (a key, or the columns of a `--where`); the position of a row is its ordinal
+//! in that read. Rows a position delete already removed are skipped, so a row is never deleted
+//! twice and counts are exact. (Rows removed by an *equality* delete of another writer are not
+//! known here; deleting such a row again is harmless.)
+//!
+//! Reads run a few files at a time; memory is one batch of the projected columns per file.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use arrow::array::BooleanArray;
+use arrow::record_batch::RecordBatch;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::expr::Predicate;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{DataContentType, Struct};
+use iceberg::table::Table;
+
+use crate::compact::position_deletes::read_position_deletes;
+use crate::error::Result;
+
+/// Data files read at once.
+const READ_CONCURRENCY: usize = 4;
+
+/// Selects rows of a batch of the projected columns (in the order asked for); `true` selects.
+pub type Matcher = Arc<dyn Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync>;
+
+/// The live data files of the current snapshot, with the delete files that apply to each;
+/// with `filter`, only files whose partition values and column metrics may hold a matching
+/// row (the filter only prunes: the matcher decides row by row).
+pub async fn candidates(table: &Table, filter: Option<Predicate>) -> Result<Vec<FileScanTask>> {
+    if table.metadata().current_snapshot().is_none() {
+        return Ok(vec![]);
+    }
+    let scan = match filter {
+        Some(f) => table.scan().with_filter(f).build()?,
+        None => table.scan().build()?,
+    };
+    Ok(scan.plan_files().await?.try_collect().await?)
+}
+
+/// The selected rows of one data file.
+#[derive(Debug, Clone)]
+pub struct Matched {
+    /// The data file.
+    pub path: String,
+    /// Its partition spec and partition (where its position deletes go).
+    pub spec_id: i32,
+    pub partition: Struct,
+    pub file_size_in_bytes: u64,
+    /// Rows of the file no position delete removed before this change.
+    pub live_rows: u64,
+    /// Positions of the selected live rows, ascending.
+    pub positions: Vec<i64>,
+}
+
+impl Matched {
+    /// Every live row is selected: the file can leave the table instead of getting deletes.
+    pub fn all_live_rows(&self) -> bool {
+        self.positions.len() as u64 == self.live_rows
+    }
+}
+
+/// What a search read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Searched {
+    pub files: usize,
+    pub bytes: u64,
+    pub rows: u64,
+}
+
+/// Called with the bytes of each data file read (progress).
+pub type OnFile = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// Reads `field_ids` of every row of each task's data file and returns, per file with at least
+/// one selected live row, the positions `matcher` selected. `on_file` is called with the bytes
+/// of each file read.
+pub async fn locate(
+    table: &Table,
+    tasks: Vec<FileScanTask>,
+    field_ids: &[i32],
+    matcher: Matcher,
+    on_file: Option<OnFile>,
+) -> Result<(Vec<Matched>, Searched)> {
+    let deleted = Arc::new(deleted_positions(table, &tasks).await?);
+    let specs = spec_ids(table, &tasks).await?;
+    let searched = Searched {
+        files: tasks.len(),
+        bytes: tasks.iter().map(|t| t.file_size_in_bytes).sum(),
+        rows: 0,
+    };
+    // Every read owns what it uses (no borrow of this frame inside the stream), so a locate
+    // stays `Send` inside spawned tasks.
+    let field_ids: Arc<[i32]> = field_ids.into();
+    let reads = tasks.into_iter().map(|t| {
+        let (table, field_ids) = (table.clone(), field_ids.clone());
+        let (matcher, deleted, on_file) = (matcher.clone(), deleted.clone(), on_file.clone());
+        async move {
+            let size = t.file_size_in_bytes;
+            let out = read_one(&table, t, &field_ids, &matcher, &deleted).await;
+            if let Some(f) = on_file {
+                f(size);
+            }
+            out
+        }
+    });
+    let found: Vec<(Option<Matched>, u64)> = futures::stream::iter(reads)
+        .buffer_unordered(READ_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut rows = 0;
+    let mut out = Vec::new();
+    for (m, n) in found {
+        rows += n;
+        if let Some(mut m) = m {
+            m.spec_id = specs.get(&m.path).copied().unwrap_or(m.spec_id);
+            out.push(m);
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((out, Searched { rows, ..searched }))
+}
+
+/// One file: its selected live positions (`None` when none) and the rows read.
+async fn read_one(
+    table: &Table,
+    mut task: FileScanTask,
+    field_ids: &[i32],
+    matcher: &Matcher,
+    deleted: &HashMap<String, Vec<i64>>,
+) -> Result<(Option<Matched>, u64)> {
+    let path = task.data_file_path.clone();
+    let partition = task.partition.clone().unwrap_or_else(Struct::empty);
+    let size = task.file_size_in_bytes;
+    task.deletes = vec![];
+    task.predicate = None;
+    task.project_field_ids = field_ids.to_vec();
+    let mut stream = table
+        .reader_builder()
+        .with_batch_size(8192)
+        .with_data_file_concurrency_limit(1)
+        .build()
+        .read(futures::stream::iter([Ok(task)]).boxed())?
+        .stream();
+    let gone: &[i64] = deleted.get(&path).map(Vec::as_slice).unwrap_or(&[]);
+    let mut next: i64 = 0;
+    let mut positions = Vec::new();
+    while let Some(batch) = stream.try_next().await? {
+        let mask = matcher(&batch)?;
+        for (i, selected) in mask.iter().enumerate() {
+            if selected == Some(true) {
+                let p = next + i as i64;
+                if gone.binary_search(&p).is_err() {
+                    positions.push(p);
+                }
+            }
+        }
+        next += batch.num_rows() as i64;
+    }
+    let already = gone.partition_point(|&p| p < next) as u64;
+    let live_rows = next as u64 - already;
+    let matched = (!positions.is_empty()).then_some(Matched {
+        path,
+        spec_id: table.metadata().default_partition_spec_id(),
+        partition,
+        file_size_in_bytes: size,
+        live_rows,
+        positions,
+    });
+    Ok((matched, next as u64))
+}
+
+/// Positions already deleted by position delete files, per data file of `tasks` (sorted).
+/// Each delete file is read once (the iceberg crate attaches every position delete file of a
+/// partition to each of its data files).
+async fn deleted_positions(
+    table: &Table,
+    tasks: &[FileScanTask],
+) -> Result<HashMap<String, Vec<i64>>> {
+    let wanted: BTreeSet<&str> = tasks.iter().map(|t| t.data_file_path.as_str()).collect();
+    let files: BTreeSet<String> = tasks
+        .iter()
+        .flat_map(|t| &t.deletes)
+        .filter(|d| d.file_type == DataContentType::PositionDeletes)
+        .map(|d| d.file_path.clone())
+        .collect();
+    let reads = files.into_iter().map(|f| {
+        let table = table.clone();
+        async move { read_position_deletes(&table, &f).await }
+    });
+    let all: Vec<Vec<(String, i64)>> = futures::stream::iter(reads)
+        .buffer_unordered(READ_CONCURRENCY * 2)
+        .try_collect()
+        .await?;
+    let mut out: HashMap<String, Vec<i64>> = HashMap::new();
+    for (path, pos) in all.into_iter().flatten() {
+        if wanted.contains(path.as_str()) {
+            out.entry(path).or_default().push(pos);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+        v.dedup();
+    }
+    Ok(out)
+}
+
+/// The partition spec of each data file of `tasks` (scan tasks do not carry it): the one spec
+/// of a table that never changed its partitioning, else from the manifests.
+async fn spec_ids(table: &Table, tasks: &[FileScanTask]) -> Result<HashMap<String, i32>> {
+    let md = table.metadata();
+    if md.partition_specs_iter().count() <= 1 || tasks.is_empty() {
+        return Ok(HashMap::new());
+    }
+    Ok(crate::table::manifests::live_files(table)
+        .await?
+        .into_iter()
+        .filter(|f| f.file.content_type() == DataContentType::Data)
+        .map(|f| (f.file.file_path().to_string(), f.spec_id))
+        .collect())
+}

@@ -1,0 +1,468 @@
+//! Row-level changes (`floe::change`): upserts by primary key and `delete --where` keep a
+//! table equal to a reference model (a map by key fed the same changes) after every commit,
+//! read by floe, PyIceberg and DuckDB, and after compaction and expiry; concurrent writers
+//! never leave a key live twice; bad requests name the problem.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, StringArray};
+use arrow::record_batch::RecordBatch;
+use floe::catalog::{parse_table_ident, NewTable};
+use floe::change::delete::{DeleteBuilder, DeleteMode};
+use floe::iceberg::spec::DataContentType;
+use floe::iceberg::TableIdent;
+
+use crate::common::{run_python, Fixture};
+
+/// A model row: (id, region) -> v.
+type Model = BTreeMap<(i64, String), i64>;
+
+const REGIONS: [&str; 3] = ["eu", "us", "ap"];
+
+/// Creates `name` (id bigint, region string, v bigint; primary key id, region), partitioned
+/// by region when `partitioned`.
+async fn pk_table(fx: &Fixture, name: &str, partitioned: bool) -> TableIdent {
+    let ident = parse_table_ident(name).unwrap();
+    let ns = ident.namespace().clone();
+    if !fx.catalog.namespace_exists(&ns).await.unwrap() {
+        fx.catalog.create_namespace(&ns).await.unwrap();
+    }
+    let schema =
+        floe::table::schema::parse_schema("id bigint not null, region string not null, v bigint")
+            .unwrap();
+    let schema = floe::table::schema::with_primary_key(schema, "id, region").unwrap();
+    let spec = if partitioned {
+        floe::table::schema::parse_partition("region", &schema).unwrap()
+    } else {
+        floe::table::schema::unpartitioned()
+    };
+    fx.catalog
+        .create_table(NewTable {
+            ident: ident.clone(),
+            schema,
+            partition_spec: spec,
+            sort_order: None,
+            properties: Default::default(),
+        })
+        .await
+        .unwrap();
+    ident
+}
+
+/// A batch of `rows` (id, region, v) in the table's Arrow schema.
+async fn batch(fx: &Fixture, ident: &TableIdent, rows: &[(i64, String, i64)]) -> RecordBatch {
+    let t = fx.load(ident).await;
+    let schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap(),
+    );
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.1.as_str()),
+        )),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+    ];
+    RecordBatch::try_new(schema, cols).unwrap()
+}
+
+/// A deterministic pseudo-random sequence (no test depends on a seed it cannot print).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn model_rows(model: &Model) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = model
+        .iter()
+        .map(|((id, region), v)| vec![id.to_string(), region.clone(), v.to_string()])
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The table's rows as floe's SQL reads them (same text form as the Python readers).
+async fn floe_rows(fx: &Fixture, table: &str) -> Vec<Vec<String>> {
+    let batches = floe::sql::query(&fx.catalog, &format!("SELECT id, region, v FROM {table}"))
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    for b in batches {
+        let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let regions = arrow::compute::cast(b.column(1), &arrow::datatypes::DataType::Utf8).unwrap();
+        let regions = regions.as_any().downcast_ref::<StringArray>().unwrap();
+        let vs = b.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+        for i in 0..b.num_rows() {
+            rows.push(vec![
+                ids.value(i).to_string(),
+                regions.value(i).to_string(),
+                vs.value(i).to_string(),
+            ]);
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// PyIceberg's and DuckDB's rows of `table`.
+fn python_rows(fx: &Fixture, table: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let wh = fx.warehouse().display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let out = run_python(
+        "tests/interop/read_rows.py",
+        &[
+            "--catalog-uri",
+            &uri,
+            "--warehouse",
+            &wh,
+            "--table",
+            table,
+            "--columns",
+            "id,region,v",
+        ],
+    );
+    let parse = |k: &str| -> Vec<Vec<String>> { serde_json::from_value(out[k].clone()).unwrap() };
+    (parse("pyiceberg"), parse("duckdb"))
+}
+
+async fn assert_matches_model(fx: &Fixture, table: &str, model: &Model, step: &str) {
+    let expected = model_rows(model);
+    assert_eq!(floe_rows(fx, table).await, expected, "floe after {step}");
+}
+
+fn assert_readers_match_model(fx: &Fixture, table: &str, model: &Model, step: &str) {
+    let expected = model_rows(model);
+    let (py, duck) = python_rows(fx, table);
+    assert_eq!(py, expected, "PyIceberg after {step}");
+    assert_eq!(duck, expected, "DuckDB after {step}");
+}
+
+/// Position delete files live in the table.
+async fn delete_files(fx: &Fixture, ident: &TableIdent) -> usize {
+    let t = fx.load(ident).await;
+    floe::table::manifests::live_files(&t)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::PositionDeletes)
+        .count()
+}
+
+#[tokio::test]
+async fn upserts_and_deletes_match_a_reference_model_in_every_reader() {
+    for partitioned in [false, true] {
+        let fx = Fixture::new().await;
+        let name = if partitioned { "db.pk_part" } else { "db.pk" };
+        let ident = pk_table(&fx, name, partitioned).await;
+        let mut model = Model::new();
+        let mut rng = Lcg(if partitioned { 7 } else { 11 });
+        for round in 0..8i64 {
+            // 150 changes over 200 ids x 3 regions, duplicates inside the batch included:
+            // the last one of a key wins.
+            let rows: Vec<(i64, String, i64)> = (0..150)
+                .map(|i| {
+                    let id = rng.next(200) as i64;
+                    let region = REGIONS[rng.next(3) as usize].to_string();
+                    (id, region, round * 1000 + i)
+                })
+                .collect();
+            let b = batch(&fx, &ident, &rows).await;
+            let m = floe::append::upsert_batches(&fx.catalog, &ident, vec![b], None)
+                .await
+                .unwrap();
+            let before = model.len();
+            let mut replaced = 0u64;
+            let mut batch_keys = std::collections::BTreeSet::new();
+            for (id, region, v) in &rows {
+                batch_keys.insert((*id, region.clone()));
+                model.insert((*id, region.clone()), *v);
+            }
+            // Each key of the batch that was live before replaces one row.
+            replaced += (before + batch_keys.len()) as u64 - model.len() as u64;
+            assert_eq!(m.rows as usize, batch_keys.len(), "one row per key written");
+            assert_eq!(m.duplicate_rows as usize, rows.len() - batch_keys.len());
+            assert_eq!(m.replaced_rows, replaced, "round {round}: rows replaced");
+            assert_matches_model(&fx, name, &model, &format!("upsert {round}")).await;
+
+            if round % 3 == 2 {
+                // A delete that spans partitions and reads the non-key column.
+                let cut = round * 1000 + 40;
+                let filter = format!("v % 5 = 0 OR (region = 'eu' AND v < {cut})");
+                let d = DeleteBuilder::new(&fx.catalog, ident.clone(), &filter)
+                    .execute()
+                    .await
+                    .unwrap();
+                let gone: Vec<_> = model
+                    .iter()
+                    .filter(|((_, r), v)| *v % 5 == 0 || (r == "eu" && **v < cut))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in &gone {
+                    model.remove(k);
+                }
+                assert_eq!(d.rows_deleted as usize, gone.len(), "{filter}");
+                assert_eq!(d.mode, DeleteMode::MergeOnRead);
+                assert_matches_model(&fx, name, &model, &format!("delete {round}")).await;
+            }
+        }
+        assert!(
+            delete_files(&fx, &ident).await > 0,
+            "merge-on-read wrote deletes"
+        );
+        assert_readers_match_model(&fx, name, &model, "the last change");
+
+        // Compaction applies the deletes and drops the delete files no live file needs.
+        let c = floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+            .with_option("rewrite-all", "true")
+            .execute()
+            .await
+            .unwrap();
+        assert!(c.rewritten_files > 0, "{c:?}");
+        assert_eq!(
+            delete_files(&fx, &ident).await,
+            0,
+            "deletes folded in: {c:?}"
+        );
+        assert_matches_model(&fx, name, &model, "compaction").await;
+        assert_readers_match_model(&fx, name, &model, "compaction");
+
+        // Expiry of everything but the current snapshot changes no row.
+        floe::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
+            .older_than(std::time::Duration::ZERO)
+            .retain_last(1)
+            .execute()
+            .await
+            .unwrap();
+        assert_matches_model(&fx, name, &model, "expiry").await;
+        assert_readers_match_model(&fx, name, &model, "expiry");
+    }
+}
+
+#[tokio::test]
+async fn an_upsert_planned_before_a_compaction_finds_the_rows_again() {
+    let fx = Fixture::new().await;
+    let ident = pk_table(&fx, "db.race", false).await;
+    let mut model = Model::new();
+    for round in 0..6i64 {
+        let rows: Vec<_> = (0..50)
+            .map(|i| (round * 50 + i, "eu".to_string(), i))
+            .collect();
+        let b = batch(&fx, &ident, &rows).await;
+        floe::append::append_batches(&fx.catalog, &ident, vec![b])
+            .await
+            .unwrap();
+        for (id, r, v) in rows {
+            model.insert((id, r), v);
+        }
+    }
+    // The upsert locates its rows on this table...
+    let stale = fx.load(&ident).await;
+    let mut keys = floe::change::keys::KeyIndex::for_table(&stale, None).unwrap();
+    let changes: Vec<_> = (0..300)
+        .step_by(7)
+        .map(|id| (id, "eu".to_string(), 7777))
+        .collect();
+    let b = batch(&fx, &ident, &changes).await;
+    keys.observe(&b).unwrap();
+    let keys = Arc::new(keys);
+    let find = |t: floe::iceberg::table::Table| {
+        let keys = keys.clone();
+        async move {
+            let tasks = floe::change::locate::candidates(&t, keys.prune()).await?;
+            floe::change::locate::locate(&t, tasks, &keys.field_ids, keys.matcher(), None).await
+        }
+    };
+    let first = find(stale.clone()).await.unwrap();
+    assert_eq!(
+        first.0.iter().map(|m| m.positions.len()).sum::<usize>(),
+        changes.len()
+    );
+    // ...then a compaction rewrites every file it located rows in...
+    let c = floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_option("rewrite-all", "true")
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(c.rewritten_files, 6);
+    // ...and the commit, started on the stale table, locates again on the new one.
+    let files = floe::append::write_files(&stale, vec![b], &Default::default())
+        .await
+        .unwrap();
+    let delta =
+        floe::change::commit_row_delta(&fx.catalog, &ident, stale, files, Some(first), find)
+            .await
+            .unwrap();
+    // Located on the compacted table: one file read, every delete names a live file.
+    assert_eq!(delta.searched.files, 1, "{delta:?}");
+    assert_eq!(delta.deletes.rows as usize, changes.len());
+    let live = floe::table::manifests::live_files(&fx.load(&ident).await)
+        .await
+        .unwrap();
+    let data: std::collections::BTreeSet<String> = live
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::Data)
+        .map(|f| f.file.file_path().to_string())
+        .collect();
+    for f in &delta.deletes.delete_files {
+        let target = f.referenced_data_file().expect("one target");
+        assert!(data.contains(&target), "{target} is not live");
+    }
+    for (id, r, v) in changes {
+        model.insert((id, r), v);
+    }
+    assert_matches_model(&fx, "db.race", &model, "upsert after compaction").await;
+    assert_readers_match_model(&fx, "db.race", &model, "upsert after compaction");
+}
+
+#[tokio::test]
+async fn concurrent_upserts_of_the_same_keys_leave_one_row_per_key() {
+    let fx = Fixture::new().await;
+    let ident = pk_table(&fx, "db.conc", true).await;
+    let other = fx.second_connection().await;
+    let rows = |v: i64| -> Vec<(i64, String, i64)> {
+        (0..120)
+            .map(|id| (id, REGIONS[(id % 3) as usize].to_string(), v))
+            .collect()
+    };
+    for round in 0..4 {
+        let a = batch(&fx, &ident, &rows(round * 10 + 1)).await;
+        let b = batch(&fx, &ident, &rows(round * 10 + 2)).await;
+        let (ra, rb) = tokio::join!(
+            floe::append::upsert_batches(&fx.catalog, &ident, vec![a], None),
+            floe::append::upsert_batches(&other, &ident, vec![b], None),
+        );
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        let got = floe_rows(&fx, "db.conc").await;
+        assert_eq!(got.len(), 120, "round {round}: one live row per key");
+        // The later commit replaced every row of the earlier one: one writer's values only.
+        let values: std::collections::BTreeSet<&String> = got.iter().map(|r| &r[2]).collect();
+        assert_eq!(
+            values.len(),
+            1,
+            "round {round}: {values:?} ({ra:?} / {rb:?})"
+        );
+    }
+    let mut model = Model::new();
+    let last = floe_rows(&fx, "db.conc").await;
+    for r in &last {
+        model.insert((r[0].parse().unwrap(), r[1].clone()), r[2].parse().unwrap());
+    }
+    assert_readers_match_model(&fx, "db.conc", &model, "concurrent upserts");
+}
+
+#[tokio::test]
+async fn copy_on_write_deletes_rewrite_files_and_whole_file_deletes_write_nothing() {
+    let fx = Fixture::new().await;
+    let ident = pk_table(&fx, "db.cow", true).await;
+    fx.set_property(&ident, "write.delete.mode", "copy-on-write")
+        .await;
+    let mut model = Model::new();
+    for round in 0..3i64 {
+        let rows: Vec<_> = (0..90)
+            .map(|id| (round * 90 + id, REGIONS[(id % 3) as usize].to_string(), id))
+            .collect();
+        let b = batch(&fx, &ident, &rows).await;
+        floe::append::append_batches(&fx.catalog, &ident, vec![b])
+            .await
+            .unwrap();
+        for (id, r, v) in rows {
+            model.insert((id, r), v);
+        }
+    }
+    let d = DeleteBuilder::new(&fx.catalog, ident.clone(), "v < 30 AND region <> 'ap'")
+        .execute()
+        .await
+        .unwrap();
+    model.retain(|(_, r), v| !(*v < 30 && r != "ap"));
+    assert_eq!(d.mode, DeleteMode::CopyOnWrite);
+    assert_eq!(d.rows_deleted, 60);
+    assert_eq!(d.rewritten_data_files, 6, "{d:?}");
+    assert_eq!(d.position_delete_files, 0);
+    assert_eq!(delete_files(&fx, &ident).await, 0);
+    assert!(d.pruned, "the filter is in the pruning grammar");
+    assert_matches_model(&fx, "db.cow", &model, "copy-on-write delete").await;
+
+    // Every row of the 'ap' partition: whole files leave, nothing is written.
+    let d = DeleteBuilder::new(&fx.catalog, ident.clone(), "region = 'ap'")
+        .with_mode(Some(DeleteMode::MergeOnRead))
+        .execute()
+        .await
+        .unwrap();
+    model.retain(|(_, r), _| r != "ap");
+    assert_eq!(d.removed_data_files, 3, "{d:?}");
+    assert_eq!(d.position_delete_files, 0);
+    assert_eq!(d.bytes_written, 0);
+    assert_eq!(d.rows_deleted, 90);
+    // Files of other partitions were pruned, not read.
+    assert_eq!(d.files_scanned, 3, "{d:?}");
+    assert_matches_model(&fx, "db.cow", &model, "whole-file delete").await;
+    assert_readers_match_model(&fx, "db.cow", &model, "deletes");
+
+    // Nothing matches: no snapshot.
+    let before = fx.load(&ident).await.metadata().current_snapshot_id();
+    let d = DeleteBuilder::new(&fx.catalog, ident.clone(), "id < 0")
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(d.snapshot_id, None);
+    assert_eq!(
+        fx.load(&ident).await.metadata().current_snapshot_id(),
+        before
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_name_the_problem_and_change_nothing() {
+    let fx = Fixture::new().await;
+    let ident = pk_table(&fx, "db.bad", false).await;
+    let b = batch(&fx, &ident, &[(1, "eu".into(), 1)]).await;
+    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        .await
+        .unwrap();
+    let before = fx
+        .load(&ident)
+        .await
+        .metadata_location()
+        .map(str::to_string);
+    for (filter, needle) in [
+        ("nope = 1", "nope"),
+        ("v + 1", "not a condition"),
+        ("", "empty filter"),
+        ("v = (SELECT 1)", "--where"),
+    ] {
+        let e = DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
+            .execute()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{filter}: {e}");
+    }
+    // No primary key, no --key: refused naming the remedy.
+    let plain = fx.table("db.plain", None).await;
+    let pb = fx.batch(&plain, 0, 3).await;
+    let e = floe::append::upsert_batches(&fx.catalog, &plain, vec![pb.clone()], None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("primary key") && e.contains("--key"), "{e}");
+    // An explicit key that is not a column.
+    let e = floe::append::upsert_batches(&fx.catalog, &plain, vec![pb], Some(vec!["zz".into()]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("zz"), "{e}");
+    assert_eq!(
+        fx.load(&ident)
+            .await
+            .metadata_location()
+            .map(str::to_string),
+        before
+    );
+}
