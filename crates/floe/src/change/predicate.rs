@@ -3,9 +3,10 @@
 //! arithmetic, scalar functions), as in `DELETE FROM t WHERE ...`. A row is deleted when the
 //! expression is TRUE; FALSE and NULL keep it (SQL's rule).
 //!
-//! When the text is also in compaction's `--where` grammar (`col OP literal [AND ...]`), the
-//! iceberg predicate prunes data files by partition values and column metrics before any is
-//! read; otherwise every live data file is read. Pruning never decides a row.
+//! The conjuncts that are in compaction's `--where` grammar (`col OP literal`, `IS [NOT]
+//! NULL`, `IN (...)`) prune data files by partition values and column metrics before any is
+//! read (none when an `OR` joins the top level); otherwise every live data file is read.
+//! Pruning never decides a row.
 
 use std::sync::Arc;
 
@@ -88,7 +89,7 @@ impl RowFilter {
                 ))
             }
         }
-        let prune = crate::compact::filter::parse_where(sql, schema).ok();
+        let prune = crate::compact::filter::prune_conjuncts(sql, schema);
         Ok(Self {
             sql: sql.to_string(),
             field_ids,

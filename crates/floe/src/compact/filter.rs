@@ -34,10 +34,55 @@ pub fn parse_where(expr: &str, schema: &Schema) -> Result<Predicate> {
     out.ok_or_else(|| bad(expr, "empty filter"))
 }
 
+/// The iceberg predicate of the conjuncts of `expr` that are in this grammar, for pruning
+/// only: files that may hold a row matching all of them, so a superset of the files that may
+/// hold a row matching `expr` (when `expr` is a conjunction: `None` when an `OR` sits outside
+/// parentheses, or when no conjunct is in the grammar).
+pub fn prune_conjuncts(expr: &str, schema: &Schema) -> Option<Predicate> {
+    // ASCII whitespace as spaces (same byte offsets), so a newline splits as a space does.
+    let norm: String = expr
+        .chars()
+        .map(|c| if c.is_ascii_whitespace() { ' ' } else { c })
+        .collect();
+    if has_or_word(&norm.to_ascii_lowercase()) {
+        return None;
+    }
+    split_and(&norm)
+        .into_iter()
+        .filter_map(|c| parse_cond(c.trim(), schema).ok())
+        .reduce(|a, b| a.and(b))
+}
+
+/// `or` as a word outside quotes, anywhere (conservative: an `OR` inside parentheses also
+/// counts).
+fn has_or_word(lower: &str) -> bool {
+    let b = lower.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut quote = false;
+    for i in 0..b.len() {
+        match b[i] {
+            b'\'' => quote = !quote,
+            b'o' if !quote
+                && b.get(i + 1) == Some(&b'r')
+                && (i == 0 || !word(b[i - 1]))
+                && b.get(i + 2).is_none_or(|&c| !word(c)) =>
+            {
+                return true
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Splits on ` AND ` outside quotes and parentheses (case-insensitive).
 fn split_and(s: &str) -> Vec<&str> {
+    split_on(s, &s.to_ascii_lowercase(), " and ")
+}
+
+/// Splits `s` on `word` (lowercase, `lower` is `s` lowercased) outside quotes and parentheses.
+fn split_on<'a>(s: &'a str, lower: &str, word: &str) -> Vec<&'a str> {
     let bytes = s.as_bytes();
-    let lower = s.to_ascii_lowercase();
     let (mut parts, mut start, mut depth, mut quote) = (vec![], 0usize, 0i32, false);
     let mut i = 0;
     while i < bytes.len() {
@@ -45,9 +90,9 @@ fn split_and(s: &str) -> Vec<&str> {
             b'\'' => quote = !quote,
             b'(' if !quote => depth += 1,
             b')' if !quote => depth -= 1,
-            _ if !quote && depth == 0 && lower[i..].starts_with(" and ") => {
+            _ if !quote && depth == 0 && lower[i..].starts_with(word) => {
                 parts.push(&s[start..i]);
-                i += 5;
+                i += word.len();
                 start = i;
                 continue;
             }
@@ -184,6 +229,26 @@ mod tests {
             text.contains("ts") && text.contains("id") && text.contains("name"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn pruning_keeps_the_simple_conjuncts_and_never_prunes_an_or() {
+        let s = schema();
+        let p = prune_conjuncts("id >= 5 AND id % 2 = 1 AND\nname = 'or'", &s).unwrap();
+        let text = format!("{p}");
+        assert!(text.contains("id") && text.contains("name"), "{text}");
+        assert!(!text.contains('%'), "{text}");
+        for or in [
+            "id = 1 OR name = 'a'",
+            "id = 1\nor name = 'a' AND d IS NULL",
+            "id = 1 OR(name = 'a') AND d IS NULL",
+            "name = 'a' AND (id = 1 OR id = 2)",
+        ] {
+            assert!(prune_conjuncts(or, &s).is_none(), "{or}");
+        }
+        assert!(prune_conjuncts("id % 2 = 1", &s).is_none());
+        // `or` inside a string or a name is not the operator.
+        assert!(prune_conjuncts("name = 'x or y' AND id > 3", &s).is_some());
     }
 
     #[test]

@@ -16,13 +16,13 @@ use floe::iceberg::TableIdent;
 use crate::common::{run_python, Fixture};
 
 /// A model row: (id, region) -> v.
-type Model = BTreeMap<(i64, String), i64>;
+pub(crate) type Model = BTreeMap<(i64, String), i64>;
 
-const REGIONS: [&str; 3] = ["eu", "us", "ap"];
+pub(crate) const REGIONS: [&str; 3] = ["eu", "us", "ap"];
 
 /// Creates `name` (id bigint, region string, v bigint; primary key id, region), partitioned
 /// by region when `partitioned`.
-async fn pk_table(fx: &Fixture, name: &str, partitioned: bool) -> TableIdent {
+pub(crate) async fn pk_table(fx: &Fixture, name: &str, partitioned: bool) -> TableIdent {
     let ident = parse_table_ident(name).unwrap();
     let ns = ident.namespace().clone();
     if !fx.catalog.namespace_exists(&ns).await.unwrap() {
@@ -51,7 +51,11 @@ async fn pk_table(fx: &Fixture, name: &str, partitioned: bool) -> TableIdent {
 }
 
 /// A batch of `rows` (id, region, v) in the table's Arrow schema.
-async fn batch(fx: &Fixture, ident: &TableIdent, rows: &[(i64, String, i64)]) -> RecordBatch {
+pub(crate) async fn batch(
+    fx: &Fixture,
+    ident: &TableIdent,
+    rows: &[(i64, String, i64)],
+) -> RecordBatch {
     let t = fx.load(ident).await;
     let schema = Arc::new(
         floe::iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap(),
@@ -67,10 +71,10 @@ async fn batch(fx: &Fixture, ident: &TableIdent, rows: &[(i64, String, i64)]) ->
 }
 
 /// A deterministic pseudo-random sequence (no test depends on a seed it cannot print).
-struct Lcg(u64);
+pub(crate) struct Lcg(pub(crate) u64);
 
 impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
+    pub(crate) fn next(&mut self, n: u64) -> u64 {
         self.0 = self
             .0
             .wrapping_mul(6364136223846793005)
@@ -79,7 +83,7 @@ impl Lcg {
     }
 }
 
-fn model_rows(model: &Model) -> Vec<Vec<String>> {
+pub(crate) fn model_rows(model: &Model) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = model
         .iter()
         .map(|((id, region), v)| vec![id.to_string(), region.clone(), v.to_string()])
@@ -89,7 +93,7 @@ fn model_rows(model: &Model) -> Vec<Vec<String>> {
 }
 
 /// The table's rows as floe's SQL reads them (same text form as the Python readers).
-async fn floe_rows(fx: &Fixture, table: &str) -> Vec<Vec<String>> {
+pub(crate) async fn floe_rows(fx: &Fixture, table: &str) -> Vec<Vec<String>> {
     let batches = floe::sql::query(&fx.catalog, &format!("SELECT id, region, v FROM {table}"))
         .await
         .unwrap();
@@ -132,12 +136,12 @@ fn python_rows(fx: &Fixture, table: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>
     (parse("pyiceberg"), parse("duckdb"))
 }
 
-async fn assert_matches_model(fx: &Fixture, table: &str, model: &Model, step: &str) {
+pub(crate) async fn assert_matches_model(fx: &Fixture, table: &str, model: &Model, step: &str) {
     let expected = model_rows(model);
     assert_eq!(floe_rows(fx, table).await, expected, "floe after {step}");
 }
 
-fn assert_readers_match_model(fx: &Fixture, table: &str, model: &Model, step: &str) {
+pub(crate) fn assert_readers_match_model(fx: &Fixture, table: &str, model: &Model, step: &str) {
     let expected = model_rows(model);
     let (py, duck) = python_rows(fx, table);
     assert_eq!(py, expected, "PyIceberg after {step}");
@@ -145,7 +149,7 @@ fn assert_readers_match_model(fx: &Fixture, table: &str, model: &Model, step: &s
 }
 
 /// Position delete files live in the table.
-async fn delete_files(fx: &Fixture, ident: &TableIdent) -> usize {
+pub(crate) async fn delete_files(fx: &Fixture, ident: &TableIdent) -> usize {
     let t = fx.load(ident).await;
     floe::table::manifests::live_files(&t)
         .await

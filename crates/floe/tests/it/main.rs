@@ -8,6 +8,7 @@ mod compact;
 mod diagnose;
 mod evolve;
 mod ingest;
+mod ingest_changes;
 mod ingest_maintain;
 mod interop;
 mod maintain;
