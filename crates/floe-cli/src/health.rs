@@ -1,5 +1,5 @@
 //! Table health commands: diagnose, expire-snapshots, remove-orphan-files, clean-metadata,
-//! rewrite-manifests, rewrite-position-delete-files.
+//! rewrite-manifests, rewrite-position-delete-files, convert-equality-deletes.
 
 use std::path::PathBuf;
 
@@ -103,6 +103,14 @@ pub enum HealthCmd {
         #[arg(long = "option", value_name = "K=V")]
         options: Vec<String>,
         /// Report the groups that would be rewritten; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Converts equality delete files into position delete files without rewriting data
+    /// (readers such as PyIceberg cannot read equality deletes).
+    ConvertEqualityDeletes {
+        table: String,
+        /// Find and count the rows; change nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -360,6 +368,37 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                     "{}: {} manifest(s), nothing to merge",
                     r.table, r.manifests_before
                 ),
+            });
+        }
+        HealthCmd::ConvertEqualityDeletes { table, dry_run } => {
+            let r = floe::change::convert::ConvertBuilder::new(catalog, parse_table_ident(&table)?)
+                .with_dry_run(dry_run)
+                .execute()
+                .await?;
+            out.result(&serde_json::to_value(&r)?, || {
+                let mut s = match r.snapshot_id {
+                    Some(id) => format!(
+                        "{}: converted {} equality delete file(s) ({} rows) into {} position \
+                         delete file(s) ({} positions) reading {} data file(s); snapshot {id} ({} ms)",
+                        r.table,
+                        r.equality_delete_files,
+                        r.equality_delete_rows,
+                        r.position_delete_files,
+                        r.positions,
+                        r.data_files_read,
+                        r.duration_ms
+                    ),
+                    None if r.dry_run => format!(
+                        "{}: {} equality delete file(s) would become position deletes ({} \
+                         positions, {} data file(s) read); dry run, nothing committed",
+                        r.table, r.equality_delete_files, r.positions, r.data_files_read
+                    ),
+                    None => format!("{}: no equality delete file to convert", r.table),
+                };
+                for (path, reason) in &r.skipped {
+                    s.push_str(&format!("\n  left as is: {path}: {reason}"));
+                }
+                s
             });
         }
         HealthCmd::RewritePositionDeleteFiles {

@@ -26,6 +26,9 @@ use crate::error::{Error, Result};
 
 /// Marks an ordinal whose change deletes its key.
 const DELETED: u64 = 1 << 63;
+/// Bits 48..63 of a key's value: the stream (source partition) its last change came from.
+const ORIGIN_SHIFT: u32 = 48;
+const ORIGIN: u64 = 0x7fff << ORIGIN_SHIFT;
 
 /// The distinct keys of an input and the ordinal of each key's last row.
 pub struct KeyIndex {
@@ -40,6 +43,8 @@ pub struct KeyIndex {
     last: HashMap<Box<[u8]>, u64>,
     /// Bytes of the encoded keys held.
     key_bytes: usize,
+    /// Changes whose key's previous change came from another stream.
+    crossed: u64,
     /// Input rows observed.
     rows: u64,
     /// Smallest and largest value per key column (where the type has bounds floe prunes by).
@@ -106,6 +111,7 @@ impl KeyIndex {
             converter: RowConverter::new(sort_fields)?,
             last: HashMap::new(),
             key_bytes: 0,
+            crossed: 0,
             rows: 0,
             bounds,
         })
@@ -135,6 +141,7 @@ impl KeyIndex {
     pub fn clear(&mut self) {
         self.last = HashMap::new();
         self.key_bytes = 0;
+        self.crossed = 0;
         self.rows = 0;
         self.bounds = vec![None; self.names.len()];
     }
@@ -181,34 +188,65 @@ impl KeyIndex {
             .map(|i| self.rows + i)
             .collect();
         let cols = self.key_columns(batch)?;
-        self.record(&cols, &ordinals, false)
+        self.record(&cols, &ordinals, &[], false)
     }
 
     /// Records rows of `batch` (in the table's schema) as the changes with these ordinals
-    /// (increasing in arrival order; a later one of a key wins).
-    pub fn observe_at(&mut self, batch: &RecordBatch, ordinals: &[u64]) -> Result<()> {
+    /// (increasing in arrival order, below 2^48; a later one of a key wins), that came from
+    /// these streams (`origins`, one per row; empty: one stream).
+    pub fn observe_at(
+        &mut self,
+        batch: &RecordBatch,
+        ordinals: &[u64],
+        origins: &[u16],
+    ) -> Result<()> {
         let cols = self.key_columns(batch)?;
-        self.record(&cols, ordinals, false)
+        self.record(&cols, ordinals, origins, false)
     }
 
     /// Records deletes of the keys of `keys` (a batch of the key columns in key order) with
-    /// these ordinals.
-    pub fn observe_deletes(&mut self, keys: &RecordBatch, ordinals: &[u64]) -> Result<()> {
+    /// these ordinals and origins.
+    pub fn observe_deletes(
+        &mut self,
+        keys: &RecordBatch,
+        ordinals: &[u64],
+        origins: &[u16],
+    ) -> Result<()> {
         let cols = self.check_keys(keys.columns().to_vec())?;
-        self.record(&cols, ordinals, true)
+        self.record(&cols, ordinals, origins, true)
     }
 
-    fn record(&mut self, cols: &[ArrayRef], ordinals: &[u64], deleted: bool) -> Result<()> {
+    /// Changes recorded whose key's previous change (in this index) came from another stream:
+    /// their relative order is the arrival order, which the source does not define.
+    pub fn crossed_streams(&self) -> u64 {
+        self.crossed
+    }
+
+    fn record(
+        &mut self,
+        cols: &[ArrayRef],
+        ordinals: &[u64],
+        origins: &[u16],
+        deleted: bool,
+    ) -> Result<()> {
         let rows = self.converter.convert_columns(cols)?;
         let flag = if deleted { DELETED } else { 0 };
-        for (row, &o) in rows.iter().zip(ordinals) {
+        for (i, (row, &o)) in rows.iter().zip(ordinals).enumerate() {
+            let origin = u64::from(origins.get(i).copied().unwrap_or(0) & 0x7fff) << ORIGIN_SHIFT;
+            let value = o | origin | flag;
             let bytes = row.as_ref();
             match self.last.get_mut(bytes) {
-                Some(v) if o >= *v & !DELETED => *v = o | flag,
-                Some(_) => {}
+                Some(v) => {
+                    if *v & ORIGIN != origin {
+                        self.crossed += 1;
+                    }
+                    if o >= *v & !(DELETED | ORIGIN) {
+                        *v = value;
+                    }
+                }
                 None => {
                     self.key_bytes += bytes.len();
-                    self.last.insert(bytes.into(), o | flag);
+                    self.last.insert(bytes.into(), value);
                 }
             }
         }
@@ -239,7 +277,7 @@ impl KeyIndex {
         Ok(rows
             .iter()
             .zip(ordinals)
-            .map(|(r, o)| Some(self.last.get(r.as_ref()) == Some(o)))
+            .map(|(r, o)| Some(self.last.get(r.as_ref()).map(|v| v & !ORIGIN) == Some(*o)))
             .collect())
     }
 

@@ -20,6 +20,7 @@
 //! same snapshot as new data applies only to the files it names, so an upsert's new rows are
 //! never hit by its own deletes.
 
+pub mod convert;
 pub mod delete;
 pub mod keys;
 pub mod locate;

@@ -217,6 +217,8 @@ pub(crate) fn partitions(
                         delete_files: 0,
                         delete_bytes: 0,
                         delete_ratio: 0.0,
+                        deleted_rows: 0,
+                        deleted_row_ratio: 0.0,
                         active: false,
                         last_added_ms: None,
                     },
@@ -241,6 +243,7 @@ pub(crate) fn partitions(
         } else {
             p.delete_files += 1;
             p.delete_bytes += size;
+            p.deleted_rows += f.records;
         }
     }
     let mut partitions: Vec<PartitionHealth> = parts
@@ -253,6 +256,10 @@ pub(crate) fn partitions(
                 p.delete_files as f64 / p.data_files as f64
             } else {
                 p.delete_files as f64
+            };
+            p.deleted_row_ratio = match p.records {
+                0 => 0.0,
+                n => p.deleted_rows as f64 / n as f64,
             };
             p
         })

@@ -87,6 +87,11 @@ pub struct PartitionHealth {
     pub delete_bytes: u64,
     /// Delete files per data file.
     pub delete_ratio: f64,
+    /// Rows of the delete files (position deletes: rows deleted; equality deletes: keys).
+    pub deleted_rows: u64,
+    /// `deleted_rows` per data row: the share of what readers read only to drop it (delete
+    /// debt; compaction resolves it).
+    pub deleted_row_ratio: f64,
     /// One of the last [`ACTIVE_COMMITS`] commits added a data file here.
     pub active: bool,
     pub last_added_ms: Option<i64>,

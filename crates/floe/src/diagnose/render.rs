@@ -155,19 +155,20 @@ pub fn text(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:<32} {:>7} {:>10} {:>10} {:>7} {:>7} {:>6}",
-        "partition", "files", "avg", "median", "<min", "deletes", "active"
+        "  {:<32} {:>7} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6}",
+        "partition", "files", "avg", "median", "<min", "deletes", "deleted", "active"
     );
     for p in r.partitions.iter().take(TEXT_PARTITIONS) {
         let _ = writeln!(
             s,
-            "  {:<32} {:>7} {:>10} {:>10} {:>7} {:>7} {:>6}",
+            "  {:<32} {:>7} {:>10} {:>10} {:>7} {:>7} {:>7.1}% {:>6}",
             p.partition,
             p.data_files,
             bytes(p.avg_bytes),
             bytes(p.median_bytes),
             p.files_under_min,
             p.delete_files,
+            p.deleted_row_ratio * 100.0,
             if p.active { "yes" } else { "no" }
         );
     }

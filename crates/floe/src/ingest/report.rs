@@ -40,6 +40,10 @@ pub struct CommitReport {
     pub handoff: Option<String>,
     /// `--mode upsert|cdc`: live rows of the table this commit replaced or deleted.
     pub replaced_rows: u64,
+    /// `--mode upsert|cdc`: changes of this window whose key had a change from another stream
+    /// (Kafka partition) in the same window: applied in arrival order, which Kafka does not
+    /// define across partitions (keys must stay in one partition).
+    pub keys_across_streams: u64,
 }
 
 /// The source's reachability, reported while it does not answer (every few seconds), once

@@ -711,6 +711,14 @@ impl IngestBuilder {
             Some(c) => Some(c.take_window()?),
             None => None,
         };
+        let crossed = window.as_ref().map_or(0, |k| k.crossed_streams());
+        if crossed > 0 {
+            tracing::warn!(
+                table = %ident_string(&self.ident),
+                changes = crossed,
+                "keys changed from several source partitions in one window: applied in arrival order, which the source does not define across partitions (write each key to one partition)"
+            );
+        }
         let rows: Option<RowsToWrite> = window.clone().map(|keys| {
             let f: RowsToWrite = Arc::new(move |b| last_changes(&keys, b));
             f
@@ -870,6 +878,7 @@ impl IngestBuilder {
             debt: None,
             handoff,
             replaced_rows: replaced,
+            keys_across_streams: crossed,
         };
         Ok((report, table))
     }

@@ -61,6 +61,8 @@ pub struct ChangeState {
     key_arrow: SchemaRef,
     buffered: SchemaRef,
     next: u64,
+    /// Index of each stream seen (the origin of a change).
+    streams: std::collections::HashMap<Arc<str>, u16>,
     /// Keys deleted in this window (a window of deletes only still commits).
     deletes: u64,
     /// Key memory that closes a window.
@@ -107,6 +109,7 @@ impl ChangeState {
             key_arrow,
             buffered,
             next: 0,
+            streams: Default::default(),
             deletes: 0,
             key_budget: (buffer_budget / 4).max(1) as usize,
         })
@@ -137,6 +140,13 @@ impl ChangeState {
     pub fn decode(&mut self, records: &[SourceRecord]) -> Result<Decoded> {
         let base = self.next;
         self.next += records.len() as u64;
+        let origins: Vec<u16> = records
+            .iter()
+            .map(|r| {
+                let n = self.streams.len().min(u16::MAX as usize) as u16;
+                *self.streams.entry(r.stream.clone()).or_insert(n)
+            })
+            .collect();
         let mut upserts: Vec<(usize, Cow<[u8]>)> = Vec::new();
         let mut deletes: Vec<(usize, Cow<[u8]>)> = Vec::new();
         let mut bad: Vec<(usize, BadValue)> = Vec::new();
@@ -151,14 +161,16 @@ impl ChangeState {
         let (keys, ordinals) = self.decode_part(&self.key_arrow.clone(), &deletes, base, &mut bad);
         if let Some(k) = keys {
             self.deletes += k.num_rows() as u64;
-            self.keys.observe_deletes(&k, &ordinals)?;
+            let from = origins_of(&ordinals, base, &origins);
+            self.keys.observe_deletes(&k, &ordinals, &from)?;
         }
         let (rows, ordinals) =
             self.decode_part(&self.table_arrow.clone(), &upserts, base, &mut bad);
         let batch = match rows {
             None => None,
             Some(b) => {
-                self.keys.observe_at(&b, &ordinals)?;
+                let from = origins_of(&ordinals, base, &origins);
+                self.keys.observe_at(&b, &ordinals, &from)?;
                 let mut cols: Vec<ArrayRef> = b.columns().to_vec();
                 cols.push(Arc::new(UInt64Array::from(ordinals)));
                 Some(RecordBatch::try_new(self.buffered.clone(), cols)?)
@@ -202,6 +214,14 @@ impl ChangeState {
         self.deletes = 0;
         Ok(Arc::new(std::mem::replace(&mut self.keys, fresh)))
     }
+}
+
+/// The origin of each change (`ordinals` of records of this micro-batch starting at `base`).
+fn origins_of(ordinals: &[u64], base: u64, origins: &[u16]) -> Vec<u16> {
+    ordinals
+        .iter()
+        .map(|o| origins[(o - base) as usize])
+        .collect()
 }
 
 /// The rows of a buffered batch (table columns + ordinal) that are their key's last change

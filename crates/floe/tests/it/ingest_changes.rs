@@ -4,6 +4,7 @@
 //! read by floe, PyIceberg and DuckDB; bad changes are dead letters.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use floe::ingest::change::IngestMode;
@@ -287,4 +288,66 @@ async fn debezium_events_from_ndjson_apply_in_order_and_bad_ones_are_dead_letter
     .unwrap_err()
     .to_string();
     assert!(e.contains("primary key"), "{e}");
+}
+
+#[tokio::test]
+async fn a_key_changed_from_two_partitions_is_reported_and_stays_one_row() {
+    let fx = Fixture::new().await;
+    let ident = pk_table(&fx, "s.crossed", false).await;
+    let topic = format!("crossed-{}", uuid::Uuid::new_v4().simple());
+    let client = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
+    client
+        .controller_client()
+        .unwrap()
+        .create_topic(&topic, 2, 1, 5_000)
+        .await
+        .unwrap();
+    for (partition, v) in [(0, 1), (1, 2), (0, 3)] {
+        let pc = client
+            .partition_client(topic.clone(), partition, UnknownTopicHandling::Retry)
+            .await
+            .unwrap();
+        let key = "{\"id\": 1, \"region\": \"eu\"}";
+        let value = format!("{{\"id\": 1, \"region\": \"eu\", \"v\": {v}}}");
+        let other = format!(
+            "{{\"id\": {}, \"region\": \"us\", \"v\": {v}}}",
+            10 + partition
+        );
+        let records = [
+            (key.to_string(), value),
+            (format!("{{\"id\": {}}}", 10 + partition), other),
+        ]
+        .into_iter()
+        .map(|(k, v)| Record {
+            key: Some(k.into_bytes()),
+            value: Some(v.into_bytes()),
+            headers: Default::default(),
+            timestamp: chrono::Utc::now(),
+        })
+        .collect();
+        pc.produce(records, Compression::NoCompression)
+            .await
+            .unwrap();
+    }
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let mut o = upsert_options("crossed", IngestMode::Upsert);
+    o.commit_records = None;
+    let uri = format!("kafka://{}/{topic}", kafka());
+    IngestBuilder::new(&fx.catalog, ident, source::open(&uri, false).unwrap(), o)
+        .on_commit(move |r| sink.lock().unwrap().push(r.clone()))
+        .execute()
+        .await
+        .unwrap();
+    let crossed: u64 = reports
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.keys_across_streams)
+        .sum();
+    assert!(crossed >= 1, "the key came from partitions 0 and 1");
+    let rows = crate::change::floe_rows(&fx, "s.crossed").await;
+    let of_key: Vec<_> = rows.iter().filter(|r| r[0] == "1").collect();
+    assert_eq!(of_key.len(), 1, "{rows:?}");
+    assert_eq!(rows.len(), 3, "{rows:?}");
 }

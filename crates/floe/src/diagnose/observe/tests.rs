@@ -30,6 +30,8 @@ fn part(name: &str, files: u64, small: u64, active: bool) -> PartitionHealth {
         delete_files: 0,
         delete_bytes: 0,
         delete_ratio: 0.0,
+        deleted_rows: 0,
+        deleted_row_ratio: 0.0,
         active,
         last_added_ms: None,
     }

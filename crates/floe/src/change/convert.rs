@@ -1,0 +1,354 @@
+//! `floe convert-equality-deletes`: equality delete files become position delete files,
+//! without rewriting data (the conversion Iceberg's `ConvertEqualityDeleteFiles` action names).
+//!
+//! Readers handle equality deletes badly (PyIceberg 0.12 cannot read a table that has them;
+//! others join every older data file of the partition against them). An equality delete file
+//! (spec v2, "Equality Delete Files") deletes, from every data file of its partition (any
+//! partition when it is unpartitioned) with a smaller data sequence number, the rows whose
+//! equality columns equal one of its rows. floe reads its rows into a key index, locates the
+//! matching live rows of exactly those data files ([`crate::change::locate`]), and writes them
+//! as position deletes that take the equality delete's spec and data sequence number, so they
+//! apply where it did. One `replace` commit removes the equality deletes and adds the position
+//! deletes; table content does not change. Each commit attempt converts again on the table it
+//! commits on, so a concurrent compaction or writer is seen.
+//!
+//! Not converted (left as they are, with the reason in the output): equality deletes on
+//! columns that are not top-level primitives, or with a null value (a null equals a null for
+//! an equality delete; a key index has no null keys).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::{DataContentType, DataFile};
+use iceberg::table::Table;
+use iceberg::TableIdent;
+use serde::Serialize;
+
+use crate::catalog::{ident_string, Catalog};
+use crate::change::keys::KeyIndex;
+use crate::change::locate::{candidates, locate};
+use crate::commit::producer::prepare;
+use crate::commit::{Committer, LiveFile, Produced, SnapshotUpdate};
+use crate::error::{Error, Result};
+use crate::operation::{Cost, Costed};
+use crate::write::deletes::write_position_delete_file;
+
+/// What a conversion did (or, dry run, would do).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConvertMetrics {
+    pub table: String,
+    pub dry_run: bool,
+    /// Equality delete files converted, and their rows.
+    pub equality_delete_files: usize,
+    pub equality_delete_rows: u64,
+    /// Position delete files written, and the positions they hold.
+    pub position_delete_files: usize,
+    pub positions: u64,
+    /// Data files read to find the rows.
+    pub data_files_read: usize,
+    /// Equality delete files left as they are, with the reason.
+    pub skipped: Vec<(String, String)>,
+    pub snapshot_id: Option<i64>,
+    pub commit_attempts: u32,
+    pub duration_ms: u64,
+}
+
+impl Costed for ConvertMetrics {
+    fn cost(&self) -> Cost {
+        Cost {
+            files_to_read: (self.data_files_read + self.equality_delete_files) as u64,
+            files_to_write: self.position_delete_files as u64,
+            ..Cost::default()
+        }
+    }
+}
+
+/// Builder of a conversion.
+pub struct ConvertBuilder {
+    catalog: Catalog,
+    ident: TableIdent,
+    dry_run: bool,
+}
+
+impl ConvertBuilder {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
+        Self {
+            catalog: catalog.clone(),
+            ident,
+            dry_run: false,
+        }
+    }
+
+    /// Finds the rows and counts, writes and commits nothing.
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// The dry run.
+    pub async fn plan(&self) -> Result<ConvertMetrics> {
+        Self {
+            catalog: self.catalog.clone(),
+            ident: self.ident.clone(),
+            dry_run: true,
+        }
+        .execute()
+        .await
+    }
+
+    /// Runs the conversion.
+    pub async fn execute(self) -> Result<ConvertMetrics> {
+        let started = Instant::now();
+        let table = self.catalog.load_table(&self.ident).await?;
+        let mut m = if self.dry_run {
+            let (conversion, data_files_read) = convert(&table, false).await?;
+            conversion.metrics(data_files_read)
+        } else {
+            let result = Committer::new(&self.catalog, &self.ident)
+                .on(table)
+                .commit_with(|t| async move {
+                    let (c, read) = convert(&t, true).await?;
+                    if c.removed.is_empty() {
+                        return Err(Error::Refused {
+                            operation: "convert-equality-deletes".into(),
+                            reason: NOTHING.into(),
+                        });
+                    }
+                    let written: Vec<String> =
+                        c.added.iter().map(|f| f.file_path().to_string()).collect();
+                    let update = SnapshotUpdate::rewrite_deletes(
+                        &t,
+                        c.removed.clone(),
+                        c.added.clone(),
+                        c.placement.clone(),
+                    );
+                    let mut commit = match prepare(&t, &update).await {
+                        Ok(p) => p,
+                        Err(e) => {
+                            crate::storage::delete::delete_quietly_in(
+                                t.file_io(),
+                                t.metadata().location(),
+                                written,
+                            )
+                            .await;
+                            return Err(e);
+                        }
+                    };
+                    commit.written.extend(written);
+                    Ok(Produced {
+                        commit,
+                        plan: c.metrics(read),
+                    })
+                })
+                .await;
+            match result {
+                Ok(done) => {
+                    let mut m = done.plan;
+                    m.snapshot_id = done.table.metadata().current_snapshot_id();
+                    m.commit_attempts = done.attempts;
+                    m
+                }
+                Err(Error::Refused { reason, .. }) if reason == NOTHING => {
+                    // Nothing convertible: report what was skipped.
+                    let t = self.catalog.load_table(&self.ident).await?;
+                    convert(&t, false).await?.0.metrics(0)
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        m.table = ident_string(&self.ident);
+        m.dry_run = self.dry_run;
+        m.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(m)
+    }
+}
+
+const NOTHING: &str = "no equality delete file to convert";
+
+/// One attempt's conversion.
+#[derive(Default)]
+struct Conversion {
+    removed: Vec<String>,
+    removed_rows: u64,
+    added: Vec<DataFile>,
+    positions: u64,
+    placement: HashMap<String, (i32, i64)>,
+    skipped: Vec<(String, String)>,
+}
+
+impl Conversion {
+    fn metrics(self, data_files_read: usize) -> ConvertMetrics {
+        ConvertMetrics {
+            equality_delete_files: self.removed.len(),
+            equality_delete_rows: self.removed_rows,
+            position_delete_files: self.added.len(),
+            positions: self.positions,
+            data_files_read,
+            skipped: self.skipped,
+            ..ConvertMetrics::default()
+        }
+    }
+}
+
+/// Converts every equality delete file of `table`; with `write`, writes the position delete
+/// files (deleted here if a later one fails). Returns the conversion and the data files read.
+async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
+    let live = crate::table::manifests::live_files(table).await?;
+    let eq: Vec<&LiveFile> = live
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::EqualityDeletes)
+        .collect();
+    let mut out = Conversion::default();
+    if eq.is_empty() {
+        return Ok((out, 0));
+    }
+    let tasks = candidates(table, None).await?;
+    let data: HashMap<&str, &LiveFile> = live
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::Data)
+        .map(|f| (f.file.file_path(), f))
+        .collect();
+    let mut read: BTreeSet<String> = BTreeSet::new();
+    let step = async {
+        for e in eq {
+            let path = e.file.file_path().to_string();
+            let keys = match key_index(table, e).await {
+                Ok(k) => k,
+                Err(reason) => {
+                    out.skipped.push((path, reason));
+                    continue;
+                }
+            };
+            let global = e.file.partition().fields().is_empty();
+            let targets: Vec<_> = tasks
+                .iter()
+                .filter(|t| {
+                    data.get(t.data_file_path.as_str()).is_some_and(|d| {
+                        d.sequence_number < e.sequence_number
+                            && (global
+                                || (d.spec_id == e.spec_id
+                                    && d.file.partition() == e.file.partition()))
+                    })
+                })
+                .cloned()
+                .collect();
+            read.extend(targets.iter().map(|t| t.data_file_path.clone()));
+            let keys = Arc::new(keys);
+            let (matched, _) =
+                locate(table, targets, &keys.field_ids, keys.matcher(), None).await?;
+            out.removed.push(path);
+            out.removed_rows += e.file.record_count();
+            // One position delete file per partition of the data files it names, in the
+            // equality delete's data sequence number.
+            let mut groups: HashMap<(i32, iceberg::spec::Struct), Vec<(String, i64)>> =
+                HashMap::new();
+            for m in matched {
+                out.positions += m.positions.len() as u64;
+                groups
+                    .entry((m.spec_id, m.partition.clone()))
+                    .or_default()
+                    .extend(m.positions.iter().map(|&p| (m.path.clone(), p)));
+            }
+            if !write {
+                continue;
+            }
+            for ((spec, partition), rows) in groups {
+                if let Some(f) =
+                    write_position_delete_file(table, spec, partition, rows, true).await?
+                {
+                    out.placement
+                        .insert(f.file_path().to_string(), (spec, e.sequence_number));
+                    out.added.push(f);
+                }
+            }
+        }
+        Ok::<_, Error>(())
+    };
+    if let Err(e) = step.await {
+        let written = out
+            .added
+            .iter()
+            .map(|f| f.file_path().to_string())
+            .collect();
+        crate::storage::delete::delete_quietly_in(
+            table.file_io(),
+            table.metadata().location(),
+            written,
+        )
+        .await;
+        return Err(e);
+    }
+    Ok((out, read.len()))
+}
+
+/// The rows of equality delete file `e` as a key index over its equality columns; `Err` is
+/// why the file cannot be converted.
+async fn key_index(table: &Table, e: &LiveFile) -> std::result::Result<KeyIndex, String> {
+    let schema = table.metadata().current_schema();
+    let ids = e.file.equality_ids().unwrap_or_default();
+    if ids.is_empty() {
+        return Err("no equality field ids".into());
+    }
+    let names: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            schema
+                .as_struct()
+                .fields()
+                .iter()
+                .find(|f| f.id == *id)
+                .map(|f| f.name.clone())
+                .ok_or_else(|| format!("equality field {id} is not a top-level column"))
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let mut keys = KeyIndex::for_schema(schema, Some(&names), &ident_string(table.identifier()))
+        .map_err(|e| e.to_string())?;
+    let batches = read_equality_rows(table, e, &ids)
+        .await
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    for b in batches {
+        let ordinals: Vec<u64> = (0..b.num_rows() as u64).collect();
+        keys.observe_deletes(&b, &ordinals, &[])
+            .map_err(|_| "a null value in an equality column".to_string())?;
+    }
+    Ok(keys)
+}
+
+/// The equality columns (`ids`, in that order) of every row of delete file `e`, typed as the
+/// table's current schema.
+async fn read_equality_rows(table: &Table, e: &LiveFile, ids: &[i32]) -> Result<Vec<RecordBatch>> {
+    let mut task = candidates_task(table, e)?;
+    task.project_field_ids = ids.to_vec();
+    let batches: Vec<RecordBatch> = table
+        .reader_builder()
+        .build()
+        .read(futures::stream::iter([Ok(task)]).boxed())?
+        .stream()
+        .try_collect()
+        .await?;
+    Ok(batches)
+}
+
+/// A scan task reading delete file `e` as if it were a data file of the current schema
+/// (its columns are table columns by field id).
+fn candidates_task(table: &Table, e: &LiveFile) -> Result<iceberg::scan::FileScanTask> {
+    Ok(iceberg::scan::FileScanTask {
+        file_size_in_bytes: e.file.file_size_in_bytes(),
+        start: 0,
+        length: e.file.file_size_in_bytes(),
+        record_count: Some(e.file.record_count()),
+        data_file_path: e.file.file_path().to_string(),
+        data_file_format: e.file.file_format(),
+        schema: table.metadata().current_schema().clone(),
+        project_field_ids: vec![],
+        predicate: None,
+        deletes: vec![],
+        partition: None,
+        partition_spec: None,
+        name_mapping: None,
+        case_sensitive: true,
+    })
+}
