@@ -152,7 +152,7 @@ enum Command {
     },
     /// Writes a stream (Kafka, NDJSON files, stdin) into a table: few large files,
     /// exactly-once commits, bad records to a dead-letter sink.
-    Ingest(ingest::IngestArgs),
+    Ingest(Box<ingest::IngestArgs>),
     /// Keeps every table healthy by itself: compaction, expiry, orphan and metadata cleanup,
     /// triggered per table, scheduled under a budget, one maintainer per table (leases).
     Maintain(maintain::MaintainArgs),
@@ -470,7 +470,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
         }
         Command::Ingest(args) => {
             let config = catalog_config(g)?;
-            ingest::run(&open(&config).await?, &config, args, out).await
+            ingest::run(&open(&config).await?, &config, *args, out).await
         }
         Command::Maintain(args) => maintain::run(g, args, out).await,
         Command::Health(cmd) => health::run(&connect(g).await?, cmd, out).await,
