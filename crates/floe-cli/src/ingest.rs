@@ -244,12 +244,7 @@ pub async fn run(
     o.maintain = a.maintain.then_some(true);
     o.changes = floe::ingest::upsert::ChangeOptions {
         mode: a.mode.parse()?,
-        key: a.key.as_deref().map(|k| {
-            k.split(',')
-                .map(|c| c.trim().to_string())
-                .filter(|c| !c.is_empty())
-                .collect()
-        }),
+        key: a.key.as_deref().map(crate::key_columns),
         delete_field: a.delete_field.clone(),
     };
     // The lease store `floe maintain` shares: --lease-db, else the SQL catalog's database;

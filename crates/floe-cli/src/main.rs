@@ -229,6 +229,14 @@ pub(crate) fn positive_size(option: &str, s: &str) -> Result<u64> {
     Ok(n)
 }
 
+/// `--key 'a, b'`: the key column names.
+pub(crate) fn key_columns(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
 async fn run(cli: Cli, out: &Out) -> Result<()> {
     let g = &cli.global;
     match cli.command {
@@ -248,12 +256,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             let ident = parse_table_ident(&table)?;
             let format = format.as_deref().map(InputFormat::parse).transpose()?;
             let mode = floe::append::AppendMode::parse(&mode)?;
-            let key = key.map(|k| {
-                k.split(',')
-                    .map(|c| c.trim().to_string())
-                    .filter(|c| !c.is_empty())
-                    .collect::<Vec<_>>()
-            });
+            let key = key.as_deref().map(key_columns);
             if key.is_some() && mode != floe::append::AppendMode::Upsert {
                 return Err(floe::Error::invalid_option(
                     "--key",

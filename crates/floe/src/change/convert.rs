@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::change::keys::KeyIndex;
 use crate::change::locate::{candidates, locate};
-use crate::commit::producer::prepare;
+use crate::change::{is_nothing_left, nothing_left, prepare_owning};
 use crate::commit::{Committer, LiveFile, Produced, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
@@ -112,10 +112,7 @@ impl ConvertBuilder {
                 .commit_with(|t| async move {
                     let (c, read) = convert(&t, true).await?;
                     if c.removed.is_empty() {
-                        return Err(Error::Refused {
-                            operation: "convert-equality-deletes".into(),
-                            reason: NOTHING.into(),
-                        });
+                        return Err(nothing_left("convert-equality-deletes"));
                     }
                     let written: Vec<String> =
                         c.added.iter().map(|f| f.file_path().to_string()).collect();
@@ -125,19 +122,7 @@ impl ConvertBuilder {
                         c.added.clone(),
                         c.placement.clone(),
                     );
-                    let mut commit = match prepare(&t, &update).await {
-                        Ok(p) => p,
-                        Err(e) => {
-                            crate::storage::delete::delete_quietly_in(
-                                t.file_io(),
-                                t.metadata().location(),
-                                written,
-                            )
-                            .await;
-                            return Err(e);
-                        }
-                    };
-                    commit.written.extend(written);
+                    let commit = prepare_owning(&t, &update, written).await?;
                     Ok(Produced {
                         commit,
                         plan: c.metrics(read),
@@ -151,7 +136,7 @@ impl ConvertBuilder {
                     m.commit_attempts = done.attempts;
                     m
                 }
-                Err(Error::Refused { reason, .. }) if reason == NOTHING => {
+                Err(e) if is_nothing_left(&e) => {
                     // Nothing convertible: report what was skipped.
                     let t = self.catalog.load_table(&self.ident).await?;
                     convert(&t, false).await?.0.metrics(0)
@@ -165,8 +150,6 @@ impl ConvertBuilder {
         Ok(m)
     }
 }
-
-const NOTHING: &str = "no equality delete file to convert";
 
 /// One attempt's conversion.
 #[derive(Default)]

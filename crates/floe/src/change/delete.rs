@@ -22,8 +22,7 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::change::locate::{candidates, locate, Matched, OnFile, Searched};
 use crate::change::predicate::RowFilter;
-use crate::change::{commit_row_delta, RowDelta};
-use crate::commit::producer::prepare;
+use crate::change::{commit_row_delta, is_nothing_left, nothing_left, prepare_owning, RowDelta};
 use crate::commit::{Committer, Produced, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
@@ -297,29 +296,14 @@ impl DeleteBuilder {
                         None => me.find(&t, filter).await?.0,
                     };
                     if matched.is_empty() {
-                        return Err(Error::Refused {
-                            operation: "delete".into(),
-                            reason: NOTHING_LEFT.into(),
-                        });
+                        return Err(nothing_left("delete"));
                     }
                     let (plan, data) = rewrite_without(&t, filter, &matched).await?;
                     let written: Vec<String> =
                         data.iter().map(|f| f.file_path().to_string()).collect();
                     let removed: Vec<String> = matched.iter().map(|m| m.path.clone()).collect();
                     let update = SnapshotUpdate::overwrite(&t, removed, vec![], data);
-                    let mut commit = match prepare(&t, &update).await {
-                        Ok(c) => c,
-                        Err(e) => {
-                            crate::storage::delete::delete_quietly_in(
-                                t.file_io(),
-                                t.metadata().location(),
-                                written,
-                            )
-                            .await;
-                            return Err(e);
-                        }
-                    };
-                    commit.written.extend(written);
+                    let commit = prepare_owning(&t, &update, written).await?;
                     Ok(Produced { commit, plan })
                 }
             })
@@ -330,15 +314,11 @@ impl DeleteBuilder {
                 attempts: done.attempts,
                 ..done.plan
             }),
-            Err(Error::Refused { reason, .. }) if reason == NOTHING_LEFT => {
-                Ok(CowOutcome::default())
-            }
+            Err(e) if is_nothing_left(&e) => Ok(CowOutcome::default()),
             Err(e) => Err(e),
         }
     }
 }
-
-const NOTHING_LEFT: &str = "the matching rows were deleted by a concurrent commit";
 
 #[derive(Debug, Clone, Default)]
 struct CowOutcome {

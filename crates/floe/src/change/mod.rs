@@ -98,6 +98,40 @@ pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes
     Ok(out)
 }
 
+/// Prepares `update` on `table` for one commit attempt that wrote `written`: if preparing
+/// fails they are deleted here; otherwise they join the commit's written files (deleted by
+/// the committer if the attempt loses).
+pub async fn prepare_owning(
+    table: &Table,
+    update: &SnapshotUpdate,
+    written: Vec<String>,
+) -> Result<crate::commit::producer::PreparedCommit> {
+    match prepare(table, update).await {
+        Ok(mut commit) => {
+            commit.written.extend(written);
+            Ok(commit)
+        }
+        Err(e) => {
+            discard(table, written).await;
+            Err(e)
+        }
+    }
+}
+
+/// The error an attempt returns when a concurrent commit left it nothing to change; see
+/// [`is_nothing_left`].
+pub(crate) fn nothing_left(operation: &str) -> Error {
+    Error::Refused {
+        operation: operation.to_string(),
+        reason: NOTHING_LEFT.into(),
+    }
+}
+
+/// True for [`nothing_left`]: the operation ends with nothing committed, not an error.
+pub(crate) fn is_nothing_left(e: &Error) -> bool {
+    matches!(e, Error::Refused { reason, .. } if reason == NOTHING_LEFT)
+}
+
 async fn discard(table: &Table, paths: Vec<String>) {
     if !paths.is_empty() {
         crate::storage::delete::delete_quietly_in(
@@ -121,7 +155,7 @@ pub struct RowDelta {
 }
 
 /// Nothing left to change at a retry (a concurrent commit deleted the rows first).
-const NOTHING_LEFT: &str = "nothing left to change";
+const NOTHING_LEFT: &str = "nothing left to change (a concurrent commit changed it first)";
 
 /// Commits `data` (written already, owned: deleted if the commit finally fails) with position
 /// deletes for the rows `find` locates. Every attempt locates on the table it commits on,
@@ -185,10 +219,7 @@ where
                 let deletes = write_deletes(&t, &matched).await?;
                 // Summary properties (a stream's positions) are committed even alone.
                 if deletes.is_empty() && data.is_empty() && summary.is_empty() {
-                    return Err(Error::Refused {
-                        operation: "row delta".into(),
-                        reason: NOTHING_LEFT.into(),
-                    });
+                    return Err(nothing_left("row delta"));
                 }
                 let update = if deletes.is_empty() {
                     SnapshotUpdate::append(data.clone())
@@ -207,14 +238,7 @@ where
                     )
                 };
                 let update = update.with_summary_properties(summary);
-                let mut commit = match prepare(&t, &update).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        discard(&t, deletes.written()).await;
-                        return Err(e);
-                    }
-                };
-                commit.written.extend(deletes.written());
+                let commit = prepare_owning(&t, &update, deletes.written()).await?;
                 Ok(Produced {
                     commit,
                     plan: (deletes, searched),
@@ -229,7 +253,7 @@ where
             deletes: done.plan.0,
             searched: done.plan.1,
         }),
-        Err(Error::Refused { reason, .. }) if reason == NOTHING_LEFT => Ok(RowDelta::default()),
+        Err(e) if is_nothing_left(&e) => Ok(RowDelta::default()),
         Err(e) => Err(e),
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, StringArray};
 use arrow::record_batch::RecordBatch;
-use floe::catalog::{parse_table_ident, NewTable};
 use floe::change::delete::{DeleteBuilder, DeleteMode};
 use floe::iceberg::spec::DataContentType;
 use floe::iceberg::TableIdent;
@@ -23,31 +22,12 @@ pub(crate) const REGIONS: [&str; 3] = ["eu", "us", "ap"];
 /// Creates `name` (id bigint, region string, v bigint; primary key id, region), partitioned
 /// by region when `partitioned`.
 pub(crate) async fn pk_table(fx: &Fixture, name: &str, partitioned: bool) -> TableIdent {
-    let ident = parse_table_ident(name).unwrap();
-    let ns = ident.namespace().clone();
-    if !fx.catalog.namespace_exists(&ns).await.unwrap() {
-        fx.catalog.create_namespace(&ns).await.unwrap();
-    }
     let schema =
         floe::table::schema::parse_schema("id bigint not null, region string not null, v bigint")
             .unwrap();
     let schema = floe::table::schema::with_primary_key(schema, "id, region").unwrap();
-    let spec = if partitioned {
-        floe::table::schema::parse_partition("region", &schema).unwrap()
-    } else {
-        floe::table::schema::unpartitioned()
-    };
-    fx.catalog
-        .create_table(NewTable {
-            ident: ident.clone(),
-            schema,
-            partition_spec: spec,
-            sort_order: None,
-            properties: Default::default(),
-        })
+    fx.create_table(name, schema, partitioned.then_some("region"))
         .await
-        .unwrap();
-    ident
 }
 
 /// A batch of `rows` (id, region, v) in the table's Arrow schema.

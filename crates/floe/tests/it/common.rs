@@ -43,15 +43,26 @@ impl Fixture {
 
     /// Creates `ns.name` (id bigint not null, ts timestamp, name string, amount double).
     pub async fn table(&self, name: &str, partition: Option<&str>) -> TableIdent {
+        let schema = floe::table::schema::parse_schema(
+            "id bigint not null, ts timestamp, name string, amount double",
+        )
+        .unwrap();
+        self.create_table(name, schema, partition).await
+    }
+
+    /// Creates `ns.name` with `schema`, partitioned by `partition` (spec text), creating the
+    /// namespace when needed.
+    pub async fn create_table(
+        &self,
+        name: &str,
+        schema: floe::iceberg::spec::Schema,
+        partition: Option<&str>,
+    ) -> TableIdent {
         let ident = parse_table_ident(name).unwrap();
         let ns = ident.namespace().clone();
         if !self.catalog.namespace_exists(&ns).await.unwrap() {
             self.catalog.create_namespace(&ns).await.unwrap();
         }
-        let schema = floe::table::schema::parse_schema(
-            "id bigint not null, ts timestamp, name string, amount double",
-        )
-        .unwrap();
         let spec = match partition {
             Some(p) => floe::table::schema::parse_partition(p, &schema).unwrap(),
             None => floe::table::schema::unpartitioned(),

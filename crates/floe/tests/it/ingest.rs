@@ -308,6 +308,25 @@ pub fn kafka() -> String {
 
 /// Creates `topic` with `partitions` and produces `payloads[i]` to partition `i % partitions`.
 pub async fn produce(topic: &str, partitions: i32, payloads: Vec<Vec<u8>>, create: bool) {
+    let records = payloads
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let r = Record {
+                key: None,
+                value: Some(p),
+                headers: Default::default(),
+                timestamp: chrono::Utc::now(),
+            };
+            (i as i32 % partitions, r)
+        })
+        .collect();
+    produce_to(topic, partitions, records, create).await
+}
+
+/// Creates `topic` with `partitions` (when `create`) and produces each record to its partition,
+/// in order.
+pub async fn produce_to(topic: &str, partitions: i32, records: Vec<(i32, Record)>, create: bool) {
     let client = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
     if create {
         client
@@ -318,16 +337,8 @@ pub async fn produce(topic: &str, partitions: i32, payloads: Vec<Vec<u8>>, creat
             .unwrap();
     }
     let mut by_partition: HashMap<i32, Vec<Record>> = HashMap::new();
-    for (i, p) in payloads.into_iter().enumerate() {
-        by_partition
-            .entry(i as i32 % partitions)
-            .or_default()
-            .push(Record {
-                key: None,
-                value: Some(p),
-                headers: Default::default(),
-                timestamp: chrono::Utc::now(),
-            });
+    for (p, r) in records {
+        by_partition.entry(p).or_default().push(r);
     }
     for (p, records) in by_partition {
         let pc = client

@@ -3,7 +3,7 @@
 //! across restarts and a crash between writing and committing, after compaction and expiry,
 //! read by floe, PyIceberg and DuckDB; bad changes are dead letters.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,15 +12,13 @@ use floe::ingest::dead_letter::DeadLetterSink;
 use floe::ingest::source;
 use floe::ingest::stream::{IngestBuilder, IngestOptions};
 use floe::ingest::upsert::ChangeOptions;
-use rskafka::client::partition::{Compression, UnknownTopicHandling};
-use rskafka::client::ClientBuilder;
 use rskafka::record::Record;
 
 use crate::change::{
     assert_matches_model, assert_readers_match_model, delete_files, pk_table, Lcg, Model, REGIONS,
 };
 use crate::common::Fixture;
-use crate::ingest::kafka;
+use crate::ingest::{kafka, produce_to};
 
 /// One change: the key, and the new v (`None`: delete).
 type Op = ((i64, String), Option<i64>);
@@ -47,50 +45,34 @@ fn partition_of(key: &(i64, String), partitions: i32) -> i32 {
 /// `"__deleted": "false"`), a delete as a tombstone (null value) or, every other one, a row
 /// marked `"__deleted": "true"`.
 async fn produce_changes(topic: &str, partitions: i32, ops: &[Op], create: bool) {
-    let client = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
-    if create {
-        client
-            .controller_client()
-            .unwrap()
-            .create_topic(topic, partitions, 1, 5_000)
-            .await
-            .unwrap();
-    }
-    let mut by_partition: HashMap<i32, Vec<Record>> = HashMap::new();
-    for (i, ((id, region), v)) in ops.iter().enumerate() {
-        let key = format!("{{\"id\": {id}, \"region\": \"{region}\"}}");
-        let value = match v {
-            Some(v) if i % 3 == 0 => Some(format!(
-                "{{\"id\": {id}, \"region\": \"{region}\", \"v\": {v}, \"__deleted\": \"false\"}}"
-            )),
-            Some(v) => Some(format!(
-                "{{\"id\": {id}, \"region\": \"{region}\", \"v\": {v}}}"
-            )),
-            None if i % 2 == 0 => None,
-            None => Some(format!(
-                "{{\"id\": {id}, \"region\": \"{region}\", \"v\": null, \"__deleted\": \"true\"}}"
-            )),
-        };
-        by_partition
-            .entry(partition_of(&(*id, region.clone()), partitions))
-            .or_default()
-            .push(Record {
-                key: Some(key.into_bytes()),
-                value: value.map(String::into_bytes),
-                headers: Default::default(),
-                timestamp: chrono::Utc::now(),
-            });
-    }
-    for (p, records) in by_partition {
-        let pc = client
-            .partition_client(topic, p, UnknownTopicHandling::Retry)
-            .await
-            .unwrap();
-        for chunk in records.chunks(200) {
-            pc.produce(chunk.to_vec(), Compression::NoCompression)
-                .await
-                .unwrap();
-        }
+    let records = ops
+        .iter()
+        .enumerate()
+        .map(|(i, ((id, region), v))| {
+            let key = format!("{{\"id\": {id}, \"region\": \"{region}\"}}");
+            let value = match v {
+                Some(v) if i % 3 == 0 => Some(format!(
+                    "{{\"id\": {id}, \"region\": \"{region}\", \"v\": {v}, \"__deleted\": \"false\"}}"
+                )),
+                Some(v) => Some(format!("{{\"id\": {id}, \"region\": \"{region}\", \"v\": {v}}}")),
+                None if i % 2 == 0 => None,
+                None => Some(format!(
+                    "{{\"id\": {id}, \"region\": \"{region}\", \"v\": null, \"__deleted\": \"true\"}}"
+                )),
+            };
+            (partition_of(&(*id, region.clone()), partitions), keyed(key, value))
+        })
+        .collect();
+    produce_to(topic, partitions, records, create).await
+}
+
+/// A Kafka record with a key and (`None`: a tombstone) a value.
+fn keyed(key: String, value: Option<String>) -> Record {
+    Record {
+        key: Some(key.into_bytes()),
+        value: value.map(String::into_bytes),
+        headers: Default::default(),
+        timestamp: chrono::Utc::now(),
     }
 }
 
@@ -295,40 +277,18 @@ async fn a_key_changed_from_two_partitions_is_reported_and_stays_one_row() {
     let fx = Fixture::new().await;
     let ident = pk_table(&fx, "s.crossed", false).await;
     let topic = format!("crossed-{}", uuid::Uuid::new_v4().simple());
-    let client = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
-    client
-        .controller_client()
-        .unwrap()
-        .create_topic(&topic, 2, 1, 5_000)
-        .await
-        .unwrap();
+    let mut records = Vec::new();
     for (partition, v) in [(0, 1), (1, 2), (0, 3)] {
-        let pc = client
-            .partition_client(topic.clone(), partition, UnknownTopicHandling::Retry)
-            .await
-            .unwrap();
-        let key = "{\"id\": 1, \"region\": \"eu\"}";
         let value = format!("{{\"id\": 1, \"region\": \"eu\", \"v\": {v}}}");
-        let other = format!(
-            "{{\"id\": {}, \"region\": \"us\", \"v\": {v}}}",
-            10 + partition
-        );
-        let records = [
-            (key.to_string(), value),
-            (format!("{{\"id\": {}}}", 10 + partition), other),
-        ]
-        .into_iter()
-        .map(|(k, v)| Record {
-            key: Some(k.into_bytes()),
-            value: Some(v.into_bytes()),
-            headers: Default::default(),
-            timestamp: chrono::Utc::now(),
-        })
-        .collect();
-        pc.produce(records, Compression::NoCompression)
-            .await
-            .unwrap();
+        records.push((
+            partition,
+            keyed("{\"id\": 1, \"region\": \"eu\"}".into(), Some(value)),
+        ));
+        let id = 10 + partition;
+        let other = format!("{{\"id\": {id}, \"region\": \"us\", \"v\": {v}}}");
+        records.push((partition, keyed(format!("{{\"id\": {id}}}"), Some(other))));
     }
+    produce_to(&topic, 2, records, true).await;
     let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = reports.clone();
     let mut o = upsert_options("crossed", IngestMode::Upsert);
