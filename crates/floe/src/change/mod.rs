@@ -49,6 +49,8 @@ use locate::{Matched, Searched};
 pub struct Deletes {
     pub removed_data_files: Vec<String>,
     pub delete_files: Vec<DataFile>,
+    /// The partition spec of each delete file (that of the data files it names).
+    pub specs: HashMap<String, i32>,
     /// Rows deleted (live rows of removed files + positions written).
     pub rows: u64,
 }
@@ -87,7 +89,10 @@ pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes
     groups.sort_by(|a, b| a.1[0].0.cmp(&b.1[0].0));
     for ((spec, partition), rows) in groups {
         match write_position_delete_file(table, spec, partition, rows, true).await {
-            Ok(Some(f)) => out.delete_files.push(f),
+            Ok(Some(f)) => {
+                out.specs.insert(f.file_path().to_string(), spec);
+                out.delete_files.push(f);
+            }
             Ok(None) => {}
             Err(e) => {
                 discard(table, out.written()).await;
@@ -237,7 +242,9 @@ where
                         data.clone(),
                     )
                 };
-                let update = update.with_summary_properties(summary);
+                let update = update
+                    .with_delete_specs(&deletes.specs)
+                    .with_summary_properties(summary);
                 let commit = prepare_owning(&t, &update, deletes.written()).await?;
                 Ok(Produced {
                     commit,

@@ -209,6 +209,16 @@ impl SnapshotUpdate {
         }
     }
 
+    /// Places added position delete files in the partition spec of the data files they name
+    /// (by path; an older spec after partition evolution), with the new snapshot's sequence
+    /// number. Unlisted delete files go in the default spec.
+    pub fn with_delete_specs(mut self, specs: &HashMap<String, i32>) -> Self {
+        for (path, spec) in specs {
+            self.delete_placement.insert(path.clone(), (*spec, -1));
+        }
+        self
+    }
+
     /// Adds summary properties.
     pub fn with_summary_properties(mut self, props: HashMap<String, String>) -> Self {
         self.summary_properties.extend(props);
