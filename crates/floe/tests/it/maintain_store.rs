@@ -150,8 +150,11 @@ async fn racing_maintainers_never_hold_one_table_together() {
     const INSTANCES: usize = 3;
     const SCOPES: usize = 20;
     const ROUNDS: usize = 8;
-    // Short enough that leases expire and change hands during the test.
-    let ttl = Duration::from_millis(30);
+    // Short enough that leases expire and change hands during the test, long enough that an
+    // acquire call never outlasts it: a holder whose call returns after its lease expired (in
+    // the store's time) holds nothing, yet this test would count it as holding from the
+    // return (30 ms was exceeded on a loaded 2-core machine).
+    let ttl = Duration::from_millis(150);
     let prefix = unique_prefix();
     let scopes: Vec<String> = (0..SCOPES).map(|i| format!("{prefix}.ns.t{i}")).collect();
 
@@ -180,9 +183,15 @@ async fn racing_maintainers_never_hold_one_table_together() {
                                 from: now_ms(),
                                 until: now + ttl.as_millis() as i64,
                             };
-                            // Some leases are released, the others left to expire.
+                            // Some leases are released, the others left to expire. A release
+                            // ends this holder's lease, including the windows of its earlier
+                            // acquisitions of the scope that this one extended.
                             if (round + k + i) % 3 == 0 {
-                                h.until = h.until.min(now_ms());
+                                let end = now_ms();
+                                h.until = h.until.min(end);
+                                for earlier in held.iter_mut().filter(|e| &e.scope == scope) {
+                                    earlier.until = earlier.until.min(end);
+                                }
                                 store.release(scope, &holder).await.unwrap();
                             }
                             held.push(h);
@@ -197,7 +206,7 @@ async fn racing_maintainers_never_hold_one_table_together() {
                         }
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(7 * (i as u64 + 1))).await;
+                tokio::time::sleep(Duration::from_millis(35 * (i as u64 + 1))).await;
             }
             // Releasing everything ends every window of this holder.
             let end = now_ms();
