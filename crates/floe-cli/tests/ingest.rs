@@ -366,3 +366,160 @@ fn an_unreachable_broker_or_missing_topic_is_one_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
 }
+
+/// The change `k` of `step` in Kafka partition `p`: its key (always in partition `p`: key % 3)
+/// and its value (`None`: a tombstone).
+fn change(step: u64, p: u64, k: u64) -> (u64, Option<u64>) {
+    let id = 3 * ((step * 37 + k * 11) % 200) + p;
+    let v = (!(step + k).is_multiple_of(5)).then_some(step * 1000 + k);
+    (id, v)
+}
+
+#[test]
+fn kafka_upserts_match_a_reference_model_under_repeated_kill_9() {
+    const STEPS: u64 = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "u"]);
+    ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "u.users",
+            "--schema",
+            "id bigint, name string, v bigint",
+            "--primary-key",
+            "id",
+        ],
+    );
+    let topic = format!("up-{}", uuid::Uuid::new_v4().simple());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(async {
+        let c = ClientBuilder::new(vec![kafka()]).build().await.unwrap();
+        c.controller_client()
+            .unwrap()
+            .create_topic(&topic, 3, 1, 5_000)
+            .await
+            .unwrap();
+        c
+    });
+    // The model: per key, its last change (every key stays in one partition, so that is the
+    // produce order).
+    let mut model = std::collections::BTreeMap::new();
+    for step in 0..STEPS {
+        for p in 0..3 {
+            for k in 0..50 {
+                match change(step, p, k) {
+                    (id, Some(v)) => model.insert(id, v),
+                    (id, None) => model.remove(&id),
+                };
+            }
+        }
+    }
+    let producer_topic = topic.clone();
+    let producer = rt.spawn(async move {
+        use rskafka::client::partition::Compression;
+        use rskafka::record::Record;
+        let mut parts = Vec::new();
+        for p in 0..3 {
+            parts.push(
+                client
+                    .partition_client(producer_topic.clone(), p, UnknownTopicHandling::Retry)
+                    .await
+                    .unwrap(),
+            );
+        }
+        for step in 0..STEPS {
+            for (p, pc) in parts.iter().enumerate() {
+                let records = (0..50)
+                    .map(|k| {
+                        let (id, v) = change(step, p as u64, k);
+                        Record {
+                            key: Some(format!("{{\"id\": {id}}}").into_bytes()),
+                            value: v.map(|v| {
+                                format!("{{\"id\": {id}, \"name\": \"n{v}\", \"v\": {v}}}")
+                                    .into_bytes()
+                            }),
+                            headers: Default::default(),
+                            timestamp: chrono::Utc::now(),
+                        }
+                    })
+                    .collect();
+                pc.produce(records, Compression::NoCompression)
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(60)).await;
+        }
+    });
+    let source = format!("kafka://{}/{topic}", kafka());
+    let mut rng = rand::rng();
+    for round in 0..6 {
+        let mut cmd = floe(d);
+        cmd.args([
+            "ingest",
+            "u.users",
+            "--source",
+            &source,
+            "--mode",
+            "upsert",
+            "--commit-interval",
+            "250ms",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        if round % 2 == 1 {
+            cmd.env("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS", "300");
+        }
+        let mut child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    rt.block_on(producer).unwrap();
+    ok_json(
+        d,
+        &[
+            "ingest",
+            "u.users",
+            "--source",
+            &source,
+            "--mode",
+            "upsert",
+            "--commit-interval",
+            "1s",
+            "--stop-when-idle",
+            "3s",
+        ],
+    );
+    let out = floe(d)
+        .args(["--json", "sql", "SELECT id, v FROM u.users ORDER BY id"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<(u64, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            (r["id"].as_u64().unwrap(), r["v"].as_u64().unwrap())
+        })
+        .collect();
+    let want: Vec<(u64, u64)> = model.into_iter().collect();
+    assert_eq!(got.len(), want.len(), "one row per live key");
+    assert_eq!(got, want, "every key's last change, after 6 kills");
+    let v = common::python_read(d, "u.users", "v");
+    let sum: u64 = want.iter().map(|r| r.1).sum();
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(
+            v[reader]["rows"].as_u64(),
+            Some(want.len() as u64),
+            "{reader}"
+        );
+        assert_eq!(v[reader]["sum"].as_u64(), Some(sum), "{reader}");
+    }
+}
