@@ -71,6 +71,25 @@ fn event(id: u64) -> String {
 
 use common::kafka;
 
+/// Runs `floe ARGS` `rounds` times, each killed with SIGKILL after 0.3 to 1.5 s; every other
+/// run widens the window between writing a commit's files and committing them. Returns the
+/// kills.
+fn kill_9_repeatedly(d: &Path, args: &[&str], rounds: usize) -> usize {
+    let mut rng = rand::rng();
+    for round in 0..rounds {
+        let mut cmd = floe(d);
+        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
+        if round % 2 == 1 {
+            cmd.env("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS", "300");
+        }
+        let mut child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    rounds
+}
+
 #[test]
 fn kafka_ingest_is_exactly_once_under_repeated_kill_9() {
     const N: u64 = 30_000;
@@ -113,30 +132,15 @@ fn kafka_ingest_is_exactly_once_under_repeated_kill_9() {
         }
     });
     let source = format!("kafka://{}/{topic}", kafka());
-    let mut rng = rand::rng();
-    let mut kills = 0;
-    for round in 0..8 {
-        let mut cmd = floe(d);
-        cmd.args([
-            "ingest",
-            "k.events",
-            "--source",
-            &source,
-            "--commit-interval",
-            "250ms",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        if round % 2 == 1 {
-            // Widen the window between writing the files and committing them.
-            cmd.env("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS", "300");
-        }
-        let mut child = cmd.spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        kills += 1;
-    }
+    let args = [
+        "ingest",
+        "k.events",
+        "--source",
+        &source,
+        "--commit-interval",
+        "250ms",
+    ];
+    let kills = kill_9_repeatedly(d, &args, 8);
     rt.block_on(producer).unwrap();
     let summary = ok_json(
         d,
@@ -454,29 +458,17 @@ fn kafka_upserts_match_a_reference_model_under_repeated_kill_9() {
         }
     });
     let source = format!("kafka://{}/{topic}", kafka());
-    let mut rng = rand::rng();
-    for round in 0..6 {
-        let mut cmd = floe(d);
-        cmd.args([
-            "ingest",
-            "u.users",
-            "--source",
-            &source,
-            "--mode",
-            "upsert",
-            "--commit-interval",
-            "250ms",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        if round % 2 == 1 {
-            cmd.env("FLOE_FAULT_PAUSE_INGEST_BEFORE_COMMIT_MS", "300");
-        }
-        let mut child = cmd.spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-    }
+    let args = [
+        "ingest",
+        "u.users",
+        "--source",
+        &source,
+        "--mode",
+        "upsert",
+        "--commit-interval",
+        "250ms",
+    ];
+    kill_9_repeatedly(d, &args, 6);
     rt.block_on(producer).unwrap();
     ok_json(
         d,
