@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use crate::catalog::{ident_string, Catalog};
 use crate::change::keys::KeyIndex;
-use crate::change::locate::{candidates, locate};
+use crate::change::locate::{candidates, locate_known, Known};
 use crate::change::{is_nothing_left, nothing_left, prepare_owning};
 use crate::commit::{Committer, LiveFile, Produced, SnapshotUpdate};
 use crate::error::{Error, Result};
@@ -189,6 +189,8 @@ async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
         return Ok((out, 0));
     }
     let tasks = candidates(table, None).await?;
+    // Existing position deletes and specs are read once for every equality delete file.
+    let known = Known::of(table, &tasks).await?;
     let data: HashMap<&str, &LiveFile> = live
         .iter()
         .filter(|f| f.file.content_type() == DataContentType::Data)
@@ -220,8 +222,15 @@ async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
                 .collect();
             read.extend(targets.iter().map(|t| t.data_file_path.clone()));
             let keys = Arc::new(keys);
-            let (matched, _) =
-                locate(table, targets, &keys.field_ids, keys.matcher(), None).await?;
+            let (matched, _) = locate_known(
+                table,
+                &known,
+                targets,
+                &keys.field_ids,
+                keys.matcher(),
+                None,
+            )
+            .await?;
             out.removed.push(path);
             out.removed_rows += e.file.record_count();
             // One position delete file per partition of the data files it names, in the
@@ -303,7 +312,7 @@ async fn key_index(table: &Table, e: &LiveFile) -> std::result::Result<KeyIndex,
 /// The equality columns (`ids`, in that order) of every row of delete file `e`, typed as the
 /// table's current schema.
 async fn read_equality_rows(table: &Table, e: &LiveFile, ids: &[i32]) -> Result<Vec<RecordBatch>> {
-    let mut task = candidates_task(table, e)?;
+    let mut task = delete_file_task(table, e)?;
     task.project_field_ids = ids.to_vec();
     let batches: Vec<RecordBatch> = table
         .reader_builder()
@@ -317,7 +326,7 @@ async fn read_equality_rows(table: &Table, e: &LiveFile, ids: &[i32]) -> Result<
 
 /// A scan task reading delete file `e` as if it were a data file of the current schema
 /// (its columns are table columns by field id).
-fn candidates_task(table: &Table, e: &LiveFile) -> Result<iceberg::scan::FileScanTask> {
+fn delete_file_task(table: &Table, e: &LiveFile) -> Result<iceberg::scan::FileScanTask> {
     Ok(iceberg::scan::FileScanTask {
         file_size_in_bytes: e.file.file_size_in_bytes(),
         start: 0,

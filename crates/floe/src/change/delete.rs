@@ -359,12 +359,12 @@ async fn rewrite_without(
     if partial.is_empty() {
         return Ok((out, vec![]));
     }
-    // The tasks of the partial files, with the delete files that apply to them.
-    let tasks: Vec<FileScanTask> = candidates(table, None)
-        .await?
-        .into_iter()
-        .filter(|t| partial.contains(t.data_file_path.as_str()))
-        .map(|mut t| {
+    // The partial files' scan tasks, with the delete files that apply to them.
+    let tasks: Vec<FileScanTask> = matched
+        .iter()
+        .filter(|m| !m.all_live_rows())
+        .map(|m| {
+            let mut t = m.task.clone();
             t.predicate = None;
             t
         })

@@ -57,6 +57,9 @@ pub struct Matched {
     pub live_rows: u64,
     /// Positions of the selected live rows, ascending.
     pub positions: Vec<i64>,
+    /// The scan task the file was read from, with the delete files that apply to it (a
+    /// copy-on-write rewrite reads the file again through it).
+    pub task: FileScanTask,
 }
 
 impl Matched {
@@ -77,6 +80,25 @@ pub struct Searched {
 /// Called with the bytes of each data file read (progress).
 pub type OnFile = Arc<dyn Fn(u64) + Send + Sync>;
 
+/// What a search knows of the table before reading any data file: the positions position
+/// deletes already remove and each data file's partition spec. Built once for several
+/// searches over the same table (one per equality delete file in a conversion).
+#[derive(Clone, Default)]
+pub struct Known {
+    deleted: Arc<HashMap<String, Vec<i64>>>,
+    specs: Arc<HashMap<String, i32>>,
+}
+
+impl Known {
+    /// What is known of the data files of `tasks`.
+    pub async fn of(table: &Table, tasks: &[FileScanTask]) -> Result<Self> {
+        Ok(Self {
+            deleted: Arc::new(deleted_positions(table, tasks).await?),
+            specs: Arc::new(spec_ids(table, tasks).await?),
+        })
+    }
+}
+
 /// Reads `field_ids` of every row of each task's data file and returns, per file with at least
 /// one selected live row, the positions `matcher` selected. `on_file` is called with the bytes
 /// of each file read.
@@ -87,8 +109,20 @@ pub async fn locate(
     matcher: Matcher,
     on_file: Option<OnFile>,
 ) -> Result<(Vec<Matched>, Searched)> {
-    let deleted = Arc::new(deleted_positions(table, &tasks).await?);
-    let specs = spec_ids(table, &tasks).await?;
+    let known = Known::of(table, &tasks).await?;
+    locate_known(table, &known, tasks, field_ids, matcher, on_file).await
+}
+
+/// [`locate`] with what is [`Known`] already (a superset of `tasks`' files).
+pub async fn locate_known(
+    table: &Table,
+    known: &Known,
+    tasks: Vec<FileScanTask>,
+    field_ids: &[i32],
+    matcher: Matcher,
+    on_file: Option<OnFile>,
+) -> Result<(Vec<Matched>, Searched)> {
+    let (deleted, specs) = (known.deleted.clone(), &known.specs);
     let searched = Searched {
         files: tasks.len(),
         bytes: tasks.iter().map(|t| t.file_size_in_bytes).sum(),
@@ -134,6 +168,7 @@ async fn read_one(
     matcher: &Matcher,
     deleted: &HashMap<String, Vec<i64>>,
 ) -> Result<(Option<Matched>, u64)> {
+    let original = task.clone();
     let path = task.data_file_path.clone();
     let partition = task.partition.clone().unwrap_or_else(Struct::empty);
     let size = task.file_size_in_bytes;
@@ -171,6 +206,7 @@ async fn read_one(
         file_size_in_bytes: size,
         live_rows,
         positions,
+        task: original,
     });
     Ok((matched, next as u64))
 }

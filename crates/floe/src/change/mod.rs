@@ -157,6 +157,8 @@ pub struct RowDelta {
     pub deletes: Deletes,
     /// What the attempt that landed read to find its rows.
     pub searched: Searched,
+    /// The table as committed (`None` when nothing was).
+    pub table: Option<Table>,
 }
 
 /// Nothing left to change at a retry (a concurrent commit deleted the rows first).
@@ -259,6 +261,7 @@ where
             attempts: done.attempts,
             deletes: done.plan.0,
             searched: done.plan.1,
+            table: Some(done.table),
         }),
         Err(e) if is_nothing_left(&e) => Ok(RowDelta::default()),
         Err(e) => Err(e),

@@ -830,7 +830,11 @@ impl IngestBuilder {
                             },
                         )
                         .await?;
-                        let table = self.catalog.load_table(&self.ident).await?;
+                        // The committed table (a commit with positions always lands one).
+                        let table = match delta.table {
+                            Some(t) => t,
+                            None => self.catalog.load_table(&self.ident).await?,
+                        };
                         (table, delta.attempts, None, delta.deletes.rows)
                     }
                 }
