@@ -9,6 +9,7 @@
 //! `backends`: the same operations on local disk and on S3 + REST (SeaweedFS), with the S3
 //! requests each one issued.
 //! `row-group-merge`: compaction of large-row-group inputs copied without decoding vs decoded.
+//! `equality-deletes`: an equality delete file for the compaction matrix's delete cell.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -23,6 +24,7 @@ use floe::catalog::{Catalog, CatalogConfig};
 use serde_json::json;
 
 mod backends;
+mod eqdeletes;
 mod history;
 mod merge;
 
@@ -105,6 +107,21 @@ enum Cmd {
         /// Where to keep the tables (default: a temporary directory).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+    /// Commits one equality delete file of every row whose `column` is a multiple of
+    /// `modulo` (the compaction matrix's equality-delete input).
+    EqualityDeletes {
+        /// Warehouse directory (SQLite catalog inside).
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// Table, NS.NAME (unpartitioned).
+        #[arg(long)]
+        table: String,
+        /// A bigint column.
+        #[arg(long, default_value = "id")]
+        column: String,
+        #[arg(long, default_value_t = 20)]
+        modulo: i64,
     },
     /// Produces every line of an NDJSON file to a Kafka topic (created with N partitions),
     /// round robin, for the ingest benchmark.
@@ -460,6 +477,12 @@ async fn main() -> Result<()> {
             runs,
             dir,
         } => merge::run(files, rows, runs, dir).await,
+        Cmd::EqualityDeletes {
+            warehouse,
+            table,
+            column,
+            modulo,
+        } => eqdeletes::run(warehouse, table, column, modulo).await,
         Cmd::KafkaProduce {
             brokers,
             topic,
