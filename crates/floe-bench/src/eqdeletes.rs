@@ -20,13 +20,8 @@ pub async fn run(warehouse: PathBuf, table: String, column: String, modulo: i64)
     let catalog = Catalog::connect(&CatalogConfig::embedded(Some(&warehouse))?).await?;
     let ident = TableIdent::from_strs(table.split('.'))?;
     let t = catalog.load_table(&ident).await?;
-    let batches: Vec<arrow::record_batch::RecordBatch> = t
-        .scan()
-        .build()?
-        .to_arrow()
-        .await?
-        .try_collect()
-        .await?;
+    let batches: Vec<arrow::record_batch::RecordBatch> =
+        t.scan().build()?.to_arrow().await?.try_collect().await?;
     let mut rows = Vec::new();
     let mut deleted = 0usize;
     for b in batches {

@@ -20,6 +20,7 @@
 mod commit;
 pub mod dangling;
 pub mod filter;
+mod multi_file;
 pub mod options;
 mod parallel;
 pub mod plan;

@@ -41,6 +41,7 @@ use parquet::arrow::arrow_writer::{
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::SchemaDescPtr;
 
 use super::row_group_merge::{self, MergeConfig, MergeInput};
 use crate::error::{Error, Result};
@@ -141,12 +142,14 @@ fn close_row_group(
 }
 
 /// Decodes one slice (applying its delete files) and encodes it into row groups of at most
-/// `rows_per_group` rows.
+/// `rows_per_group` rows. `output` is the Parquet schema of the outputs.
+#[allow(clippy::too_many_arguments)]
 async fn encode_slice(
     table: Table,
     tasks: Vec<FileScanTask>,
     factory: Arc<ArrowRowGroupWriterFactory>,
     schema: SchemaRef,
+    output: SchemaDescPtr,
     rows_per_group: usize,
     index: usize,
     cores: Arc<tokio::sync::Semaphore>,
@@ -156,11 +159,9 @@ async fn encode_slice(
         .acquire_owned()
         .await
         .map_err(|e| Error::Io(std::io::Error::other(e)))?;
-    let mut stream = super::rewrite::read_rows(&table, tasks, schema)?;
     let mut done = Vec::new();
     let mut open: Option<(Vec<ArrowColumnWriter>, usize, HashMap<i32, u64>)> = None;
-    while let Some(batch) = stream.next().await {
-        let batch = batch?;
+    super::multi_file::for_each_batch(&table, tasks, &schema, &output, |batch| {
         let mut offset = 0;
         while offset < batch.num_rows() {
             if open.is_none() {
@@ -181,7 +182,9 @@ async fn encode_slice(
                 }
             }
         }
-    }
+        Ok(())
+    })
+    .await?;
     if let Some((w, r, n)) = open.take() {
         done.push(close_row_group(w, r, n)?);
     }
@@ -353,6 +356,7 @@ async fn rewrite_inner(
     written.push(path.clone());
     let (first, factory) = OutputFile::create(table, path, &schema, &props).await?;
     let factory = Arc::new(factory);
+    let output: SchemaDescPtr = Arc::new(first.writer.schema_descr().clone());
 
     // Inputs whose row groups are copied as they are; the others are decoded.
     let mut copied: Vec<MergeInput> = Vec::new();
@@ -379,6 +383,7 @@ async fn rewrite_inner(
                     tasks,
                     factory.clone(),
                     schema.clone(),
+                    output.clone(),
                     rows_per_group,
                     i,
                     cores.clone(),
