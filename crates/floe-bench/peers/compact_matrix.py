@@ -31,9 +31,23 @@ the table is checked: rows, sum(amount) and count(distinct id) equal the input's
 (DuckDB iceberg_scan for Iceberg, deltalake for Delta; floe sql for the equality-delete cell, as
 DuckDB 1.5.5 applies equality deletes in time ~ rows x deletes).
 
+Inputs are cached: DIR/CELL/{iceberg,delta}.pristine and input.json are reused by the next run
+with the same cell, --scale and generator (--rebuild forces a new build); the work copies are removed
+after each cell (--keep keeps them). Results are written to --out after every cell (--merge keeps
+the cells of an earlier file that this run does not redo).
+
+Notes. --scale multiplies the number of files; when that leaves fewer than 10 files per partition
+(8 for `large`), the cell gets 10 per partition of proportionally smaller files (same volume).
+PyIceberg's stand-in holds the whole table in memory (~7-9x the input bytes): it is skipped when
+that would not fit in MemAvailable (large-2gb on a 23 GiB host; --force runs it). Equality deletes
+are slow to apply, in floe too (del-eq at scale 1: floe compact ~390 s vs ~1.5 s for `medium`).
+Durations on the 2-core dev VM: the default matrix at --runs 3 ~35 min (del-eq alone ~20 min),
+large-2gb ~6 min more.
+
   /var/tmp/floe-venv/bin/python crates/floe-bench/peers/compact_matrix.py            # default matrix
   ... --cells small,medium --runs 1          # some cells
-  ... --scale 0.05 --runs 1 --all            # quick smoke test of every cell
+  ... --scale 0.05 --runs 1 --all            # quick smoke test of every cell (~2 min)
+  ... --cells large-2gb --merge              # add the opt-in cell to the saved results
   ... --print crates/floe-bench/results/compact_matrix.json   # re-render the Markdown
 """
 import argparse
@@ -156,7 +170,8 @@ def iceberg_schema(name):
 
 SCHEMA_TEXT = {
     "5col": "id bigint not null, ts timestamp, name string, amount double, payload string",
-    "wide": "id bigint not null, ts timestamp, amount double, c001..c097 (bigint, double, string: 32/32/33)",
+    "wide": "id bigint not null, ts timestamp, amount double, c001..c097 (32 bigint, 33 double, 16 categorical "
+            "string of 5-6 chars, 16 random hex string of 16 chars)",
     "nested": "id bigint not null, ts timestamp, amount double, s struct<x bigint, y string>, tags list<string>",
 }
 
@@ -643,17 +658,25 @@ def build_input(a, name, spec, paths, readers):
         raise CellFailed(f"input has {rec['rows']} rows, generated {expected['rows']}")
     if len(data) != len(files):
         log(f"WARNING {name}: PyIceberg wrote {len(data)} data files, {len(files)} planned")
-    # the input as the checks will read it. Equality deletes: floe sql. DuckDB 1.5.5 applies them,
-    # but in time ~ rows x delete rows (4 s at 171k x 8.6k, ~0.5 h at scale 1), so the runs are
-    # checked with floe sql and DuckDB is only tried on small inputs, for the record.
+    # the input as the checks will read it. Equality deletes: floe sql for the runs. Reading the
+    # input through its equality deletes takes time ~ rows x delete rows in DuckDB 1.5.5 (4 s at
+    # 171k x 8.6k) and in floe (floe sql: 12.5 min at scale 1, 3.4M x 170k), so at scale the input
+    # is checked directly instead: the delete file holds exactly the ids id % 20 = 0.
     rec["reader"] = "floe sql" if deletes == "eq" else "duckdb iceberg_scan"
     if deletes == "eq":
-        check(readers.iceberg_floe(wh), exp, f"{name} input")
-        if rec["rows"] * rec["delete_rows"] <= 2e9:
-            dd = readers.iceberg_duckdb(wh)
-            rec["duckdb_reads_equality_deletes"] = dd["rows"] == exp["rows"]
+        paths_del = [local(x["file_path"]) for x in dels]
+        q = ", ".join("'" + x.replace("'", "''") + "'" for x in paths_del)
+        n, d, bad = readers.con().execute(
+            f"SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE id % 20 != 0) FROM read_parquet([{q}])").fetchone()
+        want = expected["rows"] - expected["rows_kept"]
+        if (n, d, bad) != (want, want, 0) or len(dels) != 1:
+            raise CellFailed(f"equality delete input: {len(dels)} files, {n} rows, {d} distinct ids, {bad} with "
+                             f"id % 20 != 0; expected 1 file of {want} ids")
+        if rec["rows"] * rec["delete_rows"] <= 2e9:  # small inputs: read through the deletes too
+            check(readers.iceberg_floe(wh), exp, f"{name} input")
+            rec["duckdb_reads_equality_deletes"] = readers.iceberg_duckdb(wh)["rows"] == exp["rows"]
         else:
-            rec["duckdb_reads_equality_deletes"] = "not tried (quadratic: rows x delete rows > 2e9)"
+            rec["duckdb_reads_equality_deletes"] = "not tried (slow: rows x delete rows > 2e9)"
     else:
         check(readers.iceberg_duckdb(wh), exp, f"{name} input")
     if not deletes:

@@ -184,7 +184,7 @@ pub const JOB_ORDERS: [&str; 5] = ["none", "bytes-asc", "bytes-desc", "files-asc
 /// Values of `floe.compact.row-group-merge`.
 pub const ROW_GROUP_MERGE_MODES: [&str; 3] = ["auto", "always", "never"];
 
-const COMPACT_OPTIONS: [(&str, Rule); 14] = [
+const COMPACT_OPTIONS: [(&str, Rule); 15] = [
     ("target-file-size-bytes", Rule::Size { min: 1 }),
     ("min-file-size-bytes", Rule::Size { min: 0 }),
     ("max-file-size-bytes", Rule::Size { min: 0 }),
@@ -199,6 +199,7 @@ const COMPACT_OPTIONS: [(&str, Rule); 14] = [
     ("remove-dangling-deletes", Rule::Bool),
     ("row-group-merge", Rule::OneOf(&ROW_GROUP_MERGE_MODES)),
     ("row-group-merge-min-bytes", Rule::Size { min: 0 }),
+    ("plan-batch-files", Rule::Count { min: 1 }),
 ];
 
 /// The rule of a known property, `None` for keys floe neither reads nor owns.

@@ -279,8 +279,20 @@ async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
 /// The rows of equality delete file `e` as a key index over its equality columns; `Err` is
 /// why the file cannot be converted.
 async fn key_index(table: &Table, e: &LiveFile) -> std::result::Result<KeyIndex, String> {
-    let schema = table.metadata().current_schema();
     let ids = e.file.equality_ids().unwrap_or_default();
+    equality_key_index(table, e.file.file_path(), e.file.file_size_in_bytes(), &ids).await
+}
+
+/// The keys of equality delete file `path` (`size` bytes, equality field ids `ids`): every
+/// row's equality columns, typed as the table's current schema. Refused (with the reason)
+/// when a column is not a top-level primitive or a key is null.
+pub(crate) async fn equality_key_index(
+    table: &Table,
+    path: &str,
+    size: u64,
+    ids: &[i32],
+) -> std::result::Result<KeyIndex, String> {
+    let schema = table.metadata().current_schema();
     if ids.is_empty() {
         return Err("no equality field ids".into());
     }
@@ -298,9 +310,19 @@ async fn key_index(table: &Table, e: &LiveFile) -> std::result::Result<KeyIndex,
         .collect::<std::result::Result<_, _>>()?;
     let mut keys = KeyIndex::for_schema(schema, Some(&names), &ident_string(table.identifier()))
         .map_err(|e| e.to_string())?;
-    let batches = read_equality_rows(table, e, &ids)
-        .await
-        .map_err(|e| format!("cannot read it: {e}"))?;
+    let mut task = file_task(table, path, size, None);
+    task.project_field_ids = ids.to_vec();
+    let batches: Vec<RecordBatch> = async {
+        table
+            .reader_builder()
+            .build()
+            .read(futures::stream::iter([Ok(task)]).boxed())?
+            .stream()
+            .try_collect::<Vec<_>>()
+            .await
+    }
+    .await
+    .map_err(|e| format!("cannot read it: {e}"))?;
     for b in batches {
         let ordinals: Vec<u64> = (0..b.num_rows() as u64).collect();
         keys.observe_deletes(&b, &ordinals, &[])
@@ -309,31 +331,21 @@ async fn key_index(table: &Table, e: &LiveFile) -> std::result::Result<KeyIndex,
     Ok(keys)
 }
 
-/// The equality columns (`ids`, in that order) of every row of delete file `e`, typed as the
-/// table's current schema.
-async fn read_equality_rows(table: &Table, e: &LiveFile, ids: &[i32]) -> Result<Vec<RecordBatch>> {
-    let mut task = delete_file_task(table, e)?;
-    task.project_field_ids = ids.to_vec();
-    let batches: Vec<RecordBatch> = table
-        .reader_builder()
-        .build()
-        .read(futures::stream::iter([Ok(task)]).boxed())?
-        .stream()
-        .try_collect()
-        .await?;
-    Ok(batches)
-}
-
-/// A scan task reading delete file `e` as if it were a data file of the current schema
+/// A scan task reading delete file `path` as if it were a data file of the current schema
 /// (its columns are table columns by field id).
-fn delete_file_task(table: &Table, e: &LiveFile) -> Result<iceberg::scan::FileScanTask> {
-    Ok(iceberg::scan::FileScanTask {
-        file_size_in_bytes: e.file.file_size_in_bytes(),
+fn file_task(
+    table: &Table,
+    path: &str,
+    size: u64,
+    records: Option<u64>,
+) -> iceberg::scan::FileScanTask {
+    iceberg::scan::FileScanTask {
+        file_size_in_bytes: size,
         start: 0,
-        length: e.file.file_size_in_bytes(),
-        record_count: Some(e.file.record_count()),
-        data_file_path: e.file.file_path().to_string(),
-        data_file_format: e.file.file_format(),
+        length: size,
+        record_count: records,
+        data_file_path: path.to_string(),
+        data_file_format: iceberg::spec::DataFileFormat::Parquet,
         schema: table.metadata().current_schema().clone(),
         project_field_ids: vec![],
         predicate: None,
@@ -342,5 +354,5 @@ fn delete_file_task(table: &Table, e: &LiveFile) -> Result<iceberg::scan::FileSc
         partition_spec: None,
         name_mapping: None,
         case_sensitive: true,
-    })
+    }
 }

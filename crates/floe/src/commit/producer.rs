@@ -464,15 +464,37 @@ async fn merge_small_manifests(
         keep.splice(0..0, small);
         return Ok(keep);
     }
-    let loaded = load_manifests(ctx.table, &small).await?;
-    let mut writer = ctx.manifest_writer(ManifestContentType::Data, spec)?;
-    for manifest in &loaded {
-        for e in manifest.entries().iter().filter(|e| e.is_alive()) {
-            carry_existing(&mut writer, e)?;
+    // Bins of at most the target size, each merged into one manifest (Java's
+    // ManifestMergeManager bins the same way): a merged manifest stays about the target, and
+    // one bin is in memory at a time.
+    let mut bins: Vec<Vec<ManifestFile>> = Vec::new();
+    let mut bin: Vec<ManifestFile> = Vec::new();
+    let mut bytes = 0i64;
+    for m in small {
+        if !bin.is_empty() && bytes + m.manifest_length > target {
+            bins.push(std::mem::take(&mut bin));
+            bytes = 0;
         }
+        bytes += m.manifest_length;
+        bin.push(m);
     }
-    let merged = writer.write_manifest_file().await?;
-    keep.insert(0, merged);
+    bins.push(bin);
+    let mut merged = Vec::new();
+    for bin in bins {
+        if bin.len() < 2 {
+            merged.extend(bin);
+            continue;
+        }
+        let loaded = load_manifests(ctx.table, &bin).await?;
+        let mut writer = ctx.manifest_writer(ManifestContentType::Data, spec)?;
+        for manifest in &loaded {
+            for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                carry_existing(&mut writer, e)?;
+            }
+        }
+        merged.push(writer.write_manifest_file().await?);
+    }
+    keep.splice(0..0, merged);
     Ok(keep)
 }
 

@@ -86,6 +86,8 @@ pub struct CompactMetrics {
     /// Inputs whose row groups were copied into the outputs without decoding
     /// (`row-group-merge`).
     pub row_group_merge: row_group_merge::MergeReport,
+    /// Batches of partitions the run was planned and committed in (`plan-batch-files`).
+    pub plan_batches: usize,
     pub duration_ms: u64,
     pub mb_per_s: f64,
 }
@@ -121,6 +123,27 @@ impl Costed for CompactMetrics {
 }
 
 impl CompactMetrics {
+    /// Adds the outcome of a later batch of the same run.
+    fn absorb(&mut self, o: CompactMetrics) {
+        self.plan.groups.extend(o.plan.groups);
+        self.plan.candidate_files += o.plan.candidate_files;
+        self.rewritten_files += o.rewritten_files;
+        self.added_files += o.added_files;
+        self.rewritten_bytes += o.rewritten_bytes;
+        self.added_bytes += o.added_bytes;
+        self.rows += o.rows;
+        self.commits.extend(o.commits);
+        self.removed_dangling_deletes += o.removed_dangling_deletes;
+        self.removed_delete_files += o.removed_delete_files;
+        self.removed_position_deletes += o.removed_position_deletes;
+        self.failed_groups.extend(o.failed_groups);
+        self.failed_data_files_count += o.failed_data_files_count;
+        self.row_group_merge.files += o.row_group_merge.files;
+        self.row_group_merge.row_groups += o.row_group_merge.row_groups;
+        self.row_group_merge.bytes += o.row_group_merge.bytes;
+        self.live_files_after = self.live_files_before + self.added_files - self.rewritten_files;
+    }
+
     /// Whether every planned group failed: there was work and nothing was committed.
     pub fn all_groups_failed(&self) -> bool {
         !self.failed_groups.is_empty() && self.commits.is_empty()
@@ -350,6 +373,52 @@ impl CompactBuilder {
         Ok(config)
     }
 
+    /// Runs the compaction batch by batch: partitions in order, each batch holding at most
+    /// `limit` candidate files (a partition with more is a batch of its own), planned,
+    /// rewritten and committed before the next is planned. Memory then follows the batch, not
+    /// the table. A failing batch stops the run; earlier batches stay committed.
+    async fn execute_in_batches(
+        self,
+        counts: BTreeMap<String, usize>,
+        limit: usize,
+        started: Instant,
+    ) -> Result<CompactMetrics> {
+        let mut batches: Vec<BTreeSet<String>> = Vec::new();
+        let mut current = BTreeSet::new();
+        let mut held = 0usize;
+        for (partition, n) in counts {
+            if held > 0 && held + n > limit {
+                batches.push(std::mem::take(&mut current));
+                held = 0;
+            }
+            current.insert(partition);
+            held += n;
+        }
+        if !current.is_empty() {
+            batches.push(current);
+        }
+        let mut total: Option<CompactMetrics> = None;
+        let n = batches.len();
+        for batch in batches {
+            let run = self.clone().with_partitions(Some(batch));
+            let m = Box::pin(run.execute()).await?;
+            total = Some(match total {
+                None => m,
+                Some(mut t) => {
+                    t.absorb(m);
+                    t
+                }
+            });
+        }
+        let mut m = total
+            .ok_or_else(|| Error::Io(std::io::Error::other("compaction: no partition to plan")))?;
+        m.plan_batches = n;
+        let elapsed = started.elapsed();
+        m.duration_ms = elapsed.as_millis() as u64;
+        m.mb_per_s = m.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
+        Ok(m)
+    }
+
     /// What [`CompactBuilder::execute`] would do: the dry run (options, file groups, their
     /// [`Cost`]), changing nothing.
     pub async fn plan(&self) -> Result<CompactMetrics> {
@@ -377,7 +446,48 @@ impl CompactBuilder {
         let concurrency = effective.max_concurrent()?;
         let (partial, max_commits) = effective.partial_progress()?;
 
-        let (tasks, live_before) = plan_files(&table, self.where_filter.as_deref()).await?;
+        // Only possible candidates are held: a file of the right size with no deletes to apply
+        // is never rewritten (with a single spec; after partition evolution every file is
+        // held, its spec is known only from the manifests). Roll-up bounds are lower than
+        // min-file-size-bytes, so they select among these.
+        let single_spec = table.metadata().partition_specs_iter().len() == 1;
+        let default_spec = table.metadata().default_partition_spec_id();
+        let partition_of =
+            |t: &FileScanTask| partition_path(&table, default_spec, t.partition.as_ref());
+        let may_plan = |t: &FileScanTask| {
+            let candidate = opts.rewrite_all
+                || !single_spec
+                || t.file_size_in_bytes < opts.min_file_size_bytes
+                || t.file_size_in_bytes > opts.max_file_size_bytes
+                || t.deletes.len() >= opts.delete_file_threshold;
+            // A batch (or `floe maintain`'s partitions) holds only its partitions' files.
+            candidate
+                && match (&self.partitions, single_spec) {
+                    (Some(keep), true) => keep.contains(&partition_of(t)),
+                    _ => true,
+                }
+        };
+        // Past `plan-batch-files` candidates the run goes by batches of partitions (with one
+        // spec and no partition selection: other specs group files across partitions).
+        let limit = if self.partitions.is_none() && self.roll_up.is_empty() && single_spec {
+            effective.plan_batch_files()
+        } else {
+            usize::MAX
+        };
+        let (scanned, live_before) = plan_files(
+            &table,
+            self.where_filter.as_deref(),
+            may_plan,
+            limit,
+            partition_of,
+        )
+        .await?;
+        let tasks = match scanned {
+            rewrite::Scanned::Tasks(tasks) => tasks,
+            rewrite::Scanned::Counted(counts) => {
+                return self.execute_in_batches(counts, limit, started).await;
+            }
+        };
         // Scan tasks carry the partition tuple but not the spec id. With a single spec (the
         // common case) that is the default; otherwise take both from the manifests.
         let md = table.metadata();
@@ -404,6 +514,7 @@ impl CompactBuilder {
             })
             .collect();
         let mut plan = plan_with_roll_up(&plan_files, &opts, &self.roll_up);
+        plan.live_files = live_before;
         if let Some(keep) = &self.partitions {
             plan.groups.retain(|g| keep.contains(&g.partition));
         }
@@ -427,6 +538,7 @@ impl CompactBuilder {
             failed_groups: vec![],
             failed_data_files_count: 0,
             row_group_merge: Default::default(),
+            plan_batches: 1,
             duration_ms: 0,
             mb_per_s: 0.0,
             plan,
@@ -486,6 +598,7 @@ impl CompactBuilder {
             .collect();
         let shared = Arc::new(parallel::JobShared {
             cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
+            equality: Default::default(),
             merge: Arc::new(
                 Self::merge_config(
                     &table,

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::properties::{self, parse_bool, parse_size};
 
 /// Every option name, as `--option` and `floe.compact.*` spell it.
-pub const OPTION_NAMES: [&str; 14] = [
+pub const OPTION_NAMES: [&str; 15] = [
     "target-file-size-bytes",
     "min-file-size-bytes",
     "max-file-size-bytes",
@@ -29,6 +29,7 @@ pub const OPTION_NAMES: [&str; 14] = [
     "remove-dangling-deletes",
     "row-group-merge",
     "row-group-merge-min-bytes",
+    "plan-batch-files",
 ];
 
 /// Whether a compaction copies the column chunks of inputs' row groups into its output without
@@ -62,6 +63,9 @@ impl RowGroupMerge {
 /// Amoro's threshold: inputs whose row groups average 8 MiB or more are merged by row group.
 pub const ROW_GROUP_MERGE_MIN_BYTES: u64 = 8 * 1024 * 1024;
 
+/// Default of `plan-batch-files`: a plan of this many candidates holds about 100 MB.
+pub const PLAN_BATCH_FILES: u64 = 100_000;
+
 /// Compaction options; `None` means "the table property, else Iceberg's default".
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CompactOptions {
@@ -79,6 +83,9 @@ pub struct CompactOptions {
     pub remove_dangling_deletes: Option<bool>,
     pub row_group_merge: Option<RowGroupMerge>,
     pub row_group_merge_min_bytes: Option<u64>,
+    /// Candidate files planned at once: above this, partitions are planned, rewritten and
+    /// committed in batches holding at most this many (one partition may exceed it alone).
+    pub plan_batch_files: Option<u64>,
 }
 
 impl CompactOptions {
@@ -104,6 +111,13 @@ impl CompactOptions {
             "remove-dangling-deletes" => self.remove_dangling_deletes = Some(flag()?),
             "row-group-merge" => self.row_group_merge = Some(RowGroupMerge::parse(value)?),
             "row-group-merge-min-bytes" => self.row_group_merge_min_bytes = Some(size()?),
+            "plan-batch-files" => {
+                let n = size()?;
+                if n == 0 {
+                    return Err(Error::invalid_option(key, value, "must be at least 1"));
+                }
+                self.plan_batch_files = Some(n)
+            }
             _ => {
                 return Err(Error::invalid_option(
                     "compaction option",
@@ -134,6 +148,7 @@ impl CompactOptions {
             "row-group-merge" => self.row_group_merge.is_some(),
             "row-group-merge-min-bytes" => self.row_group_merge_min_bytes.is_some(),
             "remove-dangling-deletes" => self.remove_dangling_deletes.is_some(),
+            "plan-batch-files" => self.plan_batch_files.is_some(),
             _ => false,
         }
     }
@@ -201,6 +216,13 @@ impl CompactOptions {
             self.row_group_merge_min_bytes
                 .unwrap_or(ROW_GROUP_MERGE_MIN_BYTES),
         )
+    }
+
+    /// Candidate files planned at once (default 100,000).
+    pub fn plan_batch_files(&self) -> usize {
+        self.plan_batch_files
+            .unwrap_or(PLAN_BATCH_FILES)
+            .clamp(1, usize::MAX as u64) as usize
     }
 
     pub fn partial_progress(&self) -> Result<(bool, usize)> {

@@ -52,6 +52,8 @@ use crate::write::parquet_stats::{count_nans, data_file_from_parquet, FilePlacem
 pub(super) struct JobShared {
     pub cores: Arc<tokio::sync::Semaphore>,
     pub merge: Arc<MergeConfig>,
+    /// Equality delete keys, read once per run.
+    pub equality: Arc<super::multi_file::EqualityDeletes>,
 }
 
 /// Rows in a row group when the writer properties set no bound (arrow-rs's default).
@@ -153,6 +155,7 @@ async fn encode_slice(
     rows_per_group: usize,
     index: usize,
     cores: Arc<tokio::sync::Semaphore>,
+    equality: Arc<super::multi_file::EqualityDeletes>,
 ) -> Result<Vec<EncodedRowGroup>> {
     // The semaphore is never closed while jobs run.
     let _core = cores
@@ -161,7 +164,7 @@ async fn encode_slice(
         .map_err(|e| Error::Io(std::io::Error::other(e)))?;
     let mut done = Vec::new();
     let mut open: Option<(Vec<ArrowColumnWriter>, usize, HashMap<i32, u64>)> = None;
-    super::multi_file::for_each_batch(&table, tasks, &schema, &output, |batch| {
+    super::multi_file::for_each_batch(&table, tasks, &schema, &output, &equality, |batch| {
         let mut offset = 0;
         while offset < batch.num_rows() {
             if open.is_none() {
@@ -387,6 +390,7 @@ async fn rewrite_inner(
                     rows_per_group,
                     i,
                     cores.clone(),
+                    shared.equality.clone(),
                 );
                 async move {
                     tokio::spawn(job)

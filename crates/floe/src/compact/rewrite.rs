@@ -4,42 +4,71 @@
 
 use super::*;
 
+/// What the planning scan kept.
+pub(super) enum Scanned {
+    /// The kept tasks.
+    Tasks(Vec<FileScanTask>),
+    /// More kept tasks than the limit: none held, their number per partition (`key`).
+    Counted(BTreeMap<String, usize>),
+}
+
 /// Plans the scan once: live data files (optionally pruned by `--where`) with the delete files
-/// that apply to them. Returns the tasks and the total number of live data files.
+/// that apply to them, keeping only the tasks `keep` accepts (the others are counted, not
+/// held: memory grows with the candidates, not with the table). Past `limit` kept tasks, the
+/// tasks are dropped and only counted per partition (`key`), so the caller plans in batches.
+/// Returns what was kept and the total number of live data files.
 pub(super) async fn plan_files(
     table: &Table,
     where_filter: Option<&str>,
-) -> Result<(Vec<FileScanTask>, usize)> {
+    keep: impl Fn(&FileScanTask) -> bool,
+    limit: usize,
+    key: impl Fn(&FileScanTask) -> String,
+) -> Result<(Scanned, usize)> {
     if table.metadata().current_snapshot().is_none() {
-        return Ok((vec![], 0));
+        return Ok((Scanned::Tasks(vec![]), 0));
     }
-    let all: Vec<FileScanTask> = table
-        .scan()
-        .build()?
-        .plan_files()
-        .await?
-        .try_collect()
-        .await?;
-    let total = all.len();
-    let tasks = match where_filter {
-        None => all,
+    let matching: Option<std::collections::HashSet<String>> = match where_filter {
+        None => None,
         Some(w) => {
             let predicate = filter::parse_where(w, table.metadata().current_schema())?;
-            let matching: std::collections::HashSet<String> = table
-                .scan()
-                .with_filter(predicate)
-                .build()?
-                .plan_files()
-                .await?
-                .map_ok(|t| t.data_file_path)
-                .try_collect()
-                .await?;
-            all.into_iter()
-                .filter(|t| matching.contains(&t.data_file_path))
-                .collect()
+            Some(
+                table
+                    .scan()
+                    .with_filter(predicate)
+                    .build()?
+                    .plan_files()
+                    .await?
+                    .map_ok(|t| t.data_file_path)
+                    .try_collect()
+                    .await?,
+            )
         }
     };
-    Ok((tasks, total))
+    let mut total = 0usize;
+    let mut kept = Scanned::Tasks(Vec::new());
+    let mut all = table.scan().build()?.plan_files().await?;
+    while let Some(task) = all.try_next().await? {
+        total += 1;
+        if !(matching
+            .as_ref()
+            .is_none_or(|m| m.contains(&task.data_file_path))
+            && keep(&task))
+        {
+            continue;
+        }
+        match &mut kept {
+            Scanned::Tasks(tasks) if tasks.len() < limit => tasks.push(task),
+            Scanned::Tasks(tasks) => {
+                let mut counts = BTreeMap::new();
+                for t in tasks.iter().chain(std::iter::once(&task)) {
+                    *counts.entry(key(t)).or_insert(0) += 1;
+                }
+                kept = Scanned::Counted(counts);
+            }
+            Scanned::Counted(counts) => *counts.entry(key(&task)).or_insert(0) += 1,
+        }
+    }
+    Ok((kept, total))
 }
 
 /// How a compaction names a partition (its file groups' `partition`, what

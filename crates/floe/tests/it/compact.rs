@@ -683,3 +683,78 @@ async fn every_operation_plans_its_cost_without_changing_the_table() {
         .unwrap();
     assert_eq!(meta.cost().files_to_delete, 0, "{meta:?}");
 }
+
+/// Equality deletes are applied by key while rewriting: only rows older than the delete with
+/// a deleted key go; rows appended after it with the same keys stay (sequence numbers), and
+/// the delete file, matching nothing any more, can be dropped in the same run.
+#[tokio::test]
+async fn equality_deletes_are_applied_by_key_and_newer_rows_of_a_deleted_key_stay() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", None).await;
+    for i in 0..6 {
+        fx.append(&ident, i * 100, i * 100 + 100).await;
+    }
+    let t = fx.load(&ident).await;
+    // Every id divisible by 7 in 0..600, in one equality delete file.
+    let gone: Vec<i64> = (0..600).filter(|i| i % 7 == 0).collect();
+    let mut batches = Vec::new();
+    for id in &gone {
+        batches.push(crate::common::make_batch(&t, *id, id + 1));
+    }
+    let deletes = floe::write::deletes::write_equality_deletes(&t, &["id"], batches)
+        .await
+        .unwrap();
+    floe::commit::Committer::new(&fx.catalog, &ident)
+        .commit(floe::commit::SnapshotUpdate::delete(&t, vec![], deletes))
+        .await
+        .unwrap();
+    // Then ids 0..50 again: newer than the delete, they stay.
+    fx.append(&ident, 0, 50).await;
+    let expect_rows = 600 - gone.len() as i64 + 50;
+    let expect_sum = sum_ids(0, 600) - gone.iter().sum::<i64>() + sum_ids(0, 50);
+    assert_eq!(fx.count_and_sum(&ident).await, (expect_rows, expect_sum));
+    let m = compact(
+        &fx,
+        "db.ev",
+        &[("rewrite-all", "true"), ("remove-dangling-deletes", "true")],
+        None,
+    )
+    .await;
+    assert_eq!(m.rows, expect_rows as u64, "{m:?}");
+    assert_eq!(m.removed_dangling_deletes, 1, "{m:?}");
+    assert_eq!(fx.count_and_sum(&ident).await, (expect_rows, expect_sum));
+    let r = read(&fx, "db.ev");
+    assert_eq!(r["pyiceberg"]["rows"], expect_rows);
+    assert_eq!(r["duckdb"]["rows"], expect_rows);
+}
+
+/// Past `plan-batch-files` candidates, partitions are planned and committed in batches: the
+/// same files result, one commit per batch.
+#[tokio::test]
+async fn many_candidates_are_planned_in_batches_of_partitions() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ev", Some("day(ts)")).await;
+    for i in 0..8 {
+        fx.append(&ident, i * 50, i * 50 + 50).await;
+    }
+    let m = compact(&fx, "db.ev", &[("plan-batch-files", "10")], None).await;
+    assert_eq!(
+        m.plan_batches, 3,
+        "8 files in each of 3 days, at most 10 per batch"
+    );
+    assert_eq!(m.commits.len(), 3);
+    assert_eq!(m.live_files_before, 24);
+    assert_eq!(m.rewritten_files, 24);
+    assert_eq!(m.live_files_after, 3);
+    assert_eq!(fx.count_and_sum(&ident).await, (400, sum_ids(0, 400)));
+    let again = compact(
+        &fx,
+        "db.ev",
+        &[("plan-batch-files", "1"), ("rewrite-all", "true")],
+        None,
+    )
+    .await;
+    assert_eq!(again.plan_batches, 3, "one partition per batch");
+    assert_eq!(again.live_files_after, 3);
+    assert_eq!(fx.count_and_sum(&ident).await, (400, sum_ids(0, 400)));
+}
