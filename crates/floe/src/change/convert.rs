@@ -286,7 +286,7 @@ async fn key_index(table: &Table, e: &LiveFile) -> std::result::Result<KeyIndex,
 /// The keys of equality delete file `path` (`size` bytes, equality field ids `ids`): every
 /// row's equality columns, typed as the table's current schema. Refused (with the reason)
 /// when a column is not a top-level primitive or a key is null.
-pub(crate) async fn equality_key_index(
+async fn equality_key_index(
     table: &Table,
     path: &str,
     size: u64,

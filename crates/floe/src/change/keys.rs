@@ -290,21 +290,6 @@ impl KeyIndex {
             .collect())
     }
 
-    /// Rows of `batch` (in the table's Arrow schema) whose key is in the index; a row with a
-    /// null key column never is (the index holds no null key).
-    pub fn contains_rows(&self, batch: &RecordBatch) -> Result<BooleanArray> {
-        let cols: Vec<ArrayRef> = self
-            .indices
-            .iter()
-            .map(|&i| batch.column(i).clone())
-            .collect();
-        let rows = self.converter.convert_columns(&cols)?;
-        Ok(rows
-            .iter()
-            .map(|r| Some(self.last.contains_key(r.as_ref())))
-            .collect())
-    }
-
     /// A filter that prunes table files whose key bounds exclude every input key.
     pub fn prune(&self) -> Option<Predicate> {
         let mut out: Option<Predicate> = None;

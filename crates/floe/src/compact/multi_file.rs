@@ -30,12 +30,13 @@
 //! million rows and 170,000 deleted keys); here each row is one hash lookup.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::BooleanArray;
 
 use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -51,7 +52,6 @@ use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::SchemaDescriptor;
 
 use super::row_group_merge::same_schema;
-use crate::change::keys::KeyIndex;
 use crate::error::{Error, Result};
 
 /// Files larger than this are streamed through the iceberg reader, not read whole.
@@ -66,7 +66,7 @@ struct FileBytes {
     bytes: Bytes,
     meta: Arc<ParquetMetaData>,
     /// The keys of the equality delete files that apply to it.
-    deletes: Vec<Arc<KeyIndex>>,
+    deletes: Vec<Arc<EqualityKeys>>,
 }
 
 /// The keys of the equality delete files a compaction run applies, each read once.
@@ -74,31 +74,27 @@ struct FileBytes {
 pub(super) struct EqualityDeletes {
     /// Delete file path -> its keys, `None` when they cannot be held (a null key, a nested
     /// column): the files it applies to go through the iceberg reader.
-    loaded: tokio::sync::Mutex<HashMap<String, Option<Arc<KeyIndex>>>>,
+    loaded: tokio::sync::Mutex<HashMap<String, Option<Arc<EqualityKeys>>>>,
 }
 
 impl EqualityDeletes {
-    async fn keys(&self, table: &Table, d: &FileScanTaskDeleteFile) -> Option<Arc<KeyIndex>> {
+    async fn keys(&self, table: &Table, d: &FileScanTaskDeleteFile) -> Option<Arc<EqualityKeys>> {
         let mut loaded = self.loaded.lock().await;
         if let Some(k) = loaded.get(&d.file_path) {
             return k.clone();
         }
         let ids = d.equality_ids.clone().unwrap_or_default();
-        let keys = crate::change::convert::equality_key_index(
-            table,
-            &d.file_path,
-            d.file_size_in_bytes,
-            &ids,
-        )
-        .await
-        .ok()
-        .map(Arc::new);
+        let keys = EqualityKeys::read(table, d, &ids)
+            .await
+            .ok()
+            .flatten()
+            .map(Arc::new);
         loaded.insert(d.file_path.clone(), keys.clone());
         keys
     }
 
     /// The keys of every delete file of `task` (all equality deletes), or `None`.
-    async fn of(&self, table: &Table, task: &FileScanTask) -> Option<Vec<Arc<KeyIndex>>> {
+    async fn of(&self, table: &Table, task: &FileScanTask) -> Option<Vec<Arc<EqualityKeys>>> {
         let mut out = Vec::new();
         for d in &task.deletes {
             if d.file_type != DataContentType::EqualityDeletes {
@@ -116,6 +112,93 @@ enum Unit {
     Together(Vec<FileBytes>),
     /// A file the iceberg reader reads.
     Alone(Box<FileScanTask>),
+}
+
+/// The keys of one equality delete file: its equality columns (top-level primitives of the
+/// current schema), row-encoded and hashed.
+pub(super) struct EqualityKeys {
+    /// The key columns' indices in the table's Arrow schema.
+    indices: Vec<usize>,
+    converter: RowConverter,
+    keys: HashSet<Box<[u8]>>,
+}
+
+impl EqualityKeys {
+    /// Reads delete file `d` with equality field ids `ids`; `None` when its keys cannot be
+    /// applied by hashing: a column not a top-level primitive, or a null key (which matches
+    /// null values: left to the iceberg reader).
+    async fn read(table: &Table, d: &FileScanTaskDeleteFile, ids: &[i32]) -> Result<Option<Self>> {
+        let schema = table.metadata().current_schema();
+        let arrow = iceberg::arrow::schema_to_arrow_schema(schema)?;
+        let top = schema.as_struct().fields();
+        let mut indices = Vec::new();
+        let mut fields = Vec::new();
+        for id in ids {
+            let Some(i) = top.iter().position(|f| f.id == *id) else {
+                return Ok(None);
+            };
+            if !matches!(*top[i].field_type, iceberg::spec::Type::Primitive(_)) {
+                return Ok(None);
+            }
+            indices.push(i);
+            fields.push(SortField::new(arrow.field(i).data_type().clone()));
+        }
+        if indices.is_empty() {
+            return Ok(None);
+        }
+        let task = FileScanTask {
+            file_size_in_bytes: d.file_size_in_bytes,
+            start: 0,
+            length: d.file_size_in_bytes,
+            record_count: None,
+            data_file_path: d.file_path.clone(),
+            data_file_format: iceberg::spec::DataFileFormat::Parquet,
+            schema: schema.clone(),
+            project_field_ids: ids.to_vec(),
+            predicate: None,
+            deletes: vec![],
+            partition: None,
+            partition_spec: None,
+            name_mapping: None,
+            case_sensitive: true,
+        };
+        let mut stream = table
+            .reader_builder()
+            .build()
+            .read(futures::stream::iter([Ok(task)]).boxed())?
+            .stream();
+        let converter = RowConverter::new(fields)?;
+        let mut keys = HashSet::new();
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            if batch.columns().iter().any(|c| c.null_count() > 0) {
+                return Ok(None);
+            }
+            for row in converter.convert_columns(batch.columns())?.iter() {
+                keys.insert(Box::<[u8]>::from(row.as_ref()));
+            }
+        }
+        Ok(Some(Self {
+            indices,
+            converter,
+            keys,
+        }))
+    }
+
+    /// Rows of `batch` (the table's Arrow schema) whose key is deleted; a null key column never
+    /// matches (no key held is null).
+    fn matches(&self, batch: &RecordBatch) -> Result<BooleanArray> {
+        let cols: Vec<_> = self
+            .indices
+            .iter()
+            .map(|&i| batch.column(i).clone())
+            .collect();
+        let rows = self.converter.convert_columns(&cols)?;
+        Ok(rows
+            .iter()
+            .map(|r| Some(self.keys.contains(r.as_ref())))
+            .collect())
+    }
 }
 
 /// Whether `task` may be read whole here: only equality deletes attached (applied here by
@@ -264,7 +347,7 @@ fn decode(
                 let part = batch.slice(offset, len);
                 let k = keep.get_or_insert_with(|| vec![true; n]);
                 for keys in deletes {
-                    let hit = keys.contains_rows(&part)?;
+                    let hit = keys.matches(&part)?;
                     for j in 0..len {
                         if hit.value(j) {
                             k[offset + j] = false;
