@@ -95,6 +95,26 @@ struct EncodedRowGroup {
     nans: HashMap<i32, u64>,
 }
 
+/// Fewest rows a slice is cut to so that a job of less than a row group still uses every
+/// core (its output then has one row group per slice, of at least this many rows).
+const MIN_SLICE_ROWS: usize = 40_000;
+
+/// Rows per slice for a job's `members`: a row group's worth, or less when the whole job is
+/// smaller than one row group per core, so that one job alone still decodes and encodes on
+/// every core (a table of one partition is one job).
+fn slice_rows(members: &[FileScanTask], rows_per_group: usize, cores: usize) -> usize {
+    let total: usize = members
+        .iter()
+        .map(|t| t.record_count.unwrap_or(0) as usize)
+        .sum();
+    let per_core = total.div_ceil(cores.max(1));
+    if per_core >= rows_per_group {
+        rows_per_group
+    } else {
+        per_core.max(MIN_SLICE_ROWS).min(rows_per_group)
+    }
+}
+
 /// Splits the inputs, in order, into slices of at most `rows` records (a larger file is a
 /// slice of its own).
 fn slices(members: Vec<FileScanTask>, rows: usize) -> Vec<Vec<FileScanTask>> {
@@ -378,27 +398,27 @@ async fn rewrite_inner(
     let mut current = Some(first);
 
     let parallel = self::cores();
-    let mut encoded =
-        futures::stream::iter(slices(members, rows_per_group).into_iter().enumerate())
-            .map(|(i, tasks)| {
-                let job = encode_slice(
-                    table.clone(),
-                    tasks,
-                    factory.clone(),
-                    schema.clone(),
-                    output.clone(),
-                    rows_per_group,
-                    i,
-                    cores.clone(),
-                    shared.equality.clone(),
-                );
-                async move {
-                    tokio::spawn(job)
-                        .await
-                        .map_err(Error::task("row-group encoding"))?
-                }
-            })
-            .buffered(parallel);
+    let slice_rows = slice_rows(&members, rows_per_group, parallel);
+    let mut encoded = futures::stream::iter(slices(members, slice_rows).into_iter().enumerate())
+        .map(|(i, tasks)| {
+            let job = encode_slice(
+                table.clone(),
+                tasks,
+                factory.clone(),
+                schema.clone(),
+                output.clone(),
+                rows_per_group,
+                i,
+                cores.clone(),
+                shared.equality.clone(),
+            );
+            async move {
+                tokio::spawn(job)
+                    .await
+                    .map_err(Error::task("row-group encoding"))?
+            }
+        })
+        .buffered(parallel);
 
     let mut files = Vec::new();
     let mut rows = 0u64;
