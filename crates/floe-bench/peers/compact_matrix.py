@@ -39,10 +39,10 @@ the cells of an earlier file that this run does not redo).
 Notes. --scale multiplies the number of files; when that leaves fewer than 10 files per partition
 (8 for `large`), the cell gets 10 per partition of proportionally smaller files (same volume).
 PyIceberg's stand-in holds the whole table in memory (~7-9x the input bytes): it is skipped when
-that would not fit in MemAvailable (large-2gb on a 23 GiB host; --force runs it). Equality deletes
-are slow to apply, in floe too (del-eq at scale 1: floe compact ~390 s vs ~1.5 s for `medium`).
-Durations on the 2-core dev VM: the default matrix at --runs 3 ~35 min (del-eq alone ~20 min),
-large-2gb ~6 min more.
+that would not fit in MemAvailable (large-2gb on a 23 GiB host; --force runs it). DuckDB 1.5.5
+applies equality deletes in time ~ rows x deleted keys (so does the iceberg crate's reader; floe's
+compaction hashes the keys: del-eq went from ~390 s to ~1 s). Durations on the 2-core dev VM: the
+default matrix at --runs 3 ~10 min (inputs built, ~3 min more to build them), large-2gb ~6 min more.
 
   /var/tmp/floe-venv/bin/python crates/floe-bench/peers/compact_matrix.py            # default matrix
   ... --cells small,medium --runs 1          # some cells

@@ -310,8 +310,7 @@ async fn equality_key_index(
         .collect::<std::result::Result<_, _>>()?;
     let mut keys = KeyIndex::for_schema(schema, Some(&names), &ident_string(table.identifier()))
         .map_err(|e| e.to_string())?;
-    let mut task = file_task(table, path, size, None);
-    task.project_field_ids = ids.to_vec();
+    let task = crate::table::file_scan_task(table, path, size, ids.to_vec());
     let batches: Vec<RecordBatch> = async {
         table
             .reader_builder()
@@ -329,30 +328,4 @@ async fn equality_key_index(
             .map_err(|_| "a null value in an equality column".to_string())?;
     }
     Ok(keys)
-}
-
-/// A scan task reading delete file `path` as if it were a data file of the current schema
-/// (its columns are table columns by field id).
-fn file_task(
-    table: &Table,
-    path: &str,
-    size: u64,
-    records: Option<u64>,
-) -> iceberg::scan::FileScanTask {
-    iceberg::scan::FileScanTask {
-        file_size_in_bytes: size,
-        start: 0,
-        length: size,
-        record_count: records,
-        data_file_path: path.to_string(),
-        data_file_format: iceberg::spec::DataFileFormat::Parquet,
-        schema: table.metadata().current_schema().clone(),
-        project_field_ids: vec![],
-        predicate: None,
-        deletes: vec![],
-        partition: None,
-        partition_spec: None,
-        name_mapping: None,
-        case_sensitive: true,
-    }
 }

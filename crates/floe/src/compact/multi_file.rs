@@ -146,22 +146,8 @@ impl EqualityKeys {
         if indices.is_empty() {
             return Ok(None);
         }
-        let task = FileScanTask {
-            file_size_in_bytes: d.file_size_in_bytes,
-            start: 0,
-            length: d.file_size_in_bytes,
-            record_count: None,
-            data_file_path: d.file_path.clone(),
-            data_file_format: iceberg::spec::DataFileFormat::Parquet,
-            schema: schema.clone(),
-            project_field_ids: ids.to_vec(),
-            predicate: None,
-            deletes: vec![],
-            partition: None,
-            partition_spec: None,
-            name_mapping: None,
-            case_sensitive: true,
-        };
+        let task =
+            crate::table::file_scan_task(table, &d.file_path, d.file_size_in_bytes, ids.to_vec());
         let mut stream = table
             .reader_builder()
             .build()

@@ -59,3 +59,30 @@ pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::S
         source: Some(Box::new(e)),
     })
 }
+
+/// A scan task reading one Parquet file of `table` whole (`size` bytes), its columns taken as
+/// the current schema's by field id and projected to `project` (empty: all). For reading a
+/// delete file's rows as table columns.
+pub fn file_scan_task(
+    table: &iceberg::table::Table,
+    path: &str,
+    size: u64,
+    project: Vec<i32>,
+) -> iceberg::scan::FileScanTask {
+    iceberg::scan::FileScanTask {
+        file_size_in_bytes: size,
+        start: 0,
+        length: size,
+        record_count: None,
+        data_file_path: path.to_string(),
+        data_file_format: iceberg::spec::DataFileFormat::Parquet,
+        schema: table.metadata().current_schema().clone(),
+        project_field_ids: project,
+        predicate: None,
+        deletes: vec![],
+        partition: None,
+        partition_spec: None,
+        name_mapping: None,
+        case_sensitive: true,
+    }
+}
