@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use iceberg::spec::{DataContentType, DataFile};
 use iceberg::table::Table;
 use iceberg::TableIdent;
@@ -280,18 +280,6 @@ async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
 /// why the file cannot be converted.
 async fn key_index(table: &Table, e: &LiveFile) -> std::result::Result<KeyIndex, String> {
     let ids = e.file.equality_ids().unwrap_or_default();
-    equality_key_index(table, e.file.file_path(), e.file.file_size_in_bytes(), &ids).await
-}
-
-/// The keys of equality delete file `path` (`size` bytes, equality field ids `ids`): every
-/// row's equality columns, typed as the table's current schema. Refused (with the reason)
-/// when a column is not a top-level primitive or a key is null.
-async fn equality_key_index(
-    table: &Table,
-    path: &str,
-    size: u64,
-    ids: &[i32],
-) -> std::result::Result<KeyIndex, String> {
     let schema = table.metadata().current_schema();
     if ids.is_empty() {
         return Err("no equality field ids".into());
@@ -310,18 +298,16 @@ async fn equality_key_index(
         .collect::<std::result::Result<_, _>>()?;
     let mut keys = KeyIndex::for_schema(schema, Some(&names), &ident_string(table.identifier()))
         .map_err(|e| e.to_string())?;
-    let task = crate::table::file_scan_task(table, path, size, ids.to_vec());
-    let batches: Vec<RecordBatch> = async {
-        table
-            .reader_builder()
-            .build()
-            .read(futures::stream::iter([Ok(task)]).boxed())?
-            .stream()
-            .try_collect::<Vec<_>>()
-            .await
-    }
-    .await
-    .map_err(|e| format!("cannot read it: {e}"))?;
+    let read = async {
+        let rows = crate::table::read_file_columns(
+            table,
+            e.file.file_path(),
+            e.file.file_size_in_bytes(),
+            ids.clone(),
+        )?;
+        Ok::<Vec<RecordBatch>, Error>(rows.try_collect().await?)
+    };
+    let batches = read.await.map_err(|e| format!("cannot read it: {e}"))?;
     for b in batches {
         let ordinals: Vec<u64> = (0..b.num_rows() as u64).collect();
         keys.observe_deletes(&b, &ordinals, &[])

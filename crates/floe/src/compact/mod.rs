@@ -455,13 +455,9 @@ impl CompactBuilder {
         let partition_of =
             |t: &FileScanTask| partition_path(&table, default_spec, t.partition.as_ref());
         let may_plan = |t: &FileScanTask| {
-            let candidate = opts.rewrite_all
-                || !single_spec
-                || t.file_size_in_bytes < opts.min_file_size_bytes
-                || t.file_size_in_bytes > opts.max_file_size_bytes
-                || t.deletes.len() >= opts.delete_file_threshold;
-            // A batch (or `floe maintain`'s partitions) holds only its partitions' files.
-            candidate
+            // Another spec is possible for any file while the table has several.
+            opts.is_candidate(t.file_size_in_bytes, t.deletes.len(), !single_spec)
+                // A batch (or `floe maintain`'s partitions) holds only its partitions' files.
                 && match (&self.partitions, single_spec) {
                     (Some(keep), true) => keep.contains(&partition_of(t)),
                     _ => true,

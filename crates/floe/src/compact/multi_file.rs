@@ -34,7 +34,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::BooleanArray;
-
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
@@ -83,8 +82,7 @@ impl EqualityDeletes {
         if let Some(k) = loaded.get(&d.file_path) {
             return k.clone();
         }
-        let ids = d.equality_ids.clone().unwrap_or_default();
-        let keys = EqualityKeys::read(table, d, &ids)
+        let keys = EqualityKeys::read(table, d)
             .await
             .ok()
             .flatten()
@@ -124,16 +122,17 @@ pub(super) struct EqualityKeys {
 }
 
 impl EqualityKeys {
-    /// Reads delete file `d` with equality field ids `ids`; `None` when its keys cannot be
-    /// applied by hashing: a column not a top-level primitive, or a null key (which matches
-    /// null values: left to the iceberg reader).
-    async fn read(table: &Table, d: &FileScanTaskDeleteFile, ids: &[i32]) -> Result<Option<Self>> {
+    /// Reads equality delete file `d`; `None` when its keys cannot be applied by hashing: a
+    /// column not a top-level primitive, or a null key (which matches null values: left to the
+    /// iceberg reader).
+    async fn read(table: &Table, d: &FileScanTaskDeleteFile) -> Result<Option<Self>> {
+        let ids = d.equality_ids.clone().unwrap_or_default();
         let schema = table.metadata().current_schema();
         let arrow = iceberg::arrow::schema_to_arrow_schema(schema)?;
         let top = schema.as_struct().fields();
         let mut indices = Vec::new();
         let mut fields = Vec::new();
-        for id in ids {
+        for id in &ids {
             let Some(i) = top.iter().position(|f| f.id == *id) else {
                 return Ok(None);
             };
@@ -146,13 +145,8 @@ impl EqualityKeys {
         if indices.is_empty() {
             return Ok(None);
         }
-        let task =
-            crate::table::file_scan_task(table, &d.file_path, d.file_size_in_bytes, ids.to_vec());
-        let mut stream = table
-            .reader_builder()
-            .build()
-            .read(futures::stream::iter([Ok(task)]).boxed())?
-            .stream();
+        let mut stream =
+            crate::table::read_file_columns(table, &d.file_path, d.file_size_in_bytes, ids)?;
         let converter = RowConverter::new(fields)?;
         let mut keys = HashSet::new();
         while let Some(batch) = stream.next().await {
@@ -236,22 +230,23 @@ async fn units(
     let mut fetched = futures::stream::iter(tasks.into_iter().map(|task| {
         let io = io.clone();
         async move {
-            if !eligible(&task) {
+            // Whether it is read here is known before reading it.
+            let deletes = match eligible(&task) {
+                true => equality.of(table, &task).await,
+                false => None,
+            };
+            let Some(deletes) = deletes else {
                 return Ok::<_, Error>((task, None));
-            }
+            };
             let bytes = io.new_input(&task.data_file_path)?.read().await?;
-            Ok((task, Some(bytes)))
+            Ok((task, Some((bytes, deletes))))
         }
     }))
     .buffered(READS_IN_FLIGHT);
     let mut out: Vec<Unit> = Vec::new();
     while let Some(next) = fetched.next().await {
-        let (task, bytes) = next?;
-        let Some(bytes) = bytes else {
-            out.push(Unit::Alone(Box::new(task)));
-            continue;
-        };
-        let Some(deletes) = equality.of(table, &task).await else {
+        let (task, read) = next?;
+        let Some((bytes, deletes)) = read else {
             out.push(Unit::Alone(Box::new(task)));
             continue;
         };
@@ -468,74 +463,36 @@ fn zstd_decompress(frame: &[u8]) -> parquet::errors::Result<Vec<u8>> {
 struct ZstdPages(SerializedPageReader<Bytes>);
 
 impl ZstdPages {
-    fn decompress(page: Page) -> parquet::errors::Result<Page> {
-        Ok(match page {
-            Page::DataPage {
-                buf,
-                num_values,
-                encoding,
-                def_level_encoding,
-                rep_level_encoding,
-                statistics,
-            } => Page::DataPage {
-                buf: Bytes::from(zstd_decompress(&buf)?),
-                num_values,
-                encoding,
-                def_level_encoding,
-                rep_level_encoding,
-                statistics,
-            },
+    fn decompress(mut page: Page) -> parquet::errors::Result<Page> {
+        match &mut page {
+            Page::DataPage { buf, .. } | Page::DictionaryPage { buf, .. } => {
+                *buf = Bytes::from(zstd_decompress(buf)?);
+            }
             Page::DataPageV2 {
                 buf,
-                num_values,
-                encoding,
-                num_nulls,
-                num_rows,
                 def_levels_byte_len,
                 rep_levels_byte_len,
                 is_compressed,
-                statistics,
+                ..
             } => {
                 // Levels are stored uncompressed ahead of the values (Parquet format, data
                 // page V2); an empty value section was not compressed at all.
-                let levels = (def_levels_byte_len + rep_levels_byte_len) as usize;
+                let levels = (*def_levels_byte_len + *rep_levels_byte_len) as usize;
                 if levels > buf.len() {
                     return Err(parquet::errors::ParquetError::General(
                         "data page V2: level lengths exceed the page".into(),
                     ));
                 }
-                let buf = if is_compressed && buf.len() > levels {
+                if *is_compressed && buf.len() > levels {
                     let mut out = Vec::with_capacity(buf.len() * 4);
                     out.extend_from_slice(&buf[..levels]);
                     out.extend_from_slice(&zstd_decompress(&buf[levels..])?);
-                    Bytes::from(out)
-                } else {
-                    buf
-                };
-                Page::DataPageV2 {
-                    buf,
-                    num_values,
-                    encoding,
-                    num_nulls,
-                    num_rows,
-                    def_levels_byte_len,
-                    rep_levels_byte_len,
-                    is_compressed: false,
-                    statistics,
+                    *buf = Bytes::from(out);
                 }
+                *is_compressed = false;
             }
-            Page::DictionaryPage {
-                buf,
-                num_values,
-                encoding,
-                is_sorted,
-            } => Page::DictionaryPage {
-                buf: Bytes::from(zstd_decompress(&buf)?),
-                num_values,
-                encoding,
-                is_sorted,
-            },
-        })
+        }
+        Ok(page)
     }
 }
 

@@ -63,7 +63,7 @@ impl RowGroupMerge {
 /// Amoro's threshold: inputs whose row groups average 8 MiB or more are merged by row group.
 pub const ROW_GROUP_MERGE_MIN_BYTES: u64 = 8 * 1024 * 1024;
 
-/// Default of `plan-batch-files`: a plan of this many candidates holds about 100 MB.
+/// Default of `plan-batch-files`: a plan of this many candidates holds about 150 MiB.
 pub const PLAN_BATCH_FILES: u64 = 100_000;
 
 /// Compaction options; `None` means "the table property, else Iceberg's default".

@@ -80,6 +80,17 @@ impl PlanOptions {
         }
     }
 
+    /// Whether a file of `size` bytes with `deletes` delete files applying (written under
+    /// another spec than the default: `other_spec`) is a candidate for rewriting (step 1 of the
+    /// plan).
+    pub fn is_candidate(&self, size: u64, deletes: usize, other_spec: bool) -> bool {
+        self.rewrite_all
+            || other_spec
+            || size < self.min_file_size_bytes
+            || size > self.max_file_size_bytes
+            || deletes >= self.delete_file_threshold
+    }
+
     /// Rejects inconsistent options with an error naming the option.
     pub fn validate(&self) -> Result<()> {
         if self.target_file_size_bytes == 0 {
@@ -190,14 +201,11 @@ pub fn expected_outputs(bytes: u64, opts: &PlanOptions) -> u64 {
 
 /// Plans a rewrite of `files`.
 pub fn plan(files: &[PlanFile], opts: &PlanOptions) -> Plan {
-    let too_small = |f: &PlanFile| f.size < opts.min_file_size_bytes;
     let too_large = |f: &PlanFile| f.size > opts.max_file_size_bytes;
     let delete_heavy = |f: &PlanFile| f.deletes >= opts.delete_file_threshold;
     let candidates: Vec<&PlanFile> = files
         .iter()
-        .filter(|f| {
-            opts.rewrite_all || too_small(f) || too_large(f) || delete_heavy(f) || f.other_spec
-        })
+        .filter(|f| opts.is_candidate(f.size, f.deletes, f.other_spec))
         .collect();
     let mut by_partition: BTreeMap<(i32, &str), Vec<&PlanFile>> = BTreeMap::new();
     for f in &candidates {

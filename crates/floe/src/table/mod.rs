@@ -60,16 +60,16 @@ pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::S
     })
 }
 
-/// A scan task reading one Parquet file of `table` whole (`size` bytes), its columns taken as
-/// the current schema's by field id and projected to `project` (empty: all). For reading a
-/// delete file's rows as table columns.
-pub fn file_scan_task(
+/// The rows of one Parquet file of `table` (`size` bytes), its columns taken as the current
+/// schema's by field id and projected to `project`, in that order: how a delete file's rows
+/// are read as table columns.
+pub fn read_file_columns(
     table: &iceberg::table::Table,
     path: &str,
     size: u64,
     project: Vec<i32>,
-) -> iceberg::scan::FileScanTask {
-    iceberg::scan::FileScanTask {
+) -> crate::error::Result<iceberg::scan::ArrowRecordBatchStream> {
+    let task = iceberg::scan::FileScanTask {
         file_size_in_bytes: size,
         start: 0,
         length: size,
@@ -84,5 +84,10 @@ pub fn file_scan_task(
         partition_spec: None,
         name_mapping: None,
         case_sensitive: true,
-    }
+    };
+    Ok(table
+        .reader_builder()
+        .build()
+        .read(Box::pin(futures::stream::iter([Ok(task)])))?
+        .stream())
 }
