@@ -1880,3 +1880,69 @@ fn upsert_and_delete_from_the_command_line() {
     let n = rows("SELECT count(*) AS n FROM cdc.users");
     assert_eq!(n[0]["n"], 8, "failed commands changed nothing");
 }
+
+/// A compaction whose outputs were written in the schema it started from never commits them
+/// into a table whose schema changed meanwhile: it commits nothing, deletes its outputs and
+/// says why; the next run compacts in the new schema with every row kept.
+#[test]
+fn a_compaction_racing_a_schema_change_commits_nothing_and_the_next_run_uses_the_new_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = make_table_with_small_files(d, 6, 30);
+    let data = d.join("warehouse/db/t/data");
+    let files_before = walk_files(&data).len();
+    let child = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d)
+        .args(["--json", "compact", "db.t"])
+        .env("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "3000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while walk_files(&data).len() < files_before + 3 {
+        assert!(std::time::Instant::now() < deadline, "no output written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ok_json(
+        d,
+        &[
+            "table",
+            "evolve-schema",
+            "db.t",
+            "--drop-column",
+            "payload",
+            "--add-column",
+            "note string",
+        ],
+    );
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("schema") && err.contains("changed"), "{err}");
+    assert_eq!(walk_files(&data).len(), files_before, "outputs left behind");
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+
+    let v = ok_json(d, &["compact", "db.t"]);
+    assert!(v["rewritten_files"].as_u64().unwrap() >= 6, "{v}");
+    assert_eq!(count_and_sum(d, "db.t"), expected);
+    let out = floe(
+        d,
+        &[
+            "--json",
+            "sql",
+            "SELECT count(note) AS n, count(*) AS m FROM db.t",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row: Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(
+        (row["n"].as_i64(), row["m"].as_i64()),
+        (Some(0), Some(expected.0))
+    );
+}

@@ -23,10 +23,11 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::change::keys::KeyIndex;
-use crate::commit::{Committer, SnapshotUpdate};
+use crate::commit::Committer;
 use crate::error::Result;
 use crate::ingest::files::{InputFormat, InputReader};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
+use crate::write::staged::{commit_append, Staged};
 use crate::write::{TableWriter, WriteOptions};
 
 /// How input rows land.
@@ -321,10 +322,10 @@ impl AppendBuilder {
             (None, true) => {}
             (None, false) => {
                 if !files.is_empty() {
-                    let outcome = Committer::new(&self.catalog, &self.ident)
-                        .on(table)
-                        .commit(SnapshotUpdate::append(files))
-                        .await?;
+                    let staged = Staged::new(files, table.metadata().current_schema_id());
+                    let committer = Committer::new(&self.catalog, &self.ident).on(table);
+                    let outcome =
+                        commit_append(committer, staged, Default::default(), &self.options).await?;
                     m.snapshot_id = Some(outcome.snapshot_id);
                     m.commit_attempts = outcome.attempts;
                 }
@@ -365,10 +366,15 @@ async fn commit_files(
     m.rows = rows;
     m.wrote(&files);
     if !files.is_empty() {
-        let outcome = Committer::new(catalog, ident)
-            .on(base)
-            .commit(SnapshotUpdate::append(files))
-            .await?;
+        let staged = Staged::new(files, base.metadata().current_schema_id());
+        let committer = Committer::new(catalog, ident).on(base);
+        let outcome = commit_append(
+            committer,
+            staged,
+            Default::default(),
+            &WriteOptions::default(),
+        )
+        .await?;
         m.snapshot_id = Some(outcome.snapshot_id);
         m.commit_attempts = outcome.attempts;
     }
@@ -432,7 +438,7 @@ pub async fn upsert_batches(
 }
 
 /// Writes batches into data files of `table` without committing (for callers that build their
-/// own [`SnapshotUpdate`], such as a rewrite).
+/// own [`crate::commit::SnapshotUpdate`], such as a rewrite).
 pub async fn write_files(
     table: &iceberg::table::Table,
     batches: Vec<RecordBatch>,

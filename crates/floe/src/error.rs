@@ -107,6 +107,21 @@ pub enum Error {
     #[error("validation failed for '{table}': {reason}")]
     ValidationFailed { table: String, reason: String },
 
+    /// Rows cannot be written in the table's schema: a column the table requires is missing,
+    /// or a type cannot be converted (columns are matched by Iceberg field id).
+    #[error("column '{column}': {reason}")]
+    SchemaMismatch { column: String, reason: String },
+
+    /// The table's schema changed after the files of a commit were written in the schema it
+    /// had before: the commit is not made (files are committed only in the schema they are
+    /// committed against). Callers that hold the rows convert them and commit again.
+    #[error("the schema of '{table}' changed (schema id {written} -> {current}) while files were written for a commit; nothing was committed and the files were deleted (run it again: it plans on the new schema)")]
+    SchemaChanged {
+        table: String,
+        written: i32,
+        current: i32,
+    },
+
     /// A stream rejected more records than allowed (`--max-bad-records`).
     #[error("stopping: {count} bad records exceed --max-bad-records {max}; last: {last}")]
     TooManyBadRecords { count: u64, max: u64, last: String },

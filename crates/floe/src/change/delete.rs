@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::Array;
-use arrow::record_batch::RecordBatch;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
@@ -380,7 +379,7 @@ async fn rewrite_without(
             .stream();
         let mut deleted = 0u64;
         while let Some(batch) = stream.try_next().await? {
-            let batch = RecordBatch::try_new(schema.clone(), batch.columns().to_vec())?;
+            let batch = crate::write::conform::to_schema(batch, &schema)?;
             // NULL (not TRUE) keeps the row.
             let gone = filter.eval_full(&batch)?;
             let gone = match gone.nulls() {

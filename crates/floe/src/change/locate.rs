@@ -37,6 +37,8 @@ pub async fn candidates(table: &Table, filter: Option<Predicate>) -> Result<Vec<
     if table.metadata().current_snapshot().is_none() {
         return Ok(vec![]);
     }
+    // Through the current schema: a column renamed or added since the last data commit.
+    let table = &crate::table::current_state(table)?;
     let scan = match filter {
         Some(f) => table.scan().with_filter(f).build()?,
         None => table.scan().build()?,

@@ -41,6 +41,8 @@ use crate::commit::producer::prepare;
 use crate::commit::{Committer, Produced, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::write::deletes::write_position_delete_file;
+use crate::write::staged::Staged;
+use crate::write::WriteOptions;
 use locate::{Matched, Searched};
 
 /// The deletes of one attempt: data files that leave the table (every live row selected) and
@@ -180,6 +182,8 @@ where
     Fut: Future<Output = Result<(Vec<Matched>, Searched)>>,
 {
     let planned_on = base.metadata().current_snapshot_id();
+    // `data` was written on `base`, in its schema.
+    let data = Staged::new(data, base.metadata().current_schema_id());
     let committer = Committer::new(catalog, ident).on(base);
     commit_row_delta_with(committer, planned_on, data, first, HashMap::new(), find).await
 }
@@ -187,11 +191,12 @@ where
 /// [`commit_row_delta`] through a configured `committer` (its base, precondition), with
 /// `summary` properties on the snapshot (an ingest's writer id and source positions: with
 /// them, a snapshot is committed even when nothing else changes); `planned_on` is the
-/// snapshot `first` was located on.
+/// snapshot `first` was located on. An attempt on a table whose schema changed since `data`
+/// was written commits its rows re-encoded in the new schema ([`Staged::on`]).
 pub async fn commit_row_delta_with<F, Fut>(
     committer: Committer<'_>,
     planned_on: Option<i64>,
-    data: Vec<DataFile>,
+    data: Staged,
     first: Option<(Vec<Matched>, Searched)>,
     summary: HashMap<String, String>,
     find: F,
@@ -202,11 +207,12 @@ where
 {
     let mut first = first;
     if let Some((m, _)) = &first {
-        if m.is_empty() && data.is_empty() && summary.is_empty() {
+        if m.is_empty() && data.files.is_empty() && summary.is_empty() {
             return Ok(RowDelta::default());
         }
     }
-    let owned: Vec<String> = data.iter().map(|f| f.file_path().to_string()).collect();
+    let owned: Vec<String> = data.paths();
+    let staged = data.clone();
     // Each attempt's future owns what it uses (no borrow of this frame), so the whole
     // commit stays `Send` inside spawned tasks.
     let result = committer
@@ -223,14 +229,28 @@ where
             let summary = summary.clone();
             async move {
                 let (matched, searched) = search.await?;
-                let deletes = write_deletes(&t, &matched).await?;
+                let written = data.on(&t, &WriteOptions::default()).await?;
+                // Re-encoded files belong to this attempt.
+                let converted = if written.schema_id != data.schema_id {
+                    written.paths()
+                } else {
+                    vec![]
+                };
+                let deletes = match write_deletes(&t, &matched).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        discard(&t, converted).await;
+                        return Err(e);
+                    }
+                };
+                let data = written;
                 // Summary properties (a stream's positions) are committed even alone.
-                if deletes.is_empty() && data.is_empty() && summary.is_empty() {
+                if deletes.is_empty() && data.files.is_empty() && summary.is_empty() {
                     return Err(nothing_left("row delta"));
                 }
                 let update = if deletes.is_empty() {
-                    SnapshotUpdate::append(data.clone())
-                } else if data.is_empty() {
+                    SnapshotUpdate::append(data.files.clone())
+                } else if data.files.is_empty() {
                     SnapshotUpdate::delete(
                         &t,
                         deletes.removed_data_files.clone(),
@@ -241,28 +261,38 @@ where
                         &t,
                         deletes.removed_data_files.clone(),
                         deletes.delete_files.clone(),
-                        data.clone(),
+                        data.files.clone(),
                     )
                 };
                 let update = update
                     .with_delete_specs(&deletes.specs)
-                    .with_summary_properties(summary);
-                let commit = prepare_owning(&t, &update, deletes.written()).await?;
+                    .with_summary_properties(summary)
+                    .written_in(data.schema_id);
+                let mut written = deletes.written();
+                written.extend(converted);
+                let commit = prepare_owning(&t, &update, written).await?;
                 Ok(Produced {
                     commit,
-                    plan: (deletes, searched),
+                    plan: (deletes, searched, data.schema_id),
                 })
             }
         })
         .await;
     match result {
-        Ok(done) => Ok(RowDelta {
-            snapshot_id: done.table.metadata().current_snapshot_id(),
-            attempts: done.attempts,
-            deletes: done.plan.0,
-            searched: done.plan.1,
-            table: Some(done.table),
-        }),
+        Ok(done) => {
+            let (deletes, searched, landed_schema) = done.plan;
+            if landed_schema != staged.schema_id {
+                // The rows landed re-encoded: the files first written are referenced by nothing.
+                discard(&done.table, staged.paths()).await;
+            }
+            Ok(RowDelta {
+                snapshot_id: done.table.metadata().current_snapshot_id(),
+                attempts: done.attempts,
+                deletes,
+                searched,
+                table: Some(done.table),
+            })
+        }
         Err(e) if is_nothing_left(&e) => Ok(RowDelta::default()),
         Err(e) => Err(e),
     }
@@ -284,7 +314,7 @@ fn send_check(
     is_send(commit_row_delta_with(
         c,
         None,
-        vec![],
+        Staged::new(vec![], 0),
         None,
         HashMap::new(),
         move |t| {

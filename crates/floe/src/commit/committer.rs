@@ -288,12 +288,14 @@ where
     loop {
         attempt += 1;
         let mut last_commit = slot.lock().await;
-        // A given base older than this process's last commit to the table is reloaded.
+        // A given base older than this process's last commit to the table is reloaded, and so
+        // is a read-only view (`table::current_state`), which is never committed on.
         let table = match base.take() {
             Some(t)
-                if last_commit
-                    .as_deref()
-                    .is_none_or(|l| t.metadata_location() == Some(l)) =>
+                if !t.readonly()
+                    && last_commit
+                        .as_deref()
+                        .is_none_or(|l| t.metadata_location() == Some(l)) =>
             {
                 t
             }

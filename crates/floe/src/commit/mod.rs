@@ -100,6 +100,9 @@ pub struct SnapshotUpdate {
     /// delete files keeps the spec and numbers of the files it replaces); others are in the
     /// default spec and take the new snapshot's number.
     pub(crate) delete_placement: HashMap<String, (i32, i64)>,
+    /// The schema the added data files were written in: the commit is refused with
+    /// [`crate::Error::SchemaChanged`] when the table's current schema is another one.
+    pub(crate) written_schema_id: Option<i32>,
 }
 
 impl SnapshotUpdate {
@@ -115,6 +118,7 @@ impl SnapshotUpdate {
             summary_properties: HashMap::new(),
             rewrite_manifests: false,
             delete_placement: HashMap::new(),
+            written_schema_id: None,
         }
     }
 
@@ -132,6 +136,8 @@ impl SnapshotUpdate {
             summary_properties: HashMap::new(),
             rewrite_manifests: false,
             delete_placement: HashMap::new(),
+            // Outputs are written in the schema the operation started from.
+            written_schema_id: Some(starting.metadata().current_schema_id()),
         }
     }
 
@@ -190,6 +196,7 @@ impl SnapshotUpdate {
             summary_properties: HashMap::new(),
             rewrite_manifests: false,
             delete_placement: HashMap::new(),
+            written_schema_id: Some(starting.metadata().current_schema_id()),
         }
     }
 
@@ -206,6 +213,7 @@ impl SnapshotUpdate {
             summary_properties: HashMap::new(),
             rewrite_manifests: true,
             delete_placement: HashMap::new(),
+            written_schema_id: None,
         }
     }
 
@@ -216,6 +224,14 @@ impl SnapshotUpdate {
         for (path, spec) in specs {
             self.delete_placement.insert(path.clone(), (*spec, -1));
         }
+        self
+    }
+
+    /// Names the schema the added data files were written in (`TableWriter::schema_id`): the
+    /// commit is refused with [`crate::Error::SchemaChanged`] if the table's schema changed
+    /// since, never made with files of another schema.
+    pub fn written_in(mut self, schema_id: i32) -> Self {
+        self.written_schema_id = Some(schema_id);
         self
     }
 

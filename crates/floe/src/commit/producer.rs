@@ -36,7 +36,21 @@ pub struct PreparedCommit {
 }
 
 /// Builds the new snapshot of `update` on top of `table`'s current `main`.
+///
+/// Data files are committed only in the schema they were written in: when the table's current
+/// schema is no longer that one ([`SnapshotUpdate::written_in`]), nothing is written and the
+/// answer is [`Error::SchemaChanged`] (not retried here: the caller converts its rows).
 pub async fn prepare(table: &Table, update: &SnapshotUpdate) -> Result<PreparedCommit> {
+    let current = table.metadata().current_schema_id();
+    if let Some(written) = update.written_schema_id {
+        if written != current && !update.added_data_files.is_empty() {
+            return Err(Error::SchemaChanged {
+                table: ident_string(table.identifier()),
+                written,
+                current,
+            });
+        }
+    }
     let mut ctx = Ctx::new(table)?;
     let result = produce(&mut ctx, update).await;
     match result {
@@ -364,6 +378,10 @@ async fn produce(
         TableRequirement::RefSnapshotIdMatch {
             r#ref: MAIN_BRANCH.to_string(),
             snapshot_id: parent_id,
+        },
+        // The snapshot names the current schema, and its data files were written in it.
+        TableRequirement::CurrentSchemaIdMatch {
+            current_schema_id: md.current_schema_id(),
         },
     ];
     Ok((requirements, updates))

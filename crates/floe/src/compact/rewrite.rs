@@ -27,6 +27,8 @@ pub(super) async fn plan_files(
     if table.metadata().current_snapshot().is_none() {
         return Ok((Scanned::Tasks(vec![]), 0));
     }
+    // Tasks read through the current schema, the one the outputs are written in.
+    let table = &crate::table::current_state(table)?;
     let matching: Option<std::collections::HashSet<String>> = match where_filter {
         None => None,
         Some(w) => {
@@ -166,7 +168,7 @@ pub(super) fn read_rows(
         .read(futures::stream::iter(tasks).boxed())?
         .stream();
     Ok(batches
-        .map(move |b| Ok(RecordBatch::try_new(schema.clone(), b?.columns().to_vec())?))
+        .map(move |b| crate::write::conform::to_schema(b?, &schema))
         .boxed())
 }
 

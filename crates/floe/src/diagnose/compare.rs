@@ -46,6 +46,7 @@ pub async fn probe(catalog: &Catalog, ident: &TableIdent) -> Result<Probe> {
     let started = Instant::now();
     let (mut rows, mut batches) = (0u64, 0u64);
     if snapshot_id.is_some() {
+        let table = crate::table::current_state(&table)?;
         let mut stream = table.scan().select_all().build()?.to_arrow().await?;
         while let Some(b) = stream.try_next().await? {
             rows += b.num_rows() as u64;

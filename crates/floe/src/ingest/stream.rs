@@ -45,6 +45,7 @@ use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use crate::properties::u64_prop;
 use crate::storage::delete::delete_quietly_in;
 use crate::table::watermarks::FLOE_WRITER_ID;
+use crate::write::staged::{commit_append, Staged};
 
 pub use crate::ingest::options::{
     Distribution, IngestOptions, POSITION_PREFIX, SOURCE_KEY, SOURCE_TIMEOUT, WRITE_BUFFER_SIZE,
@@ -294,10 +295,13 @@ impl IngestBuilder {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        let router = PartitionRouter::new(&table)?;
-        let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+        // Records are decoded in the table's schema; after a commit that finds another schema
+        // (`evolve-schema` meanwhile), the next records are read in that one.
+        let mut router = PartitionRouter::new(&table)?;
+        let mut arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
             table.metadata().current_schema(),
         )?);
+        let mut decoding_schema = table.metadata().current_schema_id();
 
         let props = table.metadata().properties();
         let maintaining = maintain_enabled(self.options.maintain, props)?;
@@ -571,6 +575,20 @@ impl IngestBuilder {
                         )
                         .await?;
                     range.end_window();
+                    let now_schema = table.metadata().current_schema_id();
+                    if now_schema != decoding_schema && self.changes.is_none() {
+                        tracing::info!(
+                            table = %name,
+                            from = decoding_schema,
+                            to = now_schema,
+                            "the table's schema changed: records from here on are read in the new schema"
+                        );
+                        router = PartitionRouter::new(&table)?;
+                        arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+                            table.metadata().current_schema(),
+                        )?);
+                        decoding_schema = now_schema;
+                    }
                     if let Some(m) = &maintenance {
                         m.wake();
                     }
@@ -705,7 +723,10 @@ impl IngestBuilder {
             sink.sync().await?;
         }
         let flush_started = Instant::now();
+        // Buffered rows are written in this table's schema, converted by field id when it
+        // changed since they were read (`TableWriter::write`).
         let table = self.catalog.load_table(&self.ident).await?;
+        let schema_id = table.metadata().current_schema_id();
         // An upsert window: its keys, and only each key's last change is written.
         let window = match &mut self.changes {
             Some(c) => Some(c.take_window()?),
@@ -806,22 +827,26 @@ impl IngestBuilder {
                 (table, 0, Some(id), 0)
             }
             None => {
+                // Written in the schema of the table loaded above; an attempt on a table whose
+                // schema changed since commits the rows re-encoded by field id.
+                let staged = Staged::new(update.added_data_files, schema_id);
+                let summary = update.summary_properties;
                 let committer = Committer::new(&self.catalog, &self.ident)
                     .on(table)
                     .retrying_conflicts()
                     .with_precondition(move |t| fence(t, &writer_id, &expected));
                 match window {
                     None => {
-                        let done = committer.commit(update).await?;
+                        let done =
+                            commit_append(committer, staged, summary, &self.options.write).await?;
                         (done.table, done.attempts, None, 0)
                     }
                     // Every attempt deletes the window's keys from the table it commits on.
                     Some(keys) => {
-                        let summary = update.summary_properties.clone();
                         let delta = crate::change::commit_row_delta_with(
                             committer,
                             None,
-                            update.added_data_files,
+                            staged,
                             None,
                             summary,
                             move |t| {

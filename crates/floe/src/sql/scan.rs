@@ -31,6 +31,9 @@ impl IcebergScanTable {
     pub fn try_new(table: Table) -> Result<Self> {
         let schema = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?;
         let schema = Arc::new(strip(&schema));
+        // The current snapshot through the current schema (columns added, renamed, dropped or
+        // widened since the last data commit).
+        let table = crate::table::current_state(&table)?;
         Ok(Self { table, schema })
     }
 }

@@ -33,6 +33,52 @@ pub async fn read_metadata(file_io: &FileIO, location: &str) -> Result<TableMeta
         })
 }
 
+/// `table` as a read of its current state must see it: the current snapshot read through the
+/// table's *current* schema (Iceberg spec, "Schema Evolution": readers of the current state
+/// use the current schema and match columns by field id; Java's scans do the same).
+///
+/// The iceberg crate's scan reads a snapshot through the schema it was committed with, so
+/// right after `evolve-schema` (before any data commit) an added or renamed column would be
+/// unknown and a dropped or widened one would come back in its old shape. Every scan of the
+/// current state (`sql`, compaction, locating rows for `delete`/upserts) goes through this view.
+/// The view is marked read-only and is never a commit base (the committer reloads one).
+pub fn current_state(table: &Table) -> Result<Table> {
+    let md = table.metadata();
+    let current = md.current_schema_id();
+    let Some(snapshot) = md.current_snapshot() else {
+        return Ok(table.clone());
+    };
+    if snapshot.schema_id().is_none_or(|id| id == current) {
+        return Ok(table.clone());
+    }
+    let bad = |e: serde_json::Error| Error::Metadata {
+        location: md.location().to_string(),
+        reason: format!("reading the current snapshot in the current schema: {e}"),
+        source: Some(Box::new(e)),
+    };
+    let mut json = serde_json::to_value(md).map_err(bad)?;
+    let id = serde_json::Value::from(snapshot.snapshot_id());
+    if let Some(snapshots) = json.get_mut("snapshots").and_then(|s| s.as_array_mut()) {
+        for s in snapshots {
+            if s.get("snapshot-id") == Some(&id) {
+                s["schema-id"] = serde_json::Value::from(current);
+            }
+        }
+    }
+    let md: TableMetadata = serde_json::from_value(json).map_err(bad)?;
+    let mut view = Table::builder()
+        .metadata(md)
+        .identifier(table.identifier().clone())
+        .file_io(table.file_io().clone())
+        .runtime(iceberg::Runtime::current())
+        .disable_cache()
+        .readonly(true);
+    if let Some(l) = table.metadata_location() {
+        view = view.metadata_location(l);
+    }
+    Ok(view.build()?)
+}
+
 /// The partition spec a new data file must be written with.
 pub fn default_spec(table: &Table) -> PartitionSpec {
     table.metadata().default_partition_spec().as_ref().clone()

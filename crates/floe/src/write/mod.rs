@@ -9,8 +9,10 @@
 //! Invariant: on failure the caller calls [`TableWriter::abort`], which deletes every file this
 //! writer completed; a crash leaves only unreferenced files (orphans).
 
+pub mod conform;
 pub mod deletes;
 pub mod parquet_stats;
+pub mod staged;
 
 use std::sync::Arc;
 
@@ -58,6 +60,7 @@ pub struct WriteOptions {
 pub struct TableWriter {
     inner: Inner,
     schema: iceberg::spec::SchemaRef,
+    schema_id: i32,
     spec_id: i32,
     arrow_schema: arrow_schema::SchemaRef,
     rows: u64,
@@ -191,6 +194,7 @@ impl TableWriter {
             inner,
             arrow_schema: Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?),
             schema,
+            schema_id: md.current_schema_id(),
             spec_id: md.default_partition_spec_id(),
             rows: 0,
             files: WriterFiles {
@@ -207,16 +211,26 @@ impl TableWriter {
         &self.arrow_schema
     }
 
+    /// The id of the schema this writer writes in (the table's current schema when it was
+    /// made): a commit of its files must be made against that schema
+    /// ([`crate::commit::SnapshotUpdate::written_in`]).
+    pub fn schema_id(&self) -> i32 {
+        self.schema_id
+    }
+
     /// Rows written so far.
     pub fn rows(&self) -> u64 {
         self.rows
     }
 
-    /// Writes one batch (in the table's Arrow schema).
+    /// Writes one batch. A batch in another schema of the table (rows buffered or read before a
+    /// schema change) is converted by field id first ([`conform::to_schema`]), never by
+    /// position.
     pub async fn write(&mut self, batch: RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        let batch = conform::to_schema(batch, &self.arrow_schema)?;
         self.rows += batch.num_rows() as u64;
         match &mut self.inner {
             Inner::Unpartitioned(w) => w.write(batch).await?,

@@ -262,3 +262,174 @@ async fn a_growing_schema_reads_the_same_in_every_reader_before_and_after_compac
         .to_string();
     assert!(e.contains("partition field 'ts_day'"), "{e}");
 }
+
+/// `(id, b, n, extra)` of every row, by id, through `floe sql`, with the column names of
+/// `SELECT *`.
+async fn rows_after_change(
+    fx: &Fixture,
+    table: &str,
+) -> (Vec<String>, Vec<(i64, String, i64, Option<String>)>) {
+    use arrow::array::{Array, AsArray};
+    let star = floe::sql::query(&fx.catalog, &format!("SELECT * FROM {table} LIMIT 1"))
+        .await
+        .unwrap();
+    let names = star[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mut out = Vec::new();
+    let q = format!("SELECT id, bee, n, extra FROM {table} ORDER BY id");
+    for b in floe::sql::query(&fx.catalog, &q).await.unwrap() {
+        let id = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let bee = b.column(1).as_string::<i32>();
+        let n = b.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+        let extra = b.column(3).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            out.push((
+                id.value(i),
+                bee.value(i).to_string(),
+                n.value(i),
+                (!extra.is_null(i)).then(|| extra.value(i).to_string()),
+            ));
+        }
+    }
+    (names, out)
+}
+
+/// The one change of every kind the tests below make: drop `a`, rename `b`, widen `n`, add
+/// `extra`.
+fn every_kind_of_change() -> Vec<SchemaChange> {
+    vec![
+        SchemaChange::DropColumn { path: "a".into() },
+        SchemaChange::rename("b=bee").unwrap(),
+        SchemaChange::set_type("n bigint").unwrap(),
+        SchemaChange::add("extra string").unwrap(),
+    ]
+}
+
+async fn abn_table(fx: &Fixture, name: &str) -> TableIdent {
+    let schema =
+        floe::table::schema::parse_schema("id bigint not null, a string, b string, n int").unwrap();
+    fx.create_table(name, schema, None).await
+}
+
+#[tokio::test]
+async fn a_table_with_no_commit_after_a_schema_change_is_read_deleted_and_compacted_through_the_new_schema(
+) {
+    let fx = Fixture::new().await;
+    let ident = abn_table(&fx, "cold.t").await;
+    for k in 0..3 {
+        append(&fx, &ident, k * 10, k * 10 + 10).await;
+    }
+    fx.catalog
+        .evolve_schema(&ident, &every_kind_of_change(), false)
+        .await
+        .unwrap();
+    // No data commit since the change: reads go through the new schema by field id.
+    let (names, rows) = rows_after_change(&fx, "cold.t").await;
+    assert_eq!(names, ["id", "bee", "n", "extra"]);
+    assert_eq!(rows.len(), 30);
+    for (id, bee, n, extra) in &rows {
+        assert_eq!(bee, &format!("b-{}", id % 7), "row {id}");
+        assert_eq!(*n, id % 1000, "row {id}");
+        assert_eq!(extra, &None, "row {id}");
+    }
+    // A delete on the renamed column.
+    let d = floe::change::delete::DeleteBuilder::new(&fx.catalog, ident.clone(), "bee = 'b-3'")
+        .execute()
+        .await
+        .unwrap();
+    let gone = (0..30).filter(|i| i % 7 == 3).count() as u64;
+    assert_eq!(d.rows_deleted, gone);
+    // Compaction of the old files into the new schema.
+    CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_option("rewrite-all", "true")
+        .execute()
+        .await
+        .unwrap();
+    let (_, after) = rows_after_change(&fx, "cold.t").await;
+    let kept: Vec<_> = rows.into_iter().filter(|r| r.0 % 7 != 3).collect();
+    assert_eq!(after, kept);
+    readers_agree(&fx, &ident, "cold.t").await;
+}
+
+#[tokio::test]
+async fn an_ingest_commit_racing_a_schema_change_lands_its_rows_by_field_id_in_the_new_schema() {
+    use std::io::Write;
+    let fx = Fixture::new().await;
+    let ident = abn_table(&fx, "race.t").await;
+    append(&fx, &ident, 0, 5).await;
+    let input = fx.warehouse().join("race.ndjson");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for i in 5..45 {
+        writeln!(
+            f,
+            r#"{{"id": {i}, "a": "a-{}", "b": "b-{}", "n": {i}}}"#,
+            i % 7,
+            i % 7
+        )
+        .unwrap();
+    }
+    drop(f);
+    let mut o = floe::ingest::stream::IngestOptions::new("racer");
+    o.commit_interval = std::time::Duration::from_secs(3600);
+    // Files are written in the schema of the table the commit loaded, then the commit waits:
+    // the schema changes before it lands.
+    o.pause_before_commit = Some(std::time::Duration::from_millis(1500));
+    let src = floe::ingest::source::open(&input.display().to_string(), false).unwrap();
+    let ingest = floe::ingest::stream::IngestBuilder::new(&fx.catalog, ident.clone(), src, o);
+    let run = tokio::spawn(ingest.execute());
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    fx.second_connection()
+        .await
+        .evolve_schema(&ident, &every_kind_of_change(), false)
+        .await
+        .unwrap();
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!(summary.records, 40);
+    let (_, rows) = rows_after_change(&fx, "race.t").await;
+    assert_eq!(rows.len(), 45);
+    for (id, bee, n, extra) in &rows {
+        assert_eq!(bee, &format!("b-{}", id % 7), "row {id}");
+        assert_eq!(*n, id % 1000, "row {id}");
+        assert_eq!(extra, &None, "row {id}");
+    }
+    // The commit names the new schema, and its files were written in it: no file holds the
+    // dropped column, and the files first written for the commit are gone (no orphan).
+    let table = fx.load(&ident).await;
+    let md = table.metadata();
+    let snapshot = md.current_snapshot().unwrap();
+    assert_eq!(snapshot.schema_id(), Some(md.current_schema_id()));
+    let live = floe::table::manifests::live_files(&table).await.unwrap();
+    for f in &live {
+        use parquet::file::reader::FileReader;
+        let path = f.file.file_path().trim_start_matches("file://");
+        let reader =
+            parquet::file::reader::SerializedFileReader::new(std::fs::File::open(path).unwrap())
+                .unwrap();
+        let columns: Vec<String> = reader
+            .metadata()
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .map(|c| format!("{}:{}", c.name(), c.physical_type()))
+            .collect();
+        if f.sequence_number > 1 {
+            // The ingest's commit: written in the new schema.
+            assert_eq!(
+                columns,
+                ["id:INT64", "bee:BYTE_ARRAY", "n:INT64", "extra:BYTE_ARRAY"],
+                "{path}"
+            );
+        }
+    }
+    let on_disk = crate::common::files_under(&fx.warehouse().join("race/t/data"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .count();
+    assert_eq!(on_disk, live.len(), "files on disk vs live files");
+    readers_agree(&fx, &ident, "race.t").await;
+}
