@@ -128,14 +128,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         } => {
             // Read the saved report first: a bad file fails before the table is read.
             let saved = match &compare {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("cannot read --compare {}", path.display()))?;
-                    Some(floe::diagnose::SavedReport::parse(
-                        &text,
-                        &path.display().to_string(),
-                    )?)
-                }
+                Some(path) => Some(floe::diagnose::SavedReport::read(path)?),
                 None => None,
             };
             let spinner = out.spinner(format!("diagnosing {table}"));

@@ -25,8 +25,9 @@ pub struct MaintainArgs {
     #[arg(long)]
     once: bool,
     /// Print the decision table (table, job, scope, benefit, cost, score, trigger or why
-    /// skipped) and exit: no lease taken, nothing run. Implies --once.
-    #[arg(long)]
+    /// skipped) and exit: no lease taken, nothing run. Implies --once. `--listen` has no
+    /// effect with it (nothing would be served), so the two conflict.
+    #[arg(long, conflicts_with = "listen")]
     dry_run: bool,
     /// Catalogs to watch, by name (floe.toml / FLOE_CATALOG__*); default: the selected one.
     #[arg(long = "catalogs", value_delimiter = ',', value_name = "NAME,...")]
@@ -213,6 +214,18 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
     }
     store.close().await;
     out.result(&serde_json::to_value(&summary)?, || text(&summary, &opts));
+    // A table skipped as a problem (an invalid property, unreadable metadata) is work a
+    // cron job did not do: a failure, naming each table and its problem.
+    let mut skipped: Vec<String> = Vec::new();
+    for p in summary.passes.iter().flat_map(|p| &p.problems) {
+        let line = format!("{}: {}", p.0, p.1).replace('\n', "\\n");
+        if !skipped.contains(&line) {
+            skipped.push(line);
+        }
+    }
+    if once && !skipped.is_empty() {
+        anyhow::bail!("{} table(s) skipped: {}", skipped.len(), skipped.join("; "));
+    }
     if once && summary.jobs_failed > 0 {
         // A round that left work undone is a failed cron job; its tables back off.
         anyhow::bail!(
@@ -229,10 +242,14 @@ fn text(s: &MaintainSummary, opts: &MaintainOptions) -> String {
     if let Some(first) = s.passes.first() {
         lines.push(table(&first.decisions));
         for (t, p) in &first.problems {
-            lines.push(format!("problem  {t}: {p}"));
+            lines.push(format!(
+                "problem  {}: {}",
+                crate::output::printable(t),
+                crate::output::printable(p)
+            ));
         }
         for u in &first.unreachable {
-            lines.push(format!("unreachable  {u}"));
+            lines.push(format!("unreachable  {}", crate::output::printable(u)));
         }
     }
     if opts.dry_run {
@@ -284,9 +301,13 @@ pub fn table(decisions: &[Decision]) -> String {
                 }
             };
             [
-                d.table.clone(),
+                crate::output::printable(&d.table).into_owned(),
                 d.job.clone(),
-                if planned { d.scope.clone() } else { "-".into() },
+                if planned {
+                    crate::output::printable(&d.scope).into_owned()
+                } else {
+                    "-".into()
+                },
                 num(d.benefit),
                 if planned {
                     format!(

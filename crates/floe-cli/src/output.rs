@@ -9,6 +9,7 @@ use anyhow::Result;
 use arrow::record_batch::RecordBatch;
 use floe::iceberg::table::Table;
 use floe::operation::{Phase, Progress};
+pub use floe::table::ident::{printable, printable_lines};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
@@ -46,9 +47,10 @@ impl Out {
         if self.json {
             println!("{value}");
         } else {
+            // Names made by other tools may hold escapes and bidirectional overrides.
             let t = text();
             if !t.is_empty() {
-                println!("{t}");
+                println!("{}", printable_lines(&t));
             }
         }
     }
@@ -56,20 +58,20 @@ impl Out {
     /// Prints a line for humans only.
     pub fn say(&self, text: impl AsRef<str>) {
         if !self.json {
-            println!("{}", text.as_ref());
+            println!("{}", printable_lines(text.as_ref()));
         }
     }
 
     /// A note on stderr for humans (what a long-running command is doing); none with `--json`.
     pub fn note(&self, text: impl AsRef<str>) {
         if !self.json {
-            eprintln!("{}", text.as_ref());
+            eprintln!("{}", printable_lines(text.as_ref()));
         }
     }
 
     /// A warning on stderr (with `--json` too: the result on stdout stays one JSON value).
     pub fn warn(&self, text: impl AsRef<str>) {
-        eprintln!("warning: {}", text.as_ref());
+        eprintln!("warning: {}", printable_lines(text.as_ref()));
     }
 
     pub fn error(&self, e: &anyhow::Error) {
@@ -98,7 +100,7 @@ impl Out {
             }
             println!("{v}");
         }
-        eprintln!("error: {msg}");
+        eprintln!("error: {}", printable_lines(&msg));
     }
 
     /// A spinner on stderr for long steps (hidden for scripts).

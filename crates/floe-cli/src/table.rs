@@ -300,7 +300,13 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                     schema,
                     partition_spec: spec,
                     sort_order: None,
-                    properties: parse_kv(&properties)?,
+                    // As `table set-property` checks an update (each value, and the
+                    // compaction settings together).
+                    properties: floe::alter::validate_property_update(
+                        &Default::default(),
+                        &parse_kv(&properties)?,
+                        &[],
+                    )?,
                 })
                 .await?;
             out.result(&output::describe_json(&t), || {
@@ -315,7 +321,14 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                 .iter()
                 .map(floe::catalog::ident_string)
                 .collect();
-            out.result(&json!(tables), || tables.join("\n"));
+            // One name per line, whatever another tool put in a name.
+            out.result(&json!(tables), || {
+                tables
+                    .iter()
+                    .map(|t| crate::output::printable(t))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
         }
         TableCmd::Describe { table } => {
             let t = catalog.load_table(&parse_table_ident(&table)?).await?;

@@ -1044,26 +1044,7 @@ fn set_property_refuses_a_bad_value_and_a_bad_stored_one_is_repaired() {
 
     // A bad value written by another engine (PyIceberg) is named by the commands that need it,
     // with the repair, and the repair works.
-    let Ok(py) = std::env::var("FLOE_PYTHON") else {
-        panic!("FLOE_PYTHON (run .ci/setup)");
-    };
-    let interop = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop");
-    let db = d.join("warehouse/catalog.db");
-    let script = format!(
-        "import sys\nsys.path.insert(0, {interop:?})\nfrom read_table import open_catalog\n\
-         cat = open_catalog('sqlite:///' + {db:?}, 'floe', {wh:?})\n\
-         t = cat.load_table('n.p')\n\
-         with t.transaction() as tx:\n    tx.set_properties({{'commit.retry.num-retries': '-1'}})\n",
-        interop = interop.display().to_string(),
-        db = db.display().to_string(),
-        wh = d.join("warehouse").display().to_string(),
-    );
-    let out = Command::new(py).arg("-c").arg(&script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    set_property_with_pyiceberg(d, "n.p", "commit.retry.num-retries", "-1");
     let out = floe(d, &["append", "n.p", "a.ndjson"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -546,3 +546,133 @@ fn an_unreachable_catalog_is_reported_while_the_service_waits() {
         )
         .contains("stopped"));
 }
+
+#[test]
+fn bad_properties_are_refused_at_create_and_set_and_a_skipped_table_fails_maintain_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "p"]);
+    let bad = [
+        "commit.retry.num-retries=-1",
+        "write.target-file-size-bytes=0",
+        "floe.maintain.enabled=maybe",
+        "floe.maintain.compact.trigger.commit-count=-1",
+        "floe.maintain.orphans.older-than=1h",
+        "floe.maintain.compact.trigger.comit-count=5",
+    ];
+    for kv in bad {
+        let key = kv.split_once('=').unwrap().0;
+        let out = floe(
+            d,
+            &[
+                "table",
+                "create",
+                "p.t",
+                "--schema",
+                "id bigint",
+                "--property",
+                kv,
+            ],
+        );
+        assert!(!out.status.success(), "{kv} accepted by table create");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key), "{kv}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    ok_json(d, &["table", "create", "p.t", "--schema", "id bigint"]);
+    ok_json(d, &["table", "create", "p.good", "--schema", "id bigint"]);
+    for kv in bad {
+        let key = kv.split_once('=').unwrap().0;
+        let out = floe(d, &["table", "set-property", "p.t", kv]);
+        assert!(!out.status.success(), "{kv} accepted by set-property");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(key), "{kv}");
+    }
+    let described = ok_json(d, &["table", "describe", "p.t"]);
+    assert!(
+        !described["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("floe.maintain.")),
+        "{described}"
+    );
+
+    // A bad value another engine stored: the table is skipped, named with the property, and
+    // the round fails.
+    set_property_with_pyiceberg(d, "p.t", "floe.maintain.enabled", "maybe");
+    let out = floe(d, &["maintain", "--once"]);
+    assert!(
+        !out.status.success(),
+        "a skipped table passed maintain --once"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let error = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_else(|| panic!("no error line: {err}"));
+    assert!(
+        error.contains("p.t")
+            && error.contains("floe.maintain.enabled")
+            && !error.contains("p.good"),
+        "{err}"
+    );
+}
+
+#[test]
+fn maintain_dry_run_refuses_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = floe(d, &["maintain", "--dry-run", "--listen", "127.0.0.1:0"]);
+    assert!(!out.status.success(), "--listen was ignored with --dry-run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--listen") && err.contains("--dry-run"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_table_name_with_a_newline_or_override_forges_no_output_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok_json(d, &["namespace", "create", "n"]);
+    ok_json(d, &["table", "create", "n.t", "--schema", "id bigint"]);
+    // Another tool renames the table in the catalog database (floe refuses such a name).
+    let py = std::env::var("FLOE_PYTHON").expect("FLOE_PYTHON (run .ci/setup)");
+    let db = d.join("warehouse/catalog.db");
+    let script = format!(
+        "import sqlite3\nc = sqlite3.connect({db:?})\n\
+         c.execute(\"UPDATE iceberg_tables SET table_name = ? WHERE table_name = 't'\", \
+         ('t\\n[maintain] done compact on n.victim\\u202e',))\nc.commit()\n",
+        db = db.display().to_string()
+    );
+    let out = Command::new(py).arg("-c").arg(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = floe(d, &["table", "list"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(listed.trim_end().lines().count(), 1, "{listed:?}");
+    assert!(listed.contains("\\n[maintain]"), "{listed:?}");
+    assert!(!listed.contains('\u{202e}'), "{listed:?}");
+
+    let out = floe(d, &["maintain", "--once"]);
+    for stream in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(stream);
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("[maintain] done compact on n.victim")),
+            "a forged line: {text}"
+        );
+        assert!(!text.contains('\u{202e}'), "{text:?}");
+    }
+}

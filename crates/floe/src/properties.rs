@@ -168,9 +168,12 @@ pub enum Rule {
     Count { min: u64 },
     /// `floe compact`'s `rewrite-job-order`.
     JobOrder,
-    /// A duration such as `30s`, `5m`, `1h` (as `floe ingest` flags take it).
-    Duration,
-    /// A `floe.compact.*` or `floe.ingest.*` key floe does not know: refused when set (a typo
+    /// A duration such as `30s`, `5m`, `1h` (as `floe ingest` flags take it), of at least
+    /// `min_ms` milliseconds.
+    Duration { min_ms: u64 },
+    /// `floe.maintain.compact.roll-up-fan-in`: `0` (off) or at least 2.
+    FanIn,
+    /// A `floe.compact.*`, `floe.ingest.*` or `floe.maintain.*` key floe does not know: refused when set (a typo
     /// would silently do nothing), ignored when stored.
     Unknown(&'static str),
 }
@@ -200,6 +203,71 @@ const COMPACT_OPTIONS: [(&str, Rule); 15] = [
     ("row-group-merge", Rule::OneOf(&ROW_GROUP_MERGE_MODES)),
     ("row-group-merge-min-bytes", Rule::Size { min: 0 }),
     ("plan-batch-files", Rule::Count { min: 1 }),
+];
+
+/// Prefix of `floe maintain` table properties (`crate::maintain::policy` reads them).
+pub const MAINTAIN_PREFIX: &str = "floe.maintain.";
+
+const DAY_MS: u64 = 24 * 3600 * 1000;
+
+/// Every `floe.maintain.*` property with its rule, as `crate::maintain::policy` reads it (its
+/// tests check that the two agree).
+pub const MAINTAIN_PROPERTIES: [(&str, Rule); 16] = [
+    ("floe.maintain.enabled", Rule::Bool),
+    (
+        "floe.maintain.compact.trigger.commit-count",
+        Rule::Count { min: 0 },
+    ),
+    (
+        "floe.maintain.compact.trigger.data-file-count",
+        Rule::Count { min: 0 },
+    ),
+    (
+        "floe.maintain.compact.trigger.data-file-size",
+        Rule::Size { min: 0 },
+    ),
+    (
+        "floe.maintain.compact.trigger.pos-delete-file-count",
+        Rule::Count { min: 0 },
+    ),
+    (
+        "floe.maintain.compact.trigger.eq-delete-file-count",
+        Rule::Count { min: 0 },
+    ),
+    (
+        "floe.maintain.compact.trigger.interval",
+        Rule::Duration { min_ms: 0 },
+    ),
+    (
+        "floe.maintain.compact.rate-limit",
+        Rule::Duration { min_ms: 0 },
+    ),
+    (
+        "floe.maintain.compact.partition-idle-time",
+        Rule::Duration { min_ms: 0 },
+    ),
+    (
+        "floe.maintain.compact.small-file-hard-limit",
+        Rule::Count { min: 1 },
+    ),
+    ("floe.maintain.compact.roll-up-fan-in", Rule::FanIn),
+    ("floe.maintain.expire.enabled", Rule::Bool),
+    (
+        "floe.maintain.orphans.interval",
+        Rule::Duration { min_ms: DAY_MS },
+    ),
+    (
+        "floe.maintain.orphans.older-than",
+        Rule::Duration { min_ms: 3 * DAY_MS },
+    ),
+    (
+        "floe.maintain.rewrite-manifests.min-manifests",
+        Rule::Count { min: 2 },
+    ),
+    (
+        "floe.maintain.rewrite-manifests.small-manifest-bytes",
+        Rule::Size { min: 0 },
+    ),
 ];
 
 /// The rule of a known property, `None` for keys floe neither reads nor owns.
@@ -240,7 +308,7 @@ pub fn rule(key: &str) -> Option<Rule> {
         | "floe.ingest.max-snapshots-since-compaction" => int(0, LONG_MAX),
         "floe.ingest.max-time-since-compaction"
         | "floe.ingest.max-commit-interval"
-        | "floe.ingest.source-timeout" => Some(Rule::Duration),
+        | "floe.ingest.source-timeout" => Some(Rule::Duration { min_ms: 0 }),
         // Parsed by iceberg-rust's `TableProperties` (drop --purge reads them all).
         "write.datafusion.fanout.enabled" | "write.parquet.content-defined-chunking.enabled" => {
             Some(Rule::Bool)
@@ -259,6 +327,13 @@ pub fn rule(key: &str) -> Option<Rule> {
                 )
             } else if key.starts_with(INGEST_PREFIX) {
                 Some(Rule::Unknown(INGEST_PREFIX))
+            } else if key.starts_with(MAINTAIN_PREFIX) {
+                Some(
+                    MAINTAIN_PROPERTIES
+                        .iter()
+                        .find(|(name, _)| *name == key)
+                        .map_or(Rule::Unknown(MAINTAIN_PREFIX), |(_, r)| *r),
+                )
             } else {
                 None
             }
@@ -284,7 +359,19 @@ impl Rule {
             Rule::JobOrder => {
                 "expected none, bytes-asc, bytes-desc, files-asc or files-desc".into()
             }
-            Rule::Duration => "expected a duration such as 30s, 5m or 1h".into(),
+            Rule::Duration { min_ms: 0 } => "expected a duration such as 30s, 5m or 1h".into(),
+            Rule::Duration { min_ms } => {
+                format!("expected a duration of at least {}", duration_text(min_ms))
+            }
+            Rule::FanIn => "expected 0 (off) or an integer of at least 2".into(),
+            Rule::Unknown(MAINTAIN_PREFIX) => format!(
+                "not a floe maintain property; expected one of: {}",
+                MAINTAIN_PROPERTIES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Rule::Unknown(COMPACT_PREFIX) => format!(
                 "not a floe compact option; expected one of: {}",
                 COMPACT_OPTIONS
@@ -324,6 +411,10 @@ impl Rule {
                 .iter()
                 .any(|w| w.eq_ignore_ascii_case(v))
                 .then(|| v.to_string()),
+            // A count is whole: `1.5k` is 1536, but `2.5` is no count.
+            Rule::Count { .. } if v.contains('.') && v.ends_with(|c: char| c.is_ascii_digit()) => {
+                None
+            }
             Rule::Size { min } | Rule::Count { min } => parse_size("", v)
                 .ok()
                 .filter(|n| *n >= min)
@@ -332,11 +423,29 @@ impl Rule {
                 .iter()
                 .find(|w| w.eq_ignore_ascii_case(v))
                 .map(|w| w.to_string()),
-            Rule::Duration => parse_duration("", v).ok().map(|_| v.to_string()),
+            Rule::Duration { min_ms } => parse_duration("", v)
+                .ok()
+                .filter(|d| d.as_millis() >= u128::from(min_ms))
+                .map(|_| v.to_string()),
+            Rule::FanIn => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n != 1 && !v.starts_with('+'))
+                .map(|n| n.to_string()),
             Rule::Unknown(_) => None,
         };
         ok.ok_or_else(|| self.expected())
     }
+}
+
+/// `ms` in its largest whole unit (`3d`, `12h`, `90s`), for messages.
+fn duration_text(ms: u64) -> String {
+    for (unit, name) in [(DAY_MS, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")] {
+        if ms >= unit && ms.is_multiple_of(unit) {
+            return format!("{}{name}", ms / unit);
+        }
+    }
+    format!("{ms}ms")
 }
 
 /// Checks a property about to be set. Keys floe does not know pass unchanged; known ones must
@@ -437,6 +546,30 @@ fn stored_error(table: Option<&str>, key: &str, value: &str, expected: String) -
         value: value.to_string(),
         expected,
     }
+}
+
+/// `ns.table` of `table`, for errors (as `crate::table::ident_string` writes it; this base
+/// module imports no layer above it).
+fn table_name(table: &iceberg::table::Table) -> String {
+    let ident = table.identifier();
+    format!(
+        "{}.{}",
+        ident.namespace().clone().inner().join("."),
+        ident.name()
+    )
+}
+
+/// [`u64_prop`] of `table`'s properties; a bad stored value's error names the table, so its
+/// repair command is one to copy.
+pub fn table_u64_prop(table: &iceberg::table::Table, key: &str, default: u64) -> Result<u64> {
+    u64_prop(table.metadata().properties(), key, default)
+        .map_err(|e| e.for_table(&table_name(table)))
+}
+
+/// [`bool_prop`] of `table`'s properties, naming the table (see [`table_u64_prop`]).
+pub fn table_bool_prop(table: &iceberg::table::Table, key: &str, default: bool) -> Result<bool> {
+    bool_prop(table.metadata().properties(), key, default)
+        .map_err(|e| e.for_table(&table_name(table)))
 }
 
 /// Reads an unsigned integer property, or its default when unset. A stored value that breaks

@@ -214,3 +214,26 @@ pub fn python_read(d: &Path, table: &str, sum_column: &str) -> Value {
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// Sets `key=value` on `table` of the embedded catalog of `d` with PyIceberg, below floe's
+/// validation (what another engine, or an older floe, may store).
+pub fn set_property_with_pyiceberg(d: &Path, table: &str, key: &str, value: &str) {
+    let py = std::env::var("FLOE_PYTHON").expect("FLOE_PYTHON (run .ci/setup)");
+    let interop = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop");
+    let db = d.join("warehouse/catalog.db");
+    let script = format!(
+        "import sys\nsys.path.insert(0, {interop:?})\nfrom read_table import open_catalog\n\
+         cat = open_catalog('sqlite:///' + {db:?}, 'floe', {wh:?})\n\
+         t = cat.load_table({table:?})\n\
+         with t.transaction() as tx:\n    tx.set_properties({{{key:?}: {value:?}}})\n",
+        interop = interop.display().to_string(),
+        db = db.display().to_string(),
+        wh = d.join("warehouse").display().to_string(),
+    );
+    let out = Command::new(py).arg("-c").arg(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

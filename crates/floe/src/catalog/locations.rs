@@ -9,6 +9,7 @@ use iceberg::{NamespaceIdent, TableIdent};
 use super::{ident_string, ns_string, read_metadata, Backend, Catalog};
 use crate::error::Result;
 use crate::storage::fence::Fence;
+use crate::table::reach::reachable_from_table;
 
 impl Catalog {
     /// The location of every table in the catalog (for a SQL catalog: of every catalog name in
@@ -110,21 +111,44 @@ impl Catalog {
 
 impl Fence {
     /// The fence of `table` inside `catalog`: its location minus every other table's location
-    /// and the catalog's own files.
+    /// and the catalog's own files. When another table's location holds this one, that
+    /// table's referenced files are read too ([`Fence::set_container_files`]); one that cannot
+    /// be read keeps every path inside it.
     pub async fn for_table(catalog: &Catalog, table: &Table) -> Result<Fence> {
         let me = table.identifier();
-        let others = catalog
+        let others: Vec<(TableIdent, String)> = catalog
             .table_roots()
             .await?
             .into_iter()
             .filter(|(ident, _)| ident != me)
-            .map(|(ident, loc)| (ident_string(&ident), loc))
             .collect();
-        Ok(Self::new(
+        let mut fence = Self::new(
             ident_string(me),
             table.metadata().location(),
-            others,
+            others
+                .iter()
+                .map(|(ident, loc)| (ident_string(ident), loc.clone()))
+                .collect(),
             catalog.protected_files(),
-        ))
+        );
+        for name in fence.containers() {
+            let Some((ident, _)) = others.iter().find(|(i, _)| ident_string(i) == name) else {
+                continue;
+            };
+            let files = match catalog.load_table(ident).await {
+                Ok(t) => reachable_from_table(&t).await,
+                Err(e) => Err(e),
+            };
+            match files {
+                Ok(reach) => fence.set_container_files(&name, reach.files.into_keys()),
+                Err(e) => tracing::warn!(
+                    table = %ident_string(me),
+                    container = %name,
+                    error = %e,
+                    "cannot read the files of a table whose location holds this one; nothing inside it is deleted"
+                ),
+            }
+        }
+        Ok(fence)
     }
 }

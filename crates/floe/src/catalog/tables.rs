@@ -17,17 +17,21 @@ use crate::table::ident::validate_namespace;
 
 impl Catalog {
     /// Creates a v2 table and returns it loaded. Names that would escape or nest in the
-    /// warehouse are refused ([`validate_name`]).
+    /// warehouse are refused ([`validate_name`]), and so are bad values of the properties floe
+    /// reads ([`crate::properties::validate_update`], as `set-property` checks them).
     pub async fn create_table(&self, new: NewTable) -> Result<Table> {
         validate_namespace(new.ident.namespace())?;
         validate_name("table name", new.ident.name(), true)?;
+        // The one check `table set-property` makes too: a value every append would fail on
+        // is refused here, naming the property.
+        let properties = crate::properties::validate_update(&new.properties, &[])?;
         let ns = ns_string(new.ident.namespace());
         let name = ident_string(&new.ident);
         let mut creation = TableCreation::builder()
             .name(new.ident.name().to_string())
             .schema(new.schema)
             .partition_spec(new.partition_spec)
-            .properties(new.properties)
+            .properties(properties)
             .format_version(FormatVersion::V2)
             .build();
         creation.sort_order = new.sort_order;

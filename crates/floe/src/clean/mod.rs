@@ -24,7 +24,7 @@ use crate::properties;
 /// Refuses file deletion on a table whose `gc.enabled` is false (Iceberg's rule: such tables
 /// may share files with other tables).
 pub(crate) fn check_gc_enabled(table: &iceberg::table::Table, operation: &str) -> Result<()> {
-    if properties::bool_prop(table.metadata().properties(), properties::GC_ENABLED, true)? {
+    if properties::table_bool_prop(table, properties::GC_ENABLED, true)? {
         Ok(())
     } else {
         Err(Error::Refused {

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::commit::{summary, validate, LiveFile, SnapshotUpdate};
 use crate::error::{Error, Result};
-use crate::properties::{self, u64_prop};
+use crate::properties;
 use crate::table::ident_string;
 use crate::table::manifests::{
     current_manifests, live_file, live_file_as, load_manifests, MANIFEST_READ_CONCURRENCY,
@@ -457,18 +457,17 @@ async fn merge_small_manifests(
     ctx: &mut Ctx<'_>,
     carried: Vec<ManifestFile>,
 ) -> Result<Vec<ManifestFile>> {
-    let props = ctx.table.metadata().properties();
-    if !properties::bool_prop(props, properties::COMMIT_MANIFEST_MERGE_ENABLED, true)? {
+    if !properties::table_bool_prop(ctx.table, properties::COMMIT_MANIFEST_MERGE_ENABLED, true)? {
         return Ok(carried);
     }
-    let min_count = u64_prop(
-        props,
+    let min_count = properties::table_u64_prop(
+        ctx.table,
         properties::COMMIT_MANIFEST_MIN_COUNT_TO_MERGE,
         properties::COMMIT_MANIFEST_MIN_COUNT_TO_MERGE_DEFAULT,
     )?
     .max(2) as usize;
-    let target = u64_prop(
-        props,
+    let target = properties::table_u64_prop(
+        ctx.table,
         properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES,
         properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT,
     )? as i64;
@@ -525,8 +524,8 @@ async fn rewrite_manifests(
     ctx: &mut Ctx<'_>,
     carried: Vec<ManifestFile>,
 ) -> Result<(Vec<ManifestFile>, Vec<(String, String)>)> {
-    let target = u64_prop(
-        ctx.table.metadata().properties(),
+    let target = properties::table_u64_prop(
+        ctx.table,
         properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES,
         properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT,
     )?

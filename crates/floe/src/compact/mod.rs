@@ -46,7 +46,7 @@ use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
-use crate::properties::{self, u64_prop};
+use crate::properties;
 use crate::write::{TableWriter, WriteOptions};
 pub use options::{CompactOptions, RowGroupMerge};
 pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
@@ -160,8 +160,8 @@ pub struct FailedGroup {
 
 /// The table's `write.target-file-size-bytes` (Iceberg's default when unset).
 fn table_target(table: &Table) -> Result<u64> {
-    u64_prop(
-        table.metadata().properties(),
+    properties::table_u64_prop(
+        table,
         properties::WRITE_TARGET_FILE_SIZE_BYTES,
         properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
     )

@@ -36,7 +36,7 @@ use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, LiveFile, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
-use crate::properties::{self, parse_bool, parse_size, u64_prop};
+use crate::properties::{self, parse_bool, parse_size};
 use crate::write::deletes::{write_position_delete_file, POSITION_DELETE_FILE_PATH_ID};
 
 /// Delete files read at once.
@@ -173,8 +173,8 @@ impl RewriteDeletesOptions {
     pub fn resolve(&self, table: &Table) -> Result<ResolvedDeletesOptions> {
         let target = match self.target_file_size_bytes {
             Some(t) => t,
-            None => u64_prop(
-                table.metadata().properties(),
+            None => properties::table_u64_prop(
+                table,
                 properties::WRITE_DELETE_TARGET_FILE_SIZE_BYTES,
                 properties::WRITE_DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT,
             )?,

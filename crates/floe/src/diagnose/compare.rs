@@ -25,6 +25,9 @@ use crate::error::{Error, Result};
 pub const SAVED_FORMAT: &str = "floe-diagnose-report";
 /// The version of the saved report's layout; a file of another version is refused.
 pub const SAVED_FORMAT_VERSION: u32 = 1;
+/// The largest saved report `--compare` reads (a report `--save` writes is a few MiB at most):
+/// a larger file, or a device such as `/dev/zero`, is refused, naming it.
+pub const MAX_SAVED_BYTES: u64 = 64 << 20;
 
 /// A timed full read of the table's live data.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -103,6 +106,46 @@ pub struct Measures {
 }
 
 impl Measures {
+    /// The first count over `i64::MAX` (no table holds that many), with its field name.
+    fn out_of_range(&self) -> Option<(String, u64)> {
+        let mut counts: Vec<(String, Option<u64>)> = vec![
+            ("data_files".into(), Some(self.data_files)),
+            ("delete_files".into(), Some(self.delete_files)),
+            ("data_bytes".into(), Some(self.data_bytes)),
+            ("delete_bytes".into(), Some(self.delete_bytes)),
+            ("records".into(), Some(self.records)),
+            ("partitions".into(), Some(self.partitions)),
+            (
+                "files_per_partition_median".into(),
+                Some(self.files_per_partition_median),
+            ),
+            (
+                "files_per_partition_max".into(),
+                Some(self.files_per_partition_max),
+            ),
+            ("snapshots".into(), Some(self.snapshots)),
+            ("manifests".into(), Some(self.manifests)),
+            ("metadata_json_files".into(), Some(self.metadata_json_files)),
+            ("metadata_bytes".into(), Some(self.metadata_bytes)),
+            ("storage_files".into(), self.storage_files),
+            ("storage_bytes".into(), self.storage_bytes),
+            ("small_files".into(), Some(self.small_files)),
+            ("files_under_target".into(), Some(self.files_under_target)),
+        ];
+        for (i, b) in self.size_buckets.iter().enumerate() {
+            counts.push((format!("size_buckets[{i}].files"), Some(b.files)));
+            counts.push((format!("size_buckets[{i}].bytes"), Some(b.bytes)));
+        }
+        if let Some(p) = &self.probe {
+            counts.push(("probe.rows".into(), Some(p.rows)));
+            counts.push(("probe.batches".into(), Some(p.batches)));
+            counts.push(("probe.elapsed_ms".into(), Some(p.elapsed_ms)));
+        }
+        counts
+            .into_iter()
+            .find_map(|(field, v)| v.filter(|v| i64::try_from(*v).is_err()).map(|v| (field, v)))
+    }
+
     pub fn of(r: &Report) -> Self {
         let mut per_part: Vec<u64> = r.partitions.iter().map(|p| p.data_files).collect();
         per_part.sort_unstable();
@@ -166,7 +209,33 @@ impl SavedReport {
         })
     }
 
-    /// Parses a saved report read from `source` (named in errors).
+    /// Reads and parses the saved report at `path`, at most [`MAX_SAVED_BYTES`].
+    pub fn read(path: &std::path::Path) -> Result<Self> {
+        use std::io::Read;
+        let source = path.display().to_string();
+        let bad = |reason: String| Error::InvalidOption {
+            option: "--compare".into(),
+            value: source.clone(),
+            reason,
+        };
+        let file = std::fs::File::open(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_SAVED_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| bad(format!("cannot read it: {e}")))?;
+        if bytes.len() as u64 > MAX_SAVED_BYTES {
+            return Err(bad(format!(
+                "larger than {} MiB: not a saved diagnose report",
+                MAX_SAVED_BYTES >> 20
+            )));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| bad("not a saved diagnose report (not UTF-8 text)".into()))?;
+        Self::parse(&text, &source)
+    }
+
+    /// Parses a saved report read from `source` (named in errors). Every count must fit the
+    /// signed 64-bit integers Iceberg counts in (a tampered file is refused naming the field).
     pub fn parse(text: &str, source: &str) -> Result<Self> {
         let bad = |reason: String| Error::InvalidOption {
             option: "--compare".into(),
@@ -187,7 +256,14 @@ impl SavedReport {
                 version.map_or("missing".to_string(), |v| v.to_string())
             )));
         }
-        serde_json::from_value(v).map_err(|e| bad(e.to_string()))
+        let saved: Self = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+        if let Some((field, value)) = saved.measures.out_of_range() {
+            return Err(bad(format!(
+                "measures.{field} = {value} is out of range (at most {})",
+                i64::MAX
+            )));
+        }
+        Ok(saved)
     }
 }
 
@@ -219,7 +295,11 @@ pub struct Comparison {
 
 fn delta(metric: impl Into<String>, unit: &'static str, b: Option<u64>, a: Option<u64>) -> Delta {
     let change = match (b, a) {
-        (Some(b), Some(a)) => Some(a as i64 - b as i64),
+        // In i128: no pair of u64 wraps; saturated into i64 (parse refuses counts above it).
+        (Some(b), Some(a)) => {
+            let d = i128::from(a) - i128::from(b);
+            Some(i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX }))
+        }
         _ => None,
     };
     Delta {

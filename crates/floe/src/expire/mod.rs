@@ -34,7 +34,7 @@ use crate::commit::producer::PreparedCommit;
 use crate::commit::{Committer, Produced};
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
-use crate::properties::{self, u64_prop};
+use crate::properties;
 use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::table::reach::{metadata_files, reachable_from_table, FileKind, ReachIndex};
@@ -187,22 +187,26 @@ impl<'a> ExpireBuilder<'a> {
                 ))
             }
             Some(n) => n,
-            None => u64_prop(
-                p,
+            None => properties::table_u64_prop(
+                table,
                 properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
                 properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
             )?,
         };
         let older_than_ms = match self.older_than {
             Some(limit) => limit.cutoff_ms(now_ms),
-            None => now_ms.saturating_sub(u64_prop(
-                p,
+            None => now_ms.saturating_sub(properties::table_u64_prop(
+                table,
                 properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
                 properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
             )? as i64),
         };
         let max_ref_age_ms = match p.get(properties::HISTORY_EXPIRE_MAX_REF_AGE_MS) {
-            Some(_) => Some(u64_prop(p, properties::HISTORY_EXPIRE_MAX_REF_AGE_MS, 0)? as i64),
+            Some(_) => Some(properties::table_u64_prop(
+                table,
+                properties::HISTORY_EXPIRE_MAX_REF_AGE_MS,
+                0,
+            )? as i64),
             None => None,
         };
         Ok(Retention {

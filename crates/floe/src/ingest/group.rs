@@ -240,7 +240,8 @@ impl Group {
         ident: &TableIdent,
         source: &str,
     ) -> Result<Option<Coordinated>> {
-        let now = chrono::Utc::now().timestamp_millis();
+        // The store's clock, as `floe maintain` takes leases: workers' clocks may disagree.
+        let now = self.store.now_ms().await?;
         match self
             .store
             .try_acquire(

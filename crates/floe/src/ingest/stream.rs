@@ -256,7 +256,8 @@ impl IngestBuilder {
         let props = table.metadata().properties();
         let budget = match self.options.write_buffer_size {
             Some(b) => b,
-            None => u64_prop(props, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT)?,
+            None => u64_prop(props, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT)
+                .map_err(|e| e.for_table(&ident_string(table.identifier())))?,
         };
         let distribution = match self.options.distribution {
             Some(d) => d,
@@ -304,7 +305,8 @@ impl IngestBuilder {
         let mut decoding_schema = table.metadata().current_schema_id();
 
         let props = table.metadata().properties();
-        let maintaining = maintain_enabled(self.options.maintain, props)?;
+        let maintaining =
+            maintain_enabled(self.options.maintain, props).map_err(|e| e.for_table(&name))?;
         let base_interval = self.options.commit_interval;
         let limits = DebtLimits::from_properties(props, base_interval, maintaining)
             .map_err(|e| e.for_table(&name))?;

@@ -256,13 +256,26 @@ fn bad(key: &str, value: &str, expected: impl Into<String>) -> Error {
     }
 }
 
+/// The check `table create` and `table set-property` make ([`properties::rule`]): a stored
+/// value is read by the same rule it is set by.
+fn check_rule(key: &str, value: &str) -> Result<()> {
+    match properties::rule(key) {
+        Some(r) => r
+            .check(value)
+            .map(|_| ())
+            .map_err(|expected| bad(key, value, expected)),
+        None => Ok(()),
+    }
+}
+
 /// A count (plain, or with a size suffix as `floe compact` options take it) of at least `min`.
 fn count(props: &HashMap<String, String>, key: &str, default: u64, min: u64) -> Result<u64> {
     let Some(v) = props.get(key) else {
         return Ok(default);
     };
+    check_rule(key, v)?;
     match parse_size(key, v) {
-        Ok(n) if n >= min && !v.contains('.') => Ok(n),
+        Ok(n) if n >= min => Ok(n),
         _ if min == 0 => Err(bad(
             key,
             v,
@@ -281,6 +294,7 @@ fn size(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64>
     match props.get(key) {
         None => Ok(default),
         Some(v) => {
+            check_rule(key, v)?;
             parse_size(key, v).map_err(|_| bad(key, v, "expected a size such as 512MiB or 1048576"))
         }
     }
@@ -296,6 +310,7 @@ pub(crate) fn duration(
     let Some(v) = props.get(key) else {
         return Ok(default);
     };
+    check_rule(key, v)?;
     let ms = parse_duration(key, v)
         .map_err(|_| bad(key, v, "expected a duration such as 30s, 15m, 1h or 3d"))?
         .as_millis();

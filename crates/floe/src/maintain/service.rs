@@ -5,6 +5,10 @@
 //! due and every job finished; the service waits `--interval` between passes (or less, when a
 //! job finishes and frees a slot).
 //!
+//! Time: lease expiries, run records and the triggers that compare with them read the lease
+//! store's clock ([`Store::now_ms`]), not this machine's; each pass compares the two and warns
+//! (once per interval) when they disagree by more than a quarter of the lease TTL.
+//!
 //! Failures never loop hot: a failed job is recorded and its table backs off
 //! ([`super::jobs::backoff_ms`]); a table whose metadata cannot be read or whose policy is
 //! invalid is reported as a problem and skipped, never cleaned; an unreachable catalog or
@@ -23,7 +27,7 @@ use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::operation::Cost;
 use crate::storage::listing::glob_match as glob;
-use crate::table::ident::ident_string;
+use crate::table::ident::{ident_string, printable};
 
 use super::jobs::{evaluate_table, run_job, Planned, TableEvaluation, Watched};
 use super::policy::{human_bytes, human_ms, Policy};
@@ -152,6 +156,12 @@ pub struct Maintainer {
     task_scopes: HashMap<tokio::task::Id, String>,
     summary: MaintainSummary,
     wake: Option<Arc<tokio::sync::Notify>>,
+    /// Added to this machine's clock (tests stand a maintainer with a wrong clock up this way).
+    clock_skew_ms: i64,
+    /// When the last clock-skew warning was given.
+    skew_warned: Option<Instant>,
+    /// The store's clock minus this machine's, at the last pass.
+    store_offset_ms: i64,
 }
 
 impl Maintainer {
@@ -166,12 +176,15 @@ impl Maintainer {
             store,
             state,
             opts,
-            log: Arc::new(|line: &str| eprintln!("{line}")),
+            log: escaped(Arc::new(|line: &str| eprintln!("{line}"))),
             running: JoinSet::new(),
             busy: HashMap::new(),
             task_scopes: HashMap::new(),
             summary: MaintainSummary::default(),
             wake: None,
+            clock_skew_ms: 0,
+            skew_warned: None,
+            store_offset_ms: 0,
         }
     }
 
@@ -182,9 +195,60 @@ impl Maintainer {
         self
     }
 
-    /// Where log lines go (default: stderr).
+    /// Runs as if this machine's clock were `skew_ms` off (ahead when positive): what a
+    /// maintainer without NTP sees. Leases and run times follow the store's clock anyway.
+    pub fn with_clock_skew_ms(mut self, skew_ms: i64) -> Self {
+        self.clock_skew_ms = skew_ms;
+        self
+    }
+
+    /// The store's clock as of the last pass, without asking it (for the times shown on the
+    /// dashboard).
+    fn shown_now_ms(&self) -> i64 {
+        self.local_now_ms().saturating_add(self.store_offset_ms)
+    }
+
+    /// This machine's clock (with the injected skew).
+    fn local_now_ms(&self) -> i64 {
+        now_ms().saturating_add(self.clock_skew_ms)
+    }
+
+    /// The store's clock, and a warning (a tracing warning and a log line, once per interval)
+    /// when this machine's clock disagrees with it by more than a quarter of the lease TTL.
+    async fn store_now_ms(&mut self) -> Result<i64> {
+        let before = self.local_now_ms();
+        let store = self.store.now_ms().await?;
+        let after = self.local_now_ms();
+        // The store read its clock between `before` and `after`.
+        let local = before + (after - before) / 2;
+        let skew = local - store;
+        self.store_offset_ms = -skew;
+        let limit = i64::try_from(self.opts.lease_ttl.as_millis() / 4).unwrap_or(i64::MAX);
+        let due = self
+            .skew_warned
+            .is_none_or(|t| t.elapsed() >= self.opts.interval);
+        if skew.unsigned_abs() > limit.unsigned_abs() && due {
+            self.skew_warned = Some(Instant::now());
+            let line = format!(
+                "clock skew: this machine's clock reads {} and the lease store's {} ({} {} it, \
+                 over a quarter of the {} lease TTL); leases and run times follow the store's clock",
+                fmt_ms(local),
+                fmt_ms(store),
+                human_ms(round_to_seconds(skew.unsigned_abs())),
+                if skew > 0 { "ahead of" } else { "behind" },
+                human_ms(self.opts.lease_ttl.as_millis() as u64),
+            );
+            tracing::warn!(local_ms = local, store_ms = store, skew_ms = skew, "{line}");
+            (self.log)(&line);
+        }
+        Ok(store)
+    }
+
+    /// Where log lines go (default: stderr), each one line: control, bidirectional and
+    /// zero-width characters (of table names made by other tools) are escaped
+    /// ([`crate::table::ident::printable`]).
     pub fn with_log(mut self, log: LogFn) -> Self {
-        self.log = log;
+        self.log = escaped(log);
         self
     }
 
@@ -270,7 +334,7 @@ impl Maintainer {
     /// One pass: evaluate every watched table, schedule, start the picked jobs.
     pub async fn pass(&mut self) -> Result<PassReport> {
         self.reap();
-        let now = now_ms();
+        let now = self.store_now_ms().await?;
         let mut report = PassReport {
             started_ms: now,
             ..PassReport::default()
@@ -367,15 +431,16 @@ impl Maintainer {
                         continue;
                     }
                     let scope = Self::scope(w);
+                    let lease_now = self.store.now_ms().await?;
                     match self
                         .store
-                        .try_acquire(&scope, &self.opts.holder, self.opts.lease_ttl, now_ms())
+                        .try_acquire(&scope, &self.opts.holder, self.opts.lease_ttl, lease_now)
                         .await?
                     {
                         LeaseOutcome::HeldBy { holder, expires_ms } => {
                             d.skipped = Some(format!(
                                 "leased by {holder} for {} more",
-                                human_ms((expires_ms - now_ms()).max(0) as u64)
+                                human_ms((expires_ms - lease_now).max(0) as u64)
                             ));
                         }
                         LeaseOutcome::Acquired => {
@@ -390,7 +455,7 @@ impl Maintainer {
                                 self.store.release(&scope, &self.opts.holder).await?;
                                 d.skipped = Some(format!(
                                     "another maintainer ran it {} ago, after this evaluation",
-                                    human_ms((now_ms() - t).max(0) as u64)
+                                    human_ms((lease_now - t).max(0) as u64)
                                 ));
                                 continue;
                             }
@@ -434,7 +499,7 @@ impl Maintainer {
         if let Some(w) = &waiting {
             (self.log)(&format!("waiting: {w}"));
         }
-        self.state.set_last_pass(now_ms(), waiting);
+        self.state.set_last_pass(self.shown_now_ms(), waiting);
         Ok(report)
     }
 
@@ -451,9 +516,14 @@ impl Maintainer {
         d: Decision,
         reason: String,
     ) {
-        let id = self
-            .state
-            .job_started(&w.name, &d.job, &d.scope, &reason, d.cost, now_ms());
+        let id = self.state.job_started(
+            &w.name,
+            &d.job,
+            &d.scope,
+            &reason,
+            d.cost,
+            self.shown_now_ms(),
+        );
         (self.log)(&format!(
             "start {} on {} ({}): {reason}",
             d.job, w.name, d.scope
@@ -473,13 +543,15 @@ impl Maintainer {
         );
         let task_scope = scope.clone();
         let task = self.running.spawn(async move {
-            let started = now_ms();
+            // Run times on the store's clock (this machine's only if the store is gone, and
+            // then the record cannot be written either).
+            let started = store.now_ms().await.unwrap_or_else(|_| now_ms());
             let clock = Instant::now();
             let result = with_lease(&store, &scope, &holder, ttl, async {
                 run_job(&w, p.job, partitions, p.roll_up.clone(), &policy).await
             })
             .await;
-            let finished = now_ms();
+            let finished = store.now_ms().await.unwrap_or_else(|_| now_ms());
             let cost = result.as_ref().copied().unwrap_or_default();
             let record = RunRecord {
                 scope: history_scope,
@@ -612,7 +684,7 @@ impl Maintainer {
                         human_ms(self.opts.interval.as_millis() as u64)
                     );
                     (self.log)(&format!("waiting: {w}"));
-                    self.state.set_last_pass(now_ms(), Some(w));
+                    self.state.set_last_pass(self.shown_now_ms(), Some(w));
                 }
             }
             let sleep = tokio::time::sleep(self.opts.interval);
@@ -676,7 +748,11 @@ where
         tokio::select! {
             r = &mut job => return r,
             _ = tick.tick() => {
-                match store.renew(scope, holder, ttl, now_ms()).await {
+                let renewed = match store.now_ms().await {
+                    Ok(now) => store.renew(scope, holder, ttl, now).await,
+                    Err(e) => Err(e),
+                };
+                match renewed {
                     Ok(true) => {}
                     Ok(false) => return Err(format!("lease on {scope} lost; job abandoned")),
                     // A store that does not answer: keep going until the lease would have
@@ -690,6 +766,11 @@ where
     }
 }
 
+/// `log`, receiving each line escaped for humans.
+fn escaped(log: LogFn) -> LogFn {
+    Arc::new(move |line: &str| log(&printable(line)))
+}
+
 /// The first partitions of a list, for a scope line.
 fn preview(parts: &[String]) -> String {
     let mut s = parts.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
@@ -701,6 +782,23 @@ fn preview(parts: &[String]) -> String {
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+/// `ms` to the nearest second, from one second up (a skew reads `30s`, not `29s998ms`).
+fn round_to_seconds(ms: u64) -> u64 {
+    if ms < 1000 {
+        ms
+    } else {
+        ms.saturating_add(500) / 1000 * 1000
+    }
+}
+
+/// A time for messages: `2026-12-02T03:25:07.123Z`.
+fn fmt_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || format!("{ms} ms"),
+        |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+    )
 }
 
 #[cfg(test)]

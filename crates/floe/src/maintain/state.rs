@@ -444,9 +444,32 @@ impl ServiceState {
                 |t| prom_float(t.debt),
             ),
         ];
+        // A skipped table is a series of its own, with the reason.
+        let name = "floe_maintain_table_skipped";
+        header(
+            &mut s,
+            name,
+            "gauge",
+            "Tables floe maintain skips (an invalid property, unreadable metadata), with the reason.",
+        );
+        for (table, (status, _)) in &inner.tables {
+            if let Some(p) = &status.problem {
+                let _ = writeln!(
+                    s,
+                    "{name}{{table=\"{}\",reason=\"{}\"}} 1",
+                    escape_label(table),
+                    escape_label(p)
+                );
+            }
+        }
         for (name, help, get) in per_table {
             header(&mut s, name, "gauge", help);
-            for (table, (status, _)) in &inner.tables {
+            for (table, (status, history)) in &inner.tables {
+                // A table skipped before any evaluation has no numbers: zeros would read
+                // as a healthy table (one evaluated before keeps its last numbers).
+                if status.problem.is_some() && history.is_empty() {
+                    continue;
+                }
                 let _ = writeln!(
                     s,
                     "{name}{{table=\"{}\"}} {}",

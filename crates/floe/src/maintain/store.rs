@@ -19,10 +19,12 @@
 //! - A holder that dies without releasing blocks nobody for long: its lease expires after
 //!   its TTL, and the next `try_acquire` takes it over.
 //!
-//! Expiry compares timestamps written by different machines: the maintainers' clocks must
-//! agree within a small fraction of the TTL (NTP does), or a fast clock may take over a lease
-//! that its holder still believes valid. The lease is a scheduling guard, not the last line
-//! of defence: every commit is still validated by the catalog (optimistic concurrency on the
+//! Every time a lease is compared with, and every run's start and end, is read from one clock:
+//! the database's ([`Store::now_ms`], `now()` of PostgreSQL, `julianday('now')` of SQLite), never
+//! the maintainer's own. A maintainer whose clock runs 30 s behind, with a 10 s TTL, therefore
+//! neither takes a lease that is still held nor runs a job inside its interval twice; it warns
+//! when its clock and the store's disagree by more than a quarter of the TTL (see
+//! `crate::maintain::service`). The lease is a scheduling guard, not the last line of defence: every commit is still validated by the catalog (optimistic concurrency on the
 //! metadata pointer), which also protects the table against other engines that know nothing
 //! of these leases.
 //!
@@ -105,6 +107,8 @@ pub struct LastRuns {
 /// The lease and run-history store: a connection pool on its database.
 pub struct Store {
     pool: AnyPool,
+    /// The statement that reads the database's clock, in ms since the epoch.
+    now_sql: &'static str,
     /// URI without credentials, for messages.
     display_uri: String,
 }
@@ -128,9 +132,29 @@ impl Store {
             },
             other => other,
         })?;
-        let store = Store { pool, display_uri };
+        let now_sql = if uri.starts_with("postgres") {
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+        } else {
+            "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+        };
+        let store = Store {
+            pool,
+            display_uri,
+            now_sql,
+        };
         store.ensure_schema().await?;
         Ok(store)
+    }
+
+    /// The store's clock: the database's current time, in ms since the epoch. Lease expiries
+    /// and run times are taken from it, so that maintainers whose own clocks disagree still
+    /// agree on who holds a lease.
+    pub async fn now_ms(&self) -> Result<i64> {
+        let row = sqlx::query(self.now_sql)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        row.try_get::<i64, _>(0).map_err(|e| self.err(e))
     }
 
     /// The database URI without credentials.

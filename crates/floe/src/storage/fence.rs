@@ -20,8 +20,15 @@
 //!
 //! Other tables' locations come from the catalog (`Fence::for_table`, in [`crate::catalog`]);
 //! a fence built without them ([`Fence::own`]) guards the files an operation wrote itself.
+//!
+//! A table may itself lie inside another table's location (PyIceberg, Java and REST catalogs
+//! accept `create_table(..., location=<other table>/data)`): then the other table's files may
+//! sit in this table's location. Such a *container*'s referenced files are learned with its
+//! location, before any listing ([`Fence::set_container_files`]); a path inside this table and
+//! inside a container may be deleted only when the container does not reference it, and every
+//! such path is kept while the container's files are unknown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -230,6 +237,10 @@ struct OtherRoot {
     table: String,
     root: Canon,
     real: Option<Canon>,
+    /// For a container (a table whose location holds this one): the files it references, in
+    /// their lexical and real forms, once known. `None`: unknown, so every path inside it is
+    /// its.
+    referenced: Option<HashSet<Canon>>,
 }
 
 /// The fence around one table: see the module documentation.
@@ -296,6 +307,7 @@ impl Fence {
                     table: t,
                     root,
                     real,
+                    referenced: None,
                 })
             })
             .collect();
@@ -361,20 +373,60 @@ impl Fence {
         })
     }
 
-    /// Tables whose location holds this path (lexically or really), other than this one.
+    /// True when `o`'s location strictly holds this table's location (lexically or really).
+    fn is_container(&self, o: &OtherRoot) -> bool {
+        o.root.strictly_contains(&self.root)
+            || matches!((&o.real, &self.real_root), (Some(or), Some(r)) if or.strictly_contains(r))
+    }
+
+    /// The tables whose location holds this table's location, by name: their referenced files
+    /// must be known ([`Fence::set_container_files`]) before a path inside them is deleted.
+    pub fn containers(&self) -> Vec<String> {
+        self.others
+            .iter()
+            .filter(|o| self.is_container(o))
+            .map(|o| o.table.clone())
+            .collect()
+    }
+
+    /// Records the files the container `table` references (every snapshot's data, delete,
+    /// manifest and metadata files): those paths stay, the rest of this table's location
+    /// inside the container may be deleted.
+    pub fn set_container_files(&mut self, table: &str, files: impl IntoIterator<Item = String>) {
+        let mut set = HashSet::new();
+        for f in files {
+            for c in readings(&f, &self.equal).unwrap_or_default() {
+                if let Some(real) = self.real_of(&c) {
+                    set.insert(real);
+                }
+                set.insert(c);
+            }
+        }
+        for o in self.others.iter_mut().filter(|o| o.table == table) {
+            o.referenced = Some(set.clone());
+        }
+    }
+
+    /// Tables whose location holds this path (lexically or really), other than this one. A
+    /// container owns a path inside this table when it references it, or when its files are
+    /// not known.
     fn other_owner(&self, forms: &[(Canon, Option<Canon>)], inside: bool) -> Option<&str> {
         self.others
             .iter()
-            .filter(|o| {
-                // For a path inside this table, a table that contains this whole table (we are
-                // nested in it) does not own the path; one nested in ours or sharing it does.
-                !inside || !o.root.strictly_contains(&self.root)
-            })
             .find(|o| {
-                forms.iter().any(|(lex, real)| {
+                let holds = forms.iter().any(|(lex, real)| {
                     o.root.strictly_contains(lex)
                         || matches!((&o.real, real), (Some(or), Some(r)) if or.strictly_contains(r))
-                })
+                });
+                if !holds || !inside || !self.is_container(o) {
+                    return holds;
+                }
+                match &o.referenced {
+                    None => true,
+                    Some(refs) => forms.iter().any(|(lex, real)| {
+                        refs.contains(lex) || real.as_ref().is_some_and(|r| refs.contains(r))
+                    }),
+                }
             })
             .map(|o| o.table.as_str())
     }

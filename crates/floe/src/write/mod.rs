@@ -33,7 +33,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::error::{Error, Result};
-use crate::properties::{self, u64_prop};
+use crate::properties;
 
 /// Rows per Arrow batch floe reads and writes (input files, compaction's sorted output).
 pub const BATCH_ROWS: usize = 8192;
@@ -83,8 +83,8 @@ struct WriterFiles {
 /// Parquet writer properties from table properties.
 pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
     let props = table.metadata().properties();
-    let row_group_bytes = u64_prop(
-        props,
+    let row_group_bytes = properties::table_u64_prop(
+        table,
         properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES,
         properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT,
     )?;
@@ -146,8 +146,8 @@ impl TableWriter {
         let md = table.metadata();
         let target = match options.target_file_size_bytes {
             Some(t) => t,
-            None => u64_prop(
-                md.properties(),
+            None => properties::table_u64_prop(
+                table,
                 properties::WRITE_TARGET_FILE_SIZE_BYTES,
                 properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
             )?,

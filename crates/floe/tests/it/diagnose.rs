@@ -225,3 +225,58 @@ async fn a_saved_report_compares_before_and_after_compaction() {
         .to_string();
     assert!(err.contains("format_version 99"), "{err}");
 }
+
+#[tokio::test]
+async fn compare_refuses_a_huge_or_endless_saved_report_and_out_of_range_counts() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("h.tamper", None).await;
+    fx.append(&ident, 0, 10).await;
+    let now = DiagnoseBuilder::new(&fx.catalog, ident.clone())
+        .execute()
+        .await
+        .unwrap();
+    // An endless file is read up to the bound, then refused naming it.
+    let err = SavedReport::read(std::path::Path::new("/dev/zero"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/dev/zero") && err.contains("64 MiB"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(floe::diagnose::compare::MAX_SAVED_BYTES + 1)
+        .unwrap();
+    let err = SavedReport::read(&big).unwrap_err().to_string();
+    assert!(err.contains("big.json") && err.contains("64 MiB"), "{err}");
+
+    // A count no table has (written by hand): refused naming the field, never wrapped.
+    let good = serde_json::to_value(SavedReport::new(&now).unwrap()).unwrap();
+    for (field, value) in [
+        ("data_files", u64::MAX),
+        ("records", i64::MAX as u64 + 1),
+        ("data_bytes", u64::MAX),
+    ] {
+        let mut v = good.clone();
+        v["measures"][field] = value.into();
+        let path = dir.path().join(format!("{field}.json"));
+        std::fs::write(&path, v.to_string()).unwrap();
+        let err = SavedReport::read(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("measures.{field}")) && err.contains("out of range"),
+            "{err}"
+        );
+    }
+    // The largest counts that fit compare without wrapping.
+    let mut v = good.clone();
+    v["measures"]["data_files"] = (i64::MAX as u64).into();
+    let path = dir.path().join("max.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let saved = SavedReport::read(&path).unwrap();
+    let c = compare(&saved, &now, false).unwrap();
+    let d = c
+        .deltas
+        .iter()
+        .find(|d| d.metric == "live data files")
+        .unwrap();
+    assert_eq!(d.change, Some(1 - i64::MAX));
+    assert!(d.change_pct.unwrap() < 0.0, "{d:?}");
+}

@@ -229,8 +229,18 @@ async fn a_bad_property_skips_its_table_naming_it_and_the_others_go_on() {
             fx.append(t, i * 10, i * 10 + 10).await;
         }
     }
-    fx.set_property(&bad, "floe.maintain.compact.trigger.commit-count", "lots")
-        .await;
+    // Stored by another engine: floe itself refuses the value when it is set.
+    crate::common::commit_raw(
+        &fx.catalog,
+        &fx.load(&bad).await,
+        vec![floe::iceberg::TableUpdate::SetProperties {
+            updates: HashMap::from([(
+                "floe.maintain.compact.trigger.commit-count".to_string(),
+                "lots".to_string(),
+            )]),
+        }],
+    )
+    .await;
     // A third table whose current metadata file is unreadable: skipped, reported, never
     // cleaned (its files all stay).
     let broken = fx.table("m.broken", None).await;
@@ -340,4 +350,120 @@ async fn three_maintainers_on_one_postgres_lease_store_split_the_tables() {
             assert!(!overlap, "two runs on {} overlap: {a:?} {b:?}", a.scope);
         }
     }
+}
+
+#[tokio::test]
+async fn maintain_never_deletes_files_of_a_table_whose_location_contains_one_it_cleans() {
+    let fx = Fixture::new().await;
+    let (parent, child) = crate::safety::nested_tables(&fx).await;
+    crate::safety::backdate(fx.warehouse());
+    let (m, _) = maintainer(&fx.catalog, &fx.config.uri, opts("m1")).await;
+    let s = m.run_once().await.unwrap();
+    assert!(
+        s.passes.iter().any(|p| p
+            .decisions
+            .iter()
+            .any(|d| d.table == "ns.child" && d.job == "remove-orphan-files" && d.chosen)),
+        "{:#?}",
+        s.passes
+    );
+    assert_eq!(s.jobs_failed, 0, "{s:#?}");
+    assert_eq!(
+        fx.count_and_sum(&parent).await.0,
+        10,
+        "ns.parent lost a file"
+    );
+    assert_eq!(fx.count_and_sum(&child).await.0, 10);
+}
+
+/// A table whose compaction is due at once (five commits, trigger at two, idle time 0).
+async fn table_due_for_compaction(fx: &Fixture, name: &str) -> TableIdent {
+    let t = fx.table(name, None).await;
+    fx.set_property(&t, "floe.maintain.compact.partition-idle-time", "0s")
+        .await;
+    fx.set_property(&t, "floe.maintain.compact.trigger.commit-count", "2")
+        .await;
+    for i in 0..5 {
+        fx.append(&t, i * 10, i * 10 + 10).await;
+    }
+    t
+}
+
+#[tokio::test]
+async fn leases_and_run_times_follow_the_store_clock_whatever_a_maintainers_clock_says() {
+    use floe::maintain::store::LeaseOutcome;
+    let fx = Fixture::new().await;
+    table_due_for_compaction(&fx, "m.t").await;
+    let ttl = Duration::from_secs(10);
+    let store = Store::connect(&fx.config.uri).await.unwrap();
+    let scope = format!("{}.m.t", fx.catalog.name());
+    // A, whose clock is right, holds the table.
+    let now = store.now_ms().await.unwrap();
+    assert_eq!(
+        store.try_acquire(&scope, "A", ttl, now).await.unwrap(),
+        LeaseOutcome::Acquired
+    );
+    // B's clock runs 30 s ahead: A's lease looks expired to it, and still B must not take it.
+    let mut o = opts("B");
+    o.lease_ttl = ttl;
+    o.interval = Duration::from_secs(3600);
+    let (b, lines) = maintainer(&fx.catalog, &fx.config.uri, o.clone()).await;
+    let mut b = b.with_clock_skew_ms(30_000);
+    for _ in 0..2 {
+        let report = b.pass().await.unwrap();
+        let mine: Vec<&Decision> = report
+            .decisions
+            .iter()
+            .filter(|d| d.table == "m.t")
+            .collect();
+        assert!(mine.iter().all(|d| !d.chosen), "{mine:#?}");
+        assert!(
+            mine.iter().any(|d| d
+                .skipped
+                .as_deref()
+                .unwrap_or_default()
+                .contains("leased by A")),
+            "{mine:#?}"
+        );
+    }
+    let leases = store.leases(store.now_ms().await.unwrap()).await.unwrap();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    assert_eq!(leases[0].holder, "A");
+    // Warned, naming both times and the skew, once per interval (two passes, one line).
+    let warned: Vec<String> = lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("clock skew"))
+        .cloned()
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].contains("30s ahead of") && warned[0].contains("lease store's"),
+        "{}",
+        warned[0]
+    );
+
+    // C's clock runs 30 s behind: it runs the job once A is gone, and records it on the
+    // store's clock.
+    store.release(&scope, "A").await.unwrap();
+    o.holder = "C".into();
+    let (c, lines) = maintainer(&fx.catalog, &fx.config.uri, o).await;
+    let before = store.now_ms().await.unwrap();
+    let s = c.with_clock_skew_ms(-30_000).run_once().await.unwrap();
+    let after = store.now_ms().await.unwrap();
+    assert_eq!(s.succeeded_by_job.get("compact"), Some(&1), "{s:#?}");
+    let runs = store.recent_runs(Some("compact"), 10).await.unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    for t in [runs[0].started_ms, runs[0].finished_ms] {
+        assert!(
+            (before..=after).contains(&t),
+            "run time {t} not on the store's clock [{before}, {after}]"
+        );
+    }
+    assert!(lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("clock skew") && l.contains("30s behind")));
 }

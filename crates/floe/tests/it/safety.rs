@@ -16,7 +16,7 @@ use floe::iceberg::TableIdent;
 use crate::common::{files_under, run_python, Fixture};
 
 /// Makes every file under `dir` five days old, so age thresholds do not protect them.
-fn backdate(dir: &Path) {
+pub(crate) fn backdate(dir: &Path) {
     let st = Command::new("find")
         .arg(dir)
         .args([
@@ -44,7 +44,7 @@ fn orphans<'a>(fx: &'a Fixture, ident: &TableIdent) -> OrphanBuilder<'a> {
     OrphanBuilder::new(&fx.catalog, ident.clone())
 }
 
-fn hostile(fx: &Fixture, args: &[&str]) -> serde_json::Value {
+pub(crate) fn hostile(fx: &Fixture, args: &[&str]) -> serde_json::Value {
     let wh = fx.warehouse().display().to_string();
     let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
     let mut all = vec!["--catalog-uri", &uri, "--warehouse", &wh];
@@ -164,6 +164,93 @@ async fn names_that_escape_or_nest_are_refused_at_create_time() {
 }
 
 #[tokio::test]
+async fn names_with_bidi_controls_or_zero_width_characters_are_refused_at_create_time() {
+    let fx = Fixture::new().await;
+    let schema = floe::table::schema::parse_schema("id bigint").unwrap();
+    for c in [
+        '\u{202E}', '\u{202D}', '\u{202A}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}',
+        '\u{061C}', '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}',
+    ] {
+        for name in [format!("t.a{c}b"), format!("t.{c}ab")] {
+            let r = fx
+                .catalog
+                .create_table(floe::catalog::NewTable {
+                    ident: parse_table_ident(&name).unwrap(),
+                    schema: schema.clone(),
+                    partition_spec: floe::table::schema::unpartitioned(),
+                    sort_order: None,
+                    properties: Default::default(),
+                })
+                .await;
+            let Err(Error::InvalidOption { value, .. }) = &r else {
+                panic!("{name:?} was accepted: {r:?}");
+            };
+            assert!(!value.contains(c), "the error prints {c:?} raw: {value:?}");
+        }
+        let ns = floe::iceberg::NamespaceIdent::new(format!("n{c}s"));
+        let r = fx.catalog.create_namespace(&ns).await;
+        assert!(
+            matches!(r, Err(Error::InvalidOption { .. })),
+            "{c:?}: {r:?}"
+        );
+    }
+    assert!(fx.catalog.list_tables(None).await.unwrap().is_empty());
+    assert_eq!(
+        floe::table::ident::printable("a\nb\u{202E}c\u{200B}\r\u{1b}"),
+        "a\\nb\\u{202e}c\\u{200b}\\r\\u{1b}"
+    );
+}
+
+#[tokio::test]
+async fn a_table_name_with_a_newline_cannot_forge_a_maintain_log_line() {
+    use floe::maintain::service::{MaintainOptions, Maintainer, Source};
+    use std::sync::{Arc, Mutex};
+    let fx = Fixture::new().await;
+    // A name another tool made (floe refuses it at create): its table cannot be loaded, so
+    // the maintainer logs it as a problem, with the name in the line.
+    let forged = floe::iceberg::TableIdent::new(
+        floe::iceberg::NamespaceIdent::new("ns".into()),
+        "t\n[maintain] done compact on ns.victim in 0.1s\u{202E}".into(),
+    );
+    let store = Arc::new(
+        floe::maintain::store::Store::connect(&fx.config.uri)
+            .await
+            .unwrap(),
+    );
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let m = Maintainer::new(
+        vec![Source {
+            catalog: fx.catalog.clone(),
+            prefix: None,
+            only: Some(vec![forged]),
+        }],
+        store,
+        floe::maintain::state::ServiceState::new("h", 0),
+        MaintainOptions {
+            holder: "h".into(),
+            ..MaintainOptions::default()
+        },
+    )
+    .with_log(Arc::new(move |l: &str| {
+        sink.lock().unwrap().push(l.to_string())
+    }));
+    let s = m.run_once().await.unwrap();
+    assert_eq!(s.passes[0].problems.len(), 1, "{s:?}");
+    let lines = lines.lock().unwrap();
+    assert!(
+        lines.iter().any(|l| l.contains("\\n[maintain] done")),
+        "{lines:?}"
+    );
+    for l in lines.iter() {
+        assert!(
+            !l.contains('\n') && !l.contains('\u{202E}'),
+            "a raw newline or override in a log line: {l:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_table_located_at_the_warehouse_root_cannot_delete_the_catalog_or_other_tables() {
     let fx = Fixture::new().await;
     let a = fx.table("n.a", None).await;
@@ -216,6 +303,105 @@ async fn a_table_located_at_the_warehouse_root_cannot_delete_the_catalog_or_othe
         let ident = parse_table_ident(t).unwrap();
         assert_eq!(fx.count_and_sum(&ident).await.0, 10, "{t}");
     }
+}
+
+/// `ns.parent` (floe) and `ns.child`, which another tool created at `<parent>/data`, where
+/// the parent's data files lie.
+pub(crate) async fn nested_tables(fx: &Fixture) -> (TableIdent, TableIdent) {
+    let parent = fx.table("ns.parent", None).await;
+    fx.append(&parent, 0, 10).await;
+    let inside = format!("{}/data", table_dir(fx, "ns.parent").display());
+    hostile(
+        fx,
+        &["create-at", "--table", "ns.child", "--location", &inside],
+    );
+    (parent, parse_table_ident("ns.child").unwrap())
+}
+
+#[tokio::test]
+async fn orphan_removal_and_purge_never_delete_files_of_a_table_whose_location_contains_this_one() {
+    let fx = Fixture::new().await;
+    let (parent, child) = nested_tables(&fx).await;
+    // An orphan of neither table, inside both: the one file the child may delete.
+    let stray = table_dir(&fx, "ns.parent").join("data/stray.parquet");
+    std::fs::write(&stray, b"orphan").unwrap();
+    backdate(fx.warehouse());
+    let r = orphans(&fx, &child).execute().await.unwrap();
+    assert!(r.kept.other_tables > 0, "{r:?}");
+    assert!(
+        r.kept.sample.iter().any(|s| s.contains("ns.parent")),
+        "{r:?}"
+    );
+    assert_eq!(r.deleted.deleted, 1, "{r:?}");
+    assert!(!stray.exists());
+    assert_eq!(
+        fx.count_and_sum(&parent).await.0,
+        10,
+        "ns.parent lost a file"
+    );
+    assert_eq!(fx.count_and_sum(&child).await.0, 10);
+
+    // Purge of the child, which also references the parent's data file: the parent keeps it.
+    let parent_files: Vec<_> = floe::table::manifests::live_files(&fx.load(&parent).await)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.file)
+        .collect();
+    floe::commit::Committer::new(&fx.catalog, &child)
+        .commit(floe::commit::SnapshotUpdate::append(parent_files))
+        .await
+        .unwrap();
+    let r = DropBuilder::new(&fx.catalog, child)
+        .purge(true)
+        .delete_external_files(true)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(r.kept.other_tables, 1, "{r:?}");
+    assert!(r.deleted.deleted > 0, "{r:?}");
+    assert_eq!(
+        fx.count_and_sum(&parent).await.0,
+        10,
+        "ns.parent lost a file"
+    );
+}
+
+#[tokio::test]
+async fn tables_whose_locations_share_a_prefix_never_touch_each_others_files() {
+    let fx = Fixture::new().await;
+    let t = fx.table("ns.t", None).await;
+    let t2 = fx.table("ns.t2", None).await;
+    fx.append(&t, 0, 10).await;
+    fx.append(&t2, 0, 10).await;
+    let t2_dir = table_dir(&fx, "ns.t2");
+    let t2_orphan = t2_dir.join("data/stray.parquet");
+    std::fs::write(&t2_orphan, b"t2's own orphan").unwrap();
+    let t_orphan = table_dir(&fx, "ns.t").join("data/stray.parquet");
+    std::fs::write(&t_orphan, b"t's orphan").unwrap();
+    backdate(fx.warehouse());
+    let t2_before = files_under(&t2_dir);
+    let r = orphans(&fx, &t).execute().await.unwrap();
+    assert_eq!(r.deleted.deleted, 1, "{r:?}");
+    assert!(!t_orphan.exists());
+    assert_eq!(
+        files_under(&t2_dir),
+        t2_before,
+        "orphan removal of ns.t touched ns.t2"
+    );
+    let r = DropBuilder::new(&fx.catalog, t)
+        .purge(true)
+        .delete_external_files(true)
+        .execute()
+        .await
+        .unwrap();
+    assert!(r.deleted.deleted > 0, "{r:?}");
+    assert_eq!(
+        files_under(&t2_dir),
+        t2_before,
+        "purge of ns.t touched ns.t2"
+    );
+    assert_eq!(fx.count_and_sum(&t2).await.0, 10);
 }
 
 /// A table with 10 rows of its own plus a file added from `elsewhere/<name>.parquet`.

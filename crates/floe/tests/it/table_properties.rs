@@ -374,3 +374,47 @@ async fn a_bad_value_written_by_pyiceberg_is_repaired_by_floe() {
     try_append(&fx, &ident, 10, 20).await.unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (20, (0..20).sum()));
 }
+
+#[tokio::test]
+async fn a_bad_stored_value_names_its_table_in_the_repair_command_of_every_operation() {
+    let fx = Fixture::new().await;
+    let cases: [(&str, &str, &str); 5] = [
+        ("props.w", "write.parquet.row-group-size-bytes", "0"),
+        ("props.m", "commit.manifest.min-count-to-merge", "-5"),
+        ("props.c", "write.target-file-size-bytes", "0"),
+        ("props.e", "history.expire.min-snapshots-to-keep", "0"),
+        ("props.g", "gc.enabled", "maybe"),
+    ];
+    for (name, key, value) in cases {
+        let ident = fx.table(name, None).await;
+        fx.append(&ident, 0, 10).await;
+        fx.append(&ident, 10, 20).await;
+        store_raw(&fx, &ident, key, value).await;
+        let err = match key {
+            "write.target-file-size-bytes" => {
+                floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+                    .execute()
+                    .await
+                    .map(|_| ())
+            }
+            "history.expire.min-snapshots-to-keep" => {
+                floe::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
+                    .execute()
+                    .await
+                    .map(|_| ())
+            }
+            "gc.enabled" => floe::clean::orphans::OrphanBuilder::new(&fx.catalog, ident.clone())
+                .execute()
+                .await
+                .map(|_| ()),
+            _ => try_append(&fx, &ident, 20, 30).await,
+        }
+        .expect_err(key)
+        .to_string();
+        assert!(!err.contains("NS.TABLE"), "{err}");
+        assert!(
+            err.contains(&format!("floe table set-property {name} --unset {key}")),
+            "{err}"
+        );
+    }
+}

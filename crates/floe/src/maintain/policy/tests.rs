@@ -118,3 +118,36 @@ fn durations_and_sizes_print_short() {
     assert_eq!(human_bytes(3 << 29), "1.5GiB");
     assert_eq!(human_bytes(300), "300B");
 }
+
+#[test]
+fn every_maintain_property_is_validated_when_set_by_the_rule_it_is_read_with() {
+    use crate::properties::{validate, MAINTAIN_PROPERTIES};
+    let mut known: Vec<&str> = MAINTAIN_PROPERTIES.iter().map(|(k, _)| *k).collect();
+    let mut read: Vec<&str> = PROPERTIES.iter().map(|(k, _)| *k).collect();
+    known.sort_unstable();
+    read.sort_unstable();
+    assert_eq!(known, read);
+    for (key, default) in PROPERTIES {
+        validate(key, default).unwrap();
+        Policy::from_properties(&props(&[(key, default)])).unwrap();
+        for bad in ["-1", "maybe", ""] {
+            assert!(validate(key, bad).is_err(), "{key}={bad} accepted when set");
+            assert!(
+                Policy::from_properties(&props(&[(key, bad)])).is_err(),
+                "{key}={bad} accepted when read"
+            );
+        }
+    }
+    for (key, v) in [
+        (ORPHANS_OLDER_THAN, "1d"),
+        (ORPHANS_INTERVAL, "1h"),
+        (ROLL_UP_FAN_IN, "1"),
+        (MIN_MANIFESTS, "1"),
+        (SMALL_FILE_HARD_LIMIT, "0"),
+        (COMMIT_COUNT, "2.5"),
+        ("floe.maintain.compact.trigger.comit-count", "5"),
+    ] {
+        let e = validate(key, v).unwrap_err().to_string();
+        assert!(e.contains(key), "{e}");
+    }
+}

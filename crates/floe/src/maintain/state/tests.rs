@@ -178,6 +178,7 @@ fn table_gauges_escape_their_labels() {
         "floe_table_debt{table=\"ns.plain\"} 1.5",
         "floe_maintain_tables 2",
         "floe_maintain_tables_with_problems 1",
+        "floe_maintain_table_skipped{table=\"ns.plain\",reason=\"x\"} 1",
         "# HELP floe_table_debt Sum of the benefit of the table's due maintenance jobs.",
     ] {
         assert!(m.lines().any(|l| l == line), "missing {line:?} in\n{m}");
@@ -209,4 +210,32 @@ fn last_pass_and_waiting_for() {
     );
     s.set_last_pass(80, None);
     assert_eq!(s.status().waiting_for, None);
+}
+
+#[test]
+fn a_table_skipped_before_any_evaluation_is_exported_as_skipped_not_as_zeros() {
+    let s = ServiceState::new("h1", 0);
+    s.record_table(status("ns.good", 1, 8));
+    s.record_problem(
+        "ns.bad",
+        "skipped: table property floe.maintain.enabled has an invalid value 'maybe'".into(),
+        2,
+    );
+    let m = s.render_metrics();
+    assert!(
+        m.lines().any(|l| l
+            == "floe_maintain_table_skipped{table=\"ns.bad\",reason=\"skipped: table property \
+                floe.maintain.enabled has an invalid value 'maybe'\"} 1"),
+        "{m}"
+    );
+    assert!(
+        !m.lines()
+            .any(|l| l.starts_with("floe_table_") && l.contains("ns.bad")),
+        "{m}"
+    );
+    assert!(
+        m.lines()
+            .any(|l| l == "floe_table_debt{table=\"ns.good\"} 1.5"),
+        "{m}"
+    );
 }

@@ -88,15 +88,44 @@ fn other_tables_inside_or_sharing_are_theirs() {
         f.shared_location(None).is_some(),
         "holds the catalog database"
     );
-    // A table nested in another: its own files are its own.
-    let nested = fence(
+    // A table nested in another: while the other's files are unknown, nothing inside it may
+    // go; once known, what the other references stays and the rest is this table's.
+    let mut nested = fence(
         "/nowhere-floe/w/n/a/sub",
         &[("n.a", "/nowhere-floe/w/n/a")],
         &[],
     );
+    assert_eq!(nested.containers(), ["n.a"]);
+    assert_eq!(
+        nested.verdict("/nowhere-floe/w/n/a/sub/data/x"),
+        Verdict::OtherTable("n.a".into())
+    );
+    nested.set_container_files(
+        "n.a",
+        ["file:///nowhere-floe/w/n/a/sub/data/theirs".to_string()],
+    );
     assert_eq!(
         nested.verdict("/nowhere-floe/w/n/a/sub/data/x"),
         Verdict::Inside
+    );
+    assert_eq!(
+        nested.verdict("/nowhere-floe/w/n/a/sub//data/./theirs"),
+        Verdict::OtherTable("n.a".into())
+    );
+    // `t` and `t2` share a prefix, not a location.
+    let prefix = fence(
+        "/nowhere-floe/w/n/t",
+        &[("n.t2", "/nowhere-floe/w/n/t2")],
+        &[],
+    );
+    assert!(prefix.containers().is_empty());
+    assert_eq!(
+        prefix.verdict("/nowhere-floe/w/n/t/data/x"),
+        Verdict::Inside
+    );
+    assert_eq!(
+        prefix.verdict("/nowhere-floe/w/n/t2/data/x"),
+        Verdict::OtherTable("n.t2".into())
     );
     assert_eq!(
         nested
