@@ -212,8 +212,15 @@ impl TableWriter {
         self.rows
     }
 
-    /// Writes one batch (in the table's Arrow schema).
+    /// Writes one batch (in the table's Arrow schema); an error names the file being written.
     pub async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        match self.write_batch(batch).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.files.naming(e).await),
+        }
+    }
+
+    async fn write_batch(&mut self, batch: RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -243,6 +250,7 @@ impl TableWriter {
         let files = match Self::close_files(self.inner).await {
             Ok(files) => files,
             Err(e) => {
+                let e = self.files.naming(e).await;
                 self.files.sweep(vec![]).await;
                 return Err(e);
             }
@@ -270,6 +278,25 @@ impl TableWriter {
 }
 
 impl WriterFiles {
+    /// `e` naming the file being written: the writer's newest file (file names count up). The
+    /// writer's own errors (a full disk, a failed upload) do not say which file failed.
+    async fn naming(&self, e: Error) -> Error {
+        let listed = crate::storage::listing::list_files(&self.file_io, &self.data_dir).await;
+        let newest = listed.into_iter().flatten().map(|f| f.path).filter(|p| {
+            p.rsplit('/')
+                .next()
+                .is_some_and(|name| name.starts_with(&self.prefix))
+        });
+        match newest.max() {
+            Some(path) => Error::Storage {
+                location: path,
+                reason: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+            None => e,
+        }
+    }
+
     /// Deletes `known` files and every file under the data directory whose name starts with
     /// the writer's prefix (the files a failed writer created but never returned), inside the
     /// table location only.
