@@ -8,7 +8,8 @@
 //!   wrapped in `{"schema", "payload"}` by the JSON converter): `op` `c` (create), `r`
 //!   (snapshot read) and `u` (update) upsert `after`; `d` deletes the key of `before`; the
 //!   tombstone Debezium sends after a delete is skipped; `t` (truncate), `m` (message) and
-//!   anything else are dead letters.
+//!   anything else are dead letters. With a schema, decimals, dates and times in Debezium's
+//!   encodings are read by their logical type ([`crate::ingest::debezium`]).
 //!
 //! A change naming a column the table does not have is a dead letter (a column missing from
 //! the table would silently lose data); so is one whose key is missing or null.
@@ -17,6 +18,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::error::{Error, Result};
+use crate::ingest::debezium;
 use crate::ingest::ndjson::{parse_record, Json};
 
 /// How an ingest applies its records.
@@ -104,6 +106,17 @@ impl Classifier {
         }
     }
 
+    /// Whether `payload` is a change event without the schema that says how Debezium encoded
+    /// its decimals, dates and times (`--mode cdc` only).
+    pub fn without_schema(&self, payload: &[u8]) -> bool {
+        self.mode == IngestMode::Cdc
+            && parse_record(payload).is_ok_and(|event| {
+                !event
+                    .iter()
+                    .any(|(k, v)| k == "schema" && matches!(v, Json::Obj(_)))
+            })
+    }
+
     fn upsert<'a>(&self, payload: &'a [u8], key: Option<&'a [u8]>) -> Change<'a> {
         if payload.is_empty() {
             return match key {
@@ -145,9 +158,12 @@ impl Classifier {
             Ok(m) => m,
             Err(e) => return Change::Bad(e),
         };
-        // The JSON converter with schemas enabled wraps the event.
+        // The JSON converter with schemas enabled wraps the event; its schema gives the
+        // encoding of decimals, dates and times.
+        let mut schema = None;
         if event.iter().any(|(k, _)| k == "schema") {
             if let Some(Json::Obj(inner)) = take(&mut event, "payload") {
+                schema = take(&mut event, "schema");
                 event = inner;
             }
         }
@@ -168,7 +184,15 @@ impl Classifier {
                 other => return Change::Bad(format!("unknown Debezium op '{other}'")),
             };
         match take(&mut event, side) {
-            Some(Json::Obj(row)) => self.row(row, side == "before"),
+            Some(Json::Obj(mut row)) => {
+                if let Some(schema) = &schema {
+                    let types = debezium::side_types(schema, side);
+                    if let Err(e) = debezium::convert_row(&mut row, &types) {
+                        return Change::Bad(e);
+                    }
+                }
+                self.row(row, side == "before")
+            }
             _ => Change::Bad(format!("op '{op}' without a \"{side}\" row")),
         }
     }

@@ -15,6 +15,7 @@ pub mod buffer;
 pub mod change;
 pub mod convert;
 pub mod dead_letter;
+pub mod debezium;
 pub mod decode;
 pub mod files;
 pub mod group;

@@ -33,6 +33,7 @@ use iceberg::table::Table;
 use crate::change::keys::KeyIndex;
 use crate::error::Result;
 use crate::ingest::change::{Change, Classifier, IngestMode};
+use crate::ingest::debezium;
 use crate::ingest::decode::{decode_records, Decoded};
 use crate::ingest::source::SourceRecord;
 use crate::ingest::value::BadValue;
@@ -176,6 +177,13 @@ impl ChangeState {
                 Some(RecordBatch::try_new(self.buffered.clone(), cols)?)
             }
         };
+        for (i, b) in &mut bad {
+            if let Some(note) = debezium::no_schema_note(&self.table_arrow, &b.column) {
+                if self.classifier.without_schema(&records[*i].payload) {
+                    b.reason.push_str(note);
+                }
+            }
+        }
         bad.sort_by_key(|(i, _)| *i);
         Ok(Decoded { batch, bad })
     }

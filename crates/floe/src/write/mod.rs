@@ -225,12 +225,19 @@ impl TableWriter {
 
     /// Writes one batch. A batch in another schema of the table (rows buffered or read before a
     /// schema change) is converted by field id first ([`conform::to_schema`]), never by
-    /// position.
+    /// position. A failed write names the file being written.
     pub async fn write(&mut self, batch: RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
         let batch = conform::to_schema(batch, &self.arrow_schema)?;
+        match self.write_batch(batch).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.files.naming(e).await),
+        }
+    }
+
+    async fn write_batch(&mut self, batch: RecordBatch) -> Result<()> {
         self.rows += batch.num_rows() as u64;
         match &mut self.inner {
             Inner::Unpartitioned(w) => w.write(batch).await?,
@@ -257,6 +264,7 @@ impl TableWriter {
         let files = match Self::close_files(self.inner).await {
             Ok(files) => files,
             Err(e) => {
+                let e = self.files.naming(e).await;
                 self.files.sweep(vec![]).await;
                 return Err(e);
             }
@@ -284,16 +292,39 @@ impl TableWriter {
 }
 
 impl WriterFiles {
+    /// `e` naming the file being written: the writer's newest file (file names count up). The
+    /// writer's own errors (a full disk, a failed upload) do not say which file failed.
+    async fn naming(&self, e: Error) -> Error {
+        match self.own_files().await.into_iter().flatten().max() {
+            Some(path) => Error::Storage {
+                location: path,
+                reason: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+            None => e,
+        }
+    }
+
+    /// The files under the data directory whose name starts with the writer's prefix.
+    async fn own_files(&self) -> Result<Vec<String>> {
+        let listed = crate::storage::listing::list_files(&self.file_io, &self.data_dir).await?;
+        Ok(listed
+            .into_iter()
+            .map(|f| f.path)
+            .filter(|p| {
+                p.rsplit('/')
+                    .next()
+                    .is_some_and(|name| name.starts_with(&self.prefix))
+            })
+            .collect())
+    }
+
     /// Deletes `known` files and every file under the data directory whose name starts with
     /// the writer's prefix (the files a failed writer created but never returned), inside the
     /// table location only.
     async fn sweep(&self, mut known: Vec<String>) {
-        match crate::storage::listing::list_files(&self.file_io, &self.data_dir).await {
-            Ok(listed) => known.extend(listed.into_iter().map(|f| f.path).filter(|p| {
-                p.rsplit('/')
-                    .next()
-                    .is_some_and(|name| name.starts_with(&self.prefix))
-            })),
+        match self.own_files().await {
+            Ok(own) => known.extend(own),
             // Debug, not a warning: the listing fails for the reason the write failed (no
             // credentials, no network), and the command's own error already says it.
             Err(e) => {

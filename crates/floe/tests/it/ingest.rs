@@ -145,11 +145,15 @@ async fn bad_records_go_to_the_dead_letter_file_and_a_restart_resumes_exactly() 
         .summary()
         .additional_properties;
     assert_eq!(props["floe.writer-id"], "w1");
+    // The position is recorded with the file's identity (device, inode, first line).
     let size = std::fs::metadata(&input).unwrap().len();
-    assert_eq!(
-        props[&format!("floe.position.file:{}", input.display())],
-        size.to_string()
-    );
+    let prefix = format!("floe.position.file:{}#", input.display());
+    let positions: Vec<&String> = props
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(positions, vec![&size.to_string()], "{props:?}");
     // A different writer id starts from the beginning: positions are per writer.
     let (s, _) = run_file(&fx, "s.events", &input, opts("w2"), None).await;
     assert_eq!(s.records, 3504);
@@ -545,4 +549,137 @@ async fn an_ingest_plan_shows_where_it_resumes_and_progress_counts_commits() {
     );
     assert_eq!(again.resume_from, s.positions);
     assert!(builder(opts(" ")).plan().await.is_err(), "empty writer id");
+}
+
+/// Appends the lines of `ids` to `path` (created when missing), as a logging process does.
+fn log_lines(path: &std::path::Path, ids: std::ops::Range<i64>) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    for i in ids {
+        writeln!(f, "{}", line(i)).unwrap();
+    }
+}
+
+/// Waits until `table` holds `n` rows (a running ingest committed them).
+async fn wait_for_rows(fx: &Fixture, table: &str, n: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (rows, ..) = count_distinct(fx, table).await;
+        if rows >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{table} holds {rows} rows, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A following ingest of `glob` into `table` (1 s commits), stopped by the returned sender.
+fn follow(
+    fx: &Fixture,
+    table: &str,
+    glob: &std::path::Path,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<floe::ingest::stream::IngestMetrics>,
+) {
+    let ident = floe::catalog::parse_table_ident(table).unwrap();
+    let src = source::open(&glob.display().to_string(), true).unwrap();
+    let mut o = opts("follow");
+    o.commit_interval = Duration::from_secs(1);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let b = IngestBuilder::new(&fx.catalog, ident, src, o).with_shutdown(async move {
+        let _ = stopped.await;
+    });
+    (
+        stop,
+        tokio::spawn(async move { b.execute().await.unwrap() }),
+    )
+}
+
+#[tokio::test]
+async fn follow_reads_every_line_exactly_once_across_copytruncate_and_rename_and_create() {
+    let fx = Fixture::new().await;
+    fx.table("f.t", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    let (stop, run) = follow(&fx, "f.t", &dir.path().join("*.ndjson"));
+    log_lines(&log, 0..20);
+    wait_for_rows(&fx, "f.t", 20).await;
+    // copytruncate: copied away (a name the glob does not match), truncated, written on.
+    std::fs::copy(&log, dir.path().join("log.ndjson.1")).unwrap();
+    std::fs::File::create(&log).unwrap();
+    for k in 0..6 {
+        log_lines(&log, 20 + k * 10..30 + k * 10);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_for_rows(&fx, "f.t", 80).await;
+    // Truncated again, and fewer lines written than it held.
+    std::fs::File::create(&log).unwrap();
+    log_lines(&log, 80..85);
+    wait_for_rows(&fx, "f.t", 85).await;
+    // Rename and create: lines written before the rename and by the writer still holding the
+    // renamed file are read too; the new file from its first line.
+    log_lines(&log, 85..90);
+    let old = dir.path().join("old.bak");
+    std::fs::rename(&log, &old).unwrap();
+    log_lines(&old, 90..95);
+    log_lines(&log, 95..105);
+    wait_for_rows(&fx, "f.t", 105).await;
+    // Renamed to a name the glob matches: read on, not again.
+    std::fs::rename(&log, dir.path().join("log-1.ndjson")).unwrap();
+    log_lines(&dir.path().join("log-1.ndjson"), 105..110);
+    log_lines(&log, 110..120);
+    wait_for_rows(&fx, "f.t", 120).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.send(()).unwrap();
+    run.await.unwrap();
+    assert_eq!(
+        count_distinct(&fx, "f.t").await,
+        (120, 120, (0..120).sum()),
+        "every line exactly once"
+    );
+}
+
+#[tokio::test]
+async fn a_restart_after_rotation_resumes_each_file_where_its_committed_lines_end() {
+    let fx = Fixture::new().await;
+    fx.table("f.r", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let glob = dir.path().join("*.ndjson");
+    let log = dir.path().join("log.ndjson");
+    let run = |fx: &Fixture| {
+        let ident = floe::catalog::parse_table_ident("f.r").unwrap();
+        let src = source::open(&glob.display().to_string(), true).unwrap();
+        let mut o = opts("follow");
+        o.stop_when_idle = Some(Duration::from_secs(1));
+        IngestBuilder::new(&fx.catalog, ident, src, o).execute()
+    };
+    log_lines(&log, 0..20);
+    assert_eq!(run(&fx).await.unwrap().records, 20);
+    // Stopped: rename and create.
+    std::fs::rename(&log, dir.path().join("old.bak")).unwrap();
+    log_lines(&log, 20..30);
+    assert_eq!(run(&fx).await.unwrap().records, 10);
+    // Stopped: copytruncate, written past the old size.
+    std::fs::File::create(&log).unwrap();
+    log_lines(&log, 30..50);
+    assert_eq!(run(&fx).await.unwrap().records, 20);
+    // Stopped: copytruncate, fewer lines than before.
+    std::fs::File::create(&log).unwrap();
+    log_lines(&log, 50..53);
+    assert_eq!(run(&fx).await.unwrap().records, 3);
+    // Stopped: appended lines only.
+    log_lines(&log, 53..60);
+    assert_eq!(run(&fx).await.unwrap().records, 7);
+    assert_eq!(
+        count_distinct(&fx, "f.r").await,
+        (60, 60, (0..60).sum()),
+        "every line exactly once"
+    );
 }

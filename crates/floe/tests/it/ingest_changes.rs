@@ -311,3 +311,207 @@ async fn a_key_changed_from_two_partitions_is_reported_and_stays_one_row() {
     assert_eq!(of_key.len(), 1, "{rows:?}");
     assert_eq!(rows.len(), 3, "{rows:?}");
 }
+
+/// The schema Debezium's JSON converter sends with each event (`schemas.enable=true`) for a
+/// row of `cols` (each a Connect field as JSON text).
+fn debezium_schema(cols: &[&str]) -> String {
+    let row = |side: &str| {
+        format!(
+            "{{\"type\":\"struct\",\"fields\":[{}],\"optional\":true,\"name\":\"pg.public.prices.Value\",\"field\":\"{side}\"}}",
+            cols.join(",")
+        )
+    };
+    format!(
+        "{{\"type\":\"struct\",\"fields\":[{},{},{{\"type\":\"struct\",\"fields\":[{{\"type\":\"string\",\"optional\":false,\"field\":\"version\"}},{{\"type\":\"string\",\"optional\":false,\"field\":\"connector\"}},{{\"type\":\"int64\",\"optional\":true,\"field\":\"lsn\"}}],\"optional\":false,\"name\":\"io.debezium.connector.postgresql.Source\",\"field\":\"source\"}},{{\"type\":\"string\",\"optional\":false,\"field\":\"op\"}},{{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ms\"}}],\"optional\":false,\"name\":\"pg.public.prices.Envelope\",\"version\":2}}",
+        row("before"),
+        row("after")
+    )
+}
+
+/// A Debezium change event; wrapped with `schema` when it is given.
+fn debezium_event(schema: Option<&str>, op: &str, before: &str, after: &str) -> String {
+    let payload = format!(
+        "{{\"before\":{before},\"after\":{after},\"source\":{{\"version\":\"2.7.0.Final\",\"connector\":\"postgresql\",\"lsn\":1}},\"op\":\"{op}\",\"ts_ms\":1767261600000}}"
+    );
+    match schema {
+        Some(s) => format!("{{\"schema\":{s},\"payload\":{payload}}}"),
+        None => payload,
+    }
+}
+
+#[tokio::test]
+async fn debezium_default_encodings_are_read_exactly_from_the_event_schema_and_never_guessed_without_it(
+) {
+    use base64::Engine;
+    let fx = Fixture::new().await;
+    let schema = floe::table::schema::parse_schema(
+        "id bigint not null, price decimal(12,2), ts timestamp, ts_ns timestamp, ts_ms timestamptz, d date, t_ms time, t time, t_ns time, zts timestamptz",
+    )
+    .unwrap();
+    let schema = floe::table::schema::with_primary_key(schema, "id").unwrap();
+    let ident = fx.create_table("s.prices", schema, None).await;
+    let field = |name: &str, ty: &str, logical: &str| {
+        format!("{{\"type\":\"{ty}\",\"optional\":true,\"name\":\"{logical}\",\"version\":1,\"field\":\"{name}\"}}")
+    };
+    let decimal_field = |scale: u32| {
+        format!("{{\"type\":\"bytes\",\"optional\":true,\"name\":\"org.apache.kafka.connect.data.Decimal\",\"version\":1,\"parameters\":{{\"scale\":\"{scale}\",\"connect.decimal.precision\":\"12\"}},\"field\":\"price\"}}")
+    };
+    let cols = |scale: u32| {
+        vec![
+            "{\"type\":\"int64\",\"optional\":false,\"field\":\"id\"}".to_string(),
+            decimal_field(scale),
+            field("ts", "int64", "io.debezium.time.MicroTimestamp"),
+            field("ts_ns", "int64", "io.debezium.time.NanoTimestamp"),
+            field("ts_ms", "int64", "io.debezium.time.Timestamp"),
+            field("d", "int32", "io.debezium.time.Date"),
+            field("t_ms", "int32", "io.debezium.time.Time"),
+            field("t", "int64", "io.debezium.time.MicroTime"),
+            field("t_ns", "int64", "io.debezium.time.NanoTime"),
+            field("zts", "string", "io.debezium.time.ZonedTimestamp"),
+        ]
+    };
+    let refs = |v: &[String]| debezium_schema(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    let with_schema = refs(&cols(2));
+    let scale3 = refs(&cols(3));
+    let b64 = |unscaled: i128| {
+        let bytes = unscaled.to_be_bytes();
+        // Debezium sends the shortest two's complement.
+        let skip = bytes
+            .windows(2)
+            .take_while(|w| (w[0] == 0 && w[1] & 0x80 == 0) || (w[0] == 0xff && w[1] & 0x80 != 0))
+            .count();
+        base64::engine::general_purpose::STANDARD.encode(&bytes[skip..])
+    };
+    // 2026-01-01T10:00:00Z and a fraction with every digit used.
+    let row = |id: i64, unscaled: i128, micros: i64| {
+        format!(
+            "{{\"id\":{id},\"price\":\"{}\",\"ts\":{micros},\"ts_ns\":{},\"ts_ms\":{},\"d\":{},\"t_ms\":36000123,\"t\":36000123456,\"t_ns\":36000123456000,\"zts\":\"2026-01-01T12:00:00.123456+02:00\"}}",
+            b64(unscaled),
+            micros as i128 * 1000,
+            micros / 1000,
+            micros.div_euclid(86_400_000_000)
+        )
+    };
+    let s = Some(with_schema.as_str());
+    let lines = [
+        debezium_event(s, "r", "null", &row(1, 12345, 1_767_261_600_123_456)),
+        debezium_event(s, "c", "null", &row(2, -99_999_999_999, -1)),
+        debezium_event(s, "c", "null", &row(3, 5, 0)),
+        debezium_event(s, "u", &row(3, 5, 0), &row(3, 700, 86_400_000_000)),
+        debezium_event(s, "c", "null", &row(4, 1, 1)),
+        debezium_event(s, "d", &row(4, 1, 1), "null"),
+        // Bad: a scale the column cannot hold (cut digits), a sub-microsecond digit of a
+        // NanoTimestamp into a microsecond column, an unscaled value beyond 38 digits.
+        debezium_event(Some(&scale3), "c", "null", &row(5, 12345, 0)),
+        debezium_event(
+            s,
+            "c",
+            "null",
+            &row(6, 1, 0).replace("\"t_ns\":36000123456000", "\"t_ns\":36000123456001"),
+        ),
+        debezium_event(
+            s,
+            "c",
+            "null",
+            &row(7, 1, 0).replace(
+                &format!("\"price\":\"{}\"", b64(1)),
+                "\"price\":\"AQAAAAAAAAAAAAAAAAAAAAAA\"",
+            ),
+        ),
+        // Bad: no schema, so neither the integer timestamp nor the base64 decimal is guessed.
+        debezium_event(None, "c", "null", "{\"id\":8,\"ts\":1767261600123456}"),
+        debezium_event(
+            None,
+            "c",
+            "null",
+            &format!("{{\"id\":9,\"price\":\"{}\"}}", b64(12345)),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("debezium.ndjson");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let dead = dir.path().join("dead.ndjson");
+    let s = IngestBuilder::new(
+        &fx.catalog,
+        ident,
+        source::open(&input.display().to_string(), false).unwrap(),
+        upsert_options("debezium", IngestMode::Cdc),
+    )
+    .with_dead_letter(
+        DeadLetterSink::open(&dead.display().to_string())
+            .await
+            .unwrap(),
+    )
+    .execute()
+    .await
+    .unwrap();
+    let dead: Vec<serde_json::Value> = std::fs::read_to_string(&dead)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reasons: Vec<String> = dead
+        .iter()
+        .map(|d| format!("{} {}", d["column"], d["reason"]))
+        .collect();
+    assert_eq!(s.bad_records, 5, "{reasons:#?}");
+    assert!(reasons[0].contains("price"), "{reasons:?}");
+    assert!(reasons[1].contains("t_ns"), "{reasons:?}");
+    assert!(
+        reasons[2].contains("price") && reasons[2].contains("38 digits"),
+        "{reasons:?}"
+    );
+    for r in &reasons[3..] {
+        assert!(r.contains("no schema"), "{reasons:?}");
+    }
+    assert!(reasons[3].contains("\"ts\""), "{reasons:?}");
+    assert!(reasons[4].contains("\"price\""), "{reasons:?}");
+
+    let b = floe::sql::query(
+        &fx.catalog,
+        "SELECT id, CAST(price AS VARCHAR) AS price, CAST(ts AS BIGINT) AS ts, CAST(ts_ns AS BIGINT) AS ts_ns, \
+         CAST(ts_ms AS BIGINT) AS ts_ms, CAST(d AS VARCHAR) AS d, CAST(t_ms AS VARCHAR) AS t_ms, \
+         CAST(t AS VARCHAR) AS t, CAST(t_ns AS VARCHAR) AS t_ns, CAST(zts AS BIGINT) AS zts FROM s.prices ORDER BY id",
+    )
+    .await
+    .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&b)
+        .unwrap()
+        .to_string();
+    let got: Vec<Vec<String>> = text
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.contains("price"))
+        .map(|l| {
+            l.split('|')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect();
+    let row_text = |id: &str, price: &str, micros: i64| {
+        vec![
+            id.to_string(),
+            price.to_string(),
+            micros.to_string(),
+            micros.to_string(),
+            (micros / 1000 * 1000).to_string(),
+            chrono::DateTime::from_timestamp_micros(micros)
+                .unwrap()
+                .date_naive()
+                .to_string(),
+            "10:00:00.123".to_string(),
+            "10:00:00.123456".to_string(),
+            "10:00:00.123456".to_string(),
+            "1767261600123456".to_string(),
+        ]
+    };
+    assert_eq!(
+        got,
+        vec![
+            row_text("1", "123.45", 1_767_261_600_123_456),
+            row_text("2", "-999999999.99", -1),
+            row_text("3", "7.00", 86_400_000_000),
+        ],
+        "{text}"
+    );
+}

@@ -638,6 +638,14 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
         .expect_err("6 MiB of hex text (~3 MiB compressed) cannot fit on a 2 MiB disk");
     let msg = err.to_string().to_lowercase();
     assert!(msg.contains("no space left"), "{msg}");
+    // The error names the data file being written (under the table's data directory).
+    let data_file = parquet_path_in(&msg);
+    assert!(
+        data_file
+            .as_deref()
+            .is_some_and(|p| p.contains("n/big/data/00000-") && p.ends_with(".parquet")),
+        "the error does not name the data file: {msg}"
+    );
     assert_eq!(listing(&table_dir), before, "the failed append left files");
 
     // 2. A property commit and a table create on a full disk: no metadata.json left behind.
@@ -675,6 +683,14 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
         t.metadata_location()
     );
     assert_eq!(crate::common::count_and_sum(&catalog, &ident).await.0, 0);
+}
+
+/// The first `*.parquet` path in `msg` (a word ending in `.parquet`).
+fn parquet_path_in(msg: &str) -> Option<String> {
+    msg.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ',' | '(' | ')'))
+        .map(|w| w.trim_end_matches([':', '.', ';']))
+        .find(|w| w.ends_with(".parquet"))
+        .map(str::to_string)
 }
 
 /// A cheap, well-mixed 64-bit hash (text that compresses poorly).

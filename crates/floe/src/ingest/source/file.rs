@@ -1,16 +1,19 @@
 //! NDJSON from files (a path or a glob on the file name, in name order; `--follow` keeps
 //! reading appended lines and picks up new files) or from standard input.
 //!
-//! A file's position is the byte offset after its last consumed line, so a restart seeks right
-//! past what was committed. In follow mode a line is consumed only once its newline is written.
+//! A file's position is the byte offset after its last consumed line, recorded with the file's
+//! identity (inode and first line, see [`super::follow`]), so a restart seeks right past what was
+//! committed, in the same file, and rotation neither loses nor repeats lines. In follow mode a
+//! line is consumed only once its newline is written.
 
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::follow::Follower;
 use super::{recv_batch, Positions, Source, SourceRecord};
 use crate::error::{Error, Result};
 
@@ -92,7 +95,7 @@ impl FileSource {
     }
 }
 
-fn matching(dir: &Path, pattern: &str) -> Vec<PathBuf> {
+pub(super) fn matching(dir: &Path, pattern: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -110,56 +113,24 @@ fn matching(dir: &Path, pattern: &str) -> Vec<PathBuf> {
 
 /// How a line stream counts positions.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Unit {
+pub(super) enum Unit {
     /// Byte offsets (files: a restart seeks there).
     Bytes,
     /// Line numbers (stdin: for reports only).
     Lines,
 }
 
-fn input_error(origin: &Path, e: impl ToString) -> Error {
+pub(super) fn input_error(origin: &Path, e: impl ToString) -> Error {
     Error::InputFile {
         path: origin.to_path_buf(),
         reason: e.to_string(),
     }
 }
 
-/// Reads complete lines of `path` from `offset`; returns the new offset. A last line without a
-/// newline is consumed only when `final_read` (the file is complete).
-fn read_file(
-    path: &Path,
-    offset: i64,
-    final_read: bool,
-    tx: &mpsc::Sender<Result<SourceRecord>>,
-) -> std::result::Result<i64, ()> {
-    let opened = std::fs::File::open(path).and_then(|mut f| {
-        f.seek(SeekFrom::Start(offset.max(0) as u64))?;
-        Ok(f)
-    });
-    let f = match opened {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = tx.blocking_send(Err(input_error(path, e)));
-            return Err(());
-        }
-    };
-    let stream: Arc<str> = format!("file:{}", path.display()).into();
-    let reader = BufReader::with_capacity(1 << 20, f);
-    read_lines(
-        reader,
-        stream,
-        path,
-        offset.max(0),
-        final_read,
-        Unit::Bytes,
-        tx,
-    )
-}
-
 /// Sends every non-blank line of `reader` (see [`crate::ingest::ndjson::is_blank`]) as a record, counting positions from `start` in
 /// `unit`; returns the position after the last consumed line (`Err` once the receiver is gone
 /// or reading failed, the error sent first).
-fn read_lines(
+pub(super) fn read_lines(
     mut reader: impl BufRead,
     stream: Arc<str>,
     origin: &Path,
@@ -246,22 +217,10 @@ impl Source for FileSource {
                 pattern,
                 follow,
             } => {
-                let (dir, pattern, follow) = (dir.clone(), pattern.clone(), *follow);
-                let mut offsets: std::collections::HashMap<PathBuf, i64> = resume
-                    .iter()
-                    .filter_map(|(k, v)| k.strip_prefix("file:").map(|p| (PathBuf::from(p), *v)))
-                    .collect();
+                let mut files = Follower::new(dir.clone(), pattern.clone(), *follow, resume);
+                let follow = *follow;
                 std::thread::spawn(move || loop {
-                    for path in matching(&dir, &pattern) {
-                        let at = offsets.get(&path).copied().unwrap_or(0);
-                        match read_file(&path, at, !follow, &tx) {
-                            Ok(next) => {
-                                offsets.insert(path, next);
-                            }
-                            Err(()) => return,
-                        }
-                    }
-                    if !follow || tx.is_closed() {
+                    if files.poll(&tx).is_err() || !follow || tx.is_closed() {
                         return;
                     }
                     std::thread::sleep(FOLLOW_POLL);

@@ -9,6 +9,7 @@
 //!   reading appended lines and new files ([`mod@file`]).
 
 pub mod file;
+pub mod follow;
 pub mod kafka;
 pub mod kafka_group;
 
@@ -19,7 +20,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 /// Next position per stream (Kafka: `kafka:<topic>:<partition>` -> next offset; files:
-/// `file:<path>` -> byte offset after the last consumed line; stdin: `stdin` -> lines).
+/// `file:<path>#<device>.<inode>.<fingerprint>` -> byte offset after the last consumed line, see
+/// [`follow`]; stdin: `stdin` -> lines).
 pub type Positions = BTreeMap<String, i64>;
 
 /// One record of a stream.
