@@ -170,7 +170,9 @@ impl Out {
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
         if self.json {
-            let mut w = arrow::json::LineDelimitedWriter::new(&mut lock);
+            let mut w = arrow::json::WriterBuilder::new()
+                .with_encoder_factory(std::sync::Arc::new(NonFiniteAsStrings))
+                .build::<_, arrow::json::writer::LineDelimited>(&mut lock);
             for b in batches {
                 w.write(b)?;
             }
@@ -475,4 +477,64 @@ pub fn kept_lines(kept: &floe::storage::fence::KeptFiles) -> String {
         s.push_str(&format!("\n    {p}"));
     }
     s
+}
+
+/// `--json` floats as Spark and Trino print them: NaN and the infinities as the strings "NaN",
+/// "Infinity" and "-Infinity" (arrow's writer prints them as `null`, which is not the value).
+#[derive(Debug)]
+struct NonFiniteAsStrings;
+
+impl arrow::json::writer::EncoderFactory for NonFiniteAsStrings {
+    fn make_default_encoder<'a>(
+        &self,
+        _field: &'a arrow::datatypes::FieldRef,
+        array: &'a dyn arrow::array::Array,
+        _options: &'a arrow::json::writer::EncoderOptions,
+    ) -> std::result::Result<
+        Option<arrow::json::writer::NullableEncoder<'a>>,
+        arrow::error::ArrowError,
+    > {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{DataType, Float32Type, Float64Type};
+        let values: Vec<f64> = match array.data_type() {
+            DataType::Float64 => array.as_primitive::<Float64Type>().values().to_vec(),
+            DataType::Float32 => array
+                .as_primitive::<Float32Type>()
+                .values()
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect(),
+            _ => return Ok(None),
+        };
+        let f32 = matches!(array.data_type(), DataType::Float32);
+        let encoder = FloatEncoder { values, f32 };
+        Ok(Some(arrow::json::writer::NullableEncoder::new(
+            Box::new(encoder),
+            array.logical_nulls(),
+        )))
+    }
+}
+
+struct FloatEncoder {
+    values: Vec<f64>,
+    /// Print as a 32-bit float (its shortest form, not the f64 widening's digits).
+    f32: bool,
+}
+
+impl arrow::json::writer::Encoder for FloatEncoder {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        let v = self.values[idx];
+        let text = if v.is_nan() {
+            "\"NaN\"".to_string()
+        } else if v == f64::INFINITY {
+            "\"Infinity\"".to_string()
+        } else if v == f64::NEG_INFINITY {
+            "\"-Infinity\"".to_string()
+        } else if self.f32 {
+            serde_json::to_string(&(v as f32)).unwrap_or_default()
+        } else {
+            serde_json::to_string(&v).unwrap_or_default()
+        };
+        out.extend_from_slice(text.as_bytes());
+    }
 }

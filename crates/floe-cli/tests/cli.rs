@@ -605,6 +605,55 @@ fn show_tables_lists_a_broken_table_and_a_query_on_it_names_it() {
 }
 
 #[test]
+fn sql_json_prints_nan_and_infinities_as_strings_not_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = floe(
+        d,
+        &[
+            "--json",
+            "sql",
+            "SELECT v, CAST(v AS FLOAT) AS f, k FROM (VALUES \
+             (CAST('NaN' AS DOUBLE), 1), (CAST('Infinity' AS DOUBLE), 2), \
+             (CAST('-Infinity' AS DOUBLE), 3), (1.5, 4), (0.1, 5), (CAST(NULL AS DOUBLE), 6)) \
+             AS t(v, k) ORDER BY k",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&out);
+    let col = |c: &str| rows.iter().map(|r| r.get(c).cloned()).collect::<Vec<_>>();
+    let s = |v: &str| Some(Value::String(v.into()));
+    let n = |v: f64| Some(serde_json::json!(v));
+    assert_eq!(
+        col("v"),
+        vec![
+            s("NaN"),
+            s("Infinity"),
+            s("-Infinity"),
+            n(1.5),
+            n(0.1),
+            None
+        ]
+    );
+    // A float prints its own shortest digits (0.1, not 0.10000000149011612).
+    assert_eq!(
+        col("f"),
+        vec![
+            s("NaN"),
+            s("Infinity"),
+            s("-Infinity"),
+            n(1.5),
+            n(0.1),
+            None
+        ]
+    );
+}
+
+#[test]
 fn sql_output_formats_conflict() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

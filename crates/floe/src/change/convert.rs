@@ -189,8 +189,9 @@ async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
         return Ok((out, 0));
     }
     let tasks = candidates(table, None).await?;
-    // Existing position deletes and specs are read once for every equality delete file.
-    let known = Known::of(table, &tasks).await?;
+    // Existing position deletes and specs are read once for every equality delete file (the
+    // rows the equality deletes remove are what is located).
+    let known = Known::positions_of(table, &tasks).await?;
     let data: HashMap<&str, &LiveFile> = live
         .iter()
         .filter(|f| f.file.content_type() == DataContentType::Data)

@@ -8,6 +8,7 @@
 //! Java default for `write.delete.mode` is copy-on-write; floe defaults to merge-on-read
 //! because a streaming table is deleted from often and compaction folds the deletes in later.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,8 +22,11 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::change::locate::{candidates, locate, Matched, OnFile, Searched};
 use crate::change::predicate::RowFilter;
-use crate::change::{commit_row_delta, is_nothing_left, nothing_left, prepare_owning, RowDelta};
+use crate::change::{
+    commit_row_delta_noting, is_nothing_left, nothing_left, prepare_owning, RowDelta,
+};
 use crate::commit::{Committer, Produced, SnapshotUpdate};
+use crate::compact::filter::format_now;
 use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
 use crate::properties;
@@ -98,6 +102,9 @@ pub struct DeleteMetrics {
     pub rewritten_data_files: usize,
     pub added_data_files: usize,
     pub bytes_written: u64,
+    /// The instant the filter's time functions (`now()`, `current_date`...) meant, when it
+    /// calls one (recorded in the snapshot summary as `floe.delete.now`).
+    pub now: Option<String>,
     /// `None` when no row matched (nothing committed) or a dry run.
     pub snapshot_id: Option<i64>,
     pub commit_attempts: u32,
@@ -115,6 +122,9 @@ impl Costed for DeleteMetrics {
         }
     }
 }
+
+/// Snapshot summary property: the instant a delete's time functions meant.
+pub const DELETE_NOW: &str = "floe.delete.now";
 
 /// Builder of a row-level delete.
 #[derive(Clone)]
@@ -191,21 +201,28 @@ impl DeleteBuilder {
             rewritten_data_files: 0,
             added_data_files: 0,
             bytes_written: 0,
+            now: filter.uses_now.then(|| format_now(&filter.now)),
             snapshot_id: None,
             commit_attempts: 0,
             duration_ms: 0,
         };
+        let note: HashMap<String, String> = m
+            .now
+            .iter()
+            .map(|n| (DELETE_NOW.to_string(), n.clone()))
+            .collect();
         if !self.dry_run && !matched.is_empty() {
             match mode {
                 DeleteMode::MergeOnRead => {
                     let me = &self;
                     let filter = &filter;
-                    let delta: RowDelta = commit_row_delta(
+                    let delta: RowDelta = commit_row_delta_noting(
                         &self.catalog,
                         &self.ident,
                         table,
                         vec![],
                         Some((matched, searched)),
+                        note,
                         |t| async move { me.find(&t, filter).await },
                     )
                     .await?;
@@ -225,7 +242,7 @@ impl DeleteBuilder {
                     m.commit_attempts = delta.attempts;
                 }
                 DeleteMode::CopyOnWrite => {
-                    let cow = self.copy_on_write(table, &filter, matched).await?;
+                    let cow = self.copy_on_write(table, &filter, matched, note).await?;
                     m.rows_deleted = cow.rows_deleted;
                     m.files_matched = cow.files_matched;
                     m.removed_data_files = cow.removed;
@@ -279,6 +296,7 @@ impl DeleteBuilder {
         base: Table,
         filter: &Arc<RowFilter>,
         first: Vec<Matched>,
+        note: HashMap<String, String>,
     ) -> Result<CowOutcome> {
         let planned_on = base.metadata().current_snapshot_id();
         let mut first = Some(first);
@@ -289,6 +307,7 @@ impl DeleteBuilder {
                 let reuse = first
                     .take()
                     .filter(|_| t.metadata().current_snapshot_id() == planned_on);
+                let note = note.clone();
                 async move {
                     let matched = match reuse {
                         Some(m) => m,
@@ -301,7 +320,8 @@ impl DeleteBuilder {
                     let written: Vec<String> =
                         data.iter().map(|f| f.file_path().to_string()).collect();
                     let removed: Vec<String> = matched.iter().map(|m| m.path.clone()).collect();
-                    let update = SnapshotUpdate::overwrite(&t, removed, vec![], data);
+                    let update = SnapshotUpdate::overwrite(&t, removed, vec![], data)
+                        .with_summary_properties(note);
                     let commit = prepare_owning(&t, &update, written).await?;
                     Ok(Produced { commit, plan })
                 }

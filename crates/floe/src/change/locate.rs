@@ -4,17 +4,19 @@
 //! (Iceberg spec v2, "Position Delete Files"). To know positions, each candidate data file is
 //! read whole, in file order, without its delete files, projecting only the columns the
 //! matcher needs (a key, or the columns of a `--where`); the position of a row is its ordinal
-//! in that read. Rows a position delete already removed are skipped, so a row is never deleted
-//! twice and counts are exact. (Rows removed by an *equality* delete of another writer are not
-//! known here; deleting such a row again is harmless.)
+//! in that read. Rows a position delete or an equality delete already removed are skipped (the
+//! equality delete files that apply to a data file are read once, their rows kept as encoded
+//! keys, and the file's equality columns read with the matcher's): a row is never deleted
+//! twice, no position delete names a row that is gone, and counts are of live rows only.
 //!
 //! Reads run a few files at a time; memory is one batch of the projected columns per file.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::BooleanArray;
+use arrow::array::{ArrayRef, BooleanArray};
 use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
@@ -55,7 +57,7 @@ pub struct Matched {
     pub spec_id: i32,
     pub partition: Struct,
     pub file_size_in_bytes: u64,
-    /// Rows of the file no position delete removed before this change.
+    /// Rows of the file no position or equality delete removed before this change.
     pub live_rows: u64,
     /// Positions of the selected live rows, ascending.
     pub positions: Vec<i64>,
@@ -89,16 +91,115 @@ pub type OnFile = Arc<dyn Fn(u64) + Send + Sync>;
 pub struct Known {
     deleted: Arc<HashMap<String, Vec<i64>>>,
     specs: Arc<HashMap<String, i32>>,
+    /// The rows of the equality delete files that apply to `tasks`, by delete file path.
+    equality: Arc<HashMap<String, Arc<EqualityRows>>>,
 }
 
 impl Known {
-    /// What is known of the data files of `tasks`.
+    /// What is known of the data files of `tasks`, the rows their position and equality
+    /// deletes remove included.
     pub async fn of(table: &Table, tasks: &[FileScanTask]) -> Result<Self> {
+        Ok(Self {
+            equality: Arc::new(equality_rows(table, tasks).await?),
+            ..Self::positions_of(table, tasks).await?
+        })
+    }
+
+    /// [`Known::of`] without the equality deletes (a conversion locates the rows they
+    /// remove).
+    pub async fn positions_of(table: &Table, tasks: &[FileScanTask]) -> Result<Self> {
         Ok(Self {
             deleted: Arc::new(deleted_positions(table, tasks).await?),
             specs: Arc::new(spec_ids(table, tasks).await?),
+            equality: Arc::default(),
         })
     }
+}
+
+/// The rows of one equality delete file: its equality field ids and each row's values on them,
+/// encoded in arrow's row format (a null equals a null, as the spec says).
+pub struct EqualityRows {
+    ids: Vec<i32>,
+    /// `None` when the file has no row.
+    converter: Option<RowConverter>,
+    keys: HashSet<Box<[u8]>>,
+}
+
+impl EqualityRows {
+    /// Rows of `cols` (this file's equality columns, in its id order) it deletes.
+    fn deletes(&self, cols: &[ArrayRef]) -> Result<Vec<bool>> {
+        let Some(converter) = &self.converter else {
+            return Ok(vec![false; cols.first().map_or(0, |c| c.len())]);
+        };
+        let rows = converter.convert_columns(cols)?;
+        Ok(rows
+            .iter()
+            .map(|r| self.keys.contains(r.as_ref()))
+            .collect())
+    }
+}
+
+/// The rows of the equality delete files attached to `tasks` (each read once). A file floe
+/// cannot read through the current schema (a dropped column) is left out: its rows only count
+/// again, as before it was known.
+async fn equality_rows(
+    table: &Table,
+    tasks: &[FileScanTask],
+) -> Result<HashMap<String, Arc<EqualityRows>>> {
+    let files: HashMap<String, (u64, Vec<i32>)> = tasks
+        .iter()
+        .flat_map(|t| &t.deletes)
+        .filter(|d| d.file_type == DataContentType::EqualityDeletes)
+        .filter_map(|d| {
+            let ids = d.equality_ids.clone().filter(|i| !i.is_empty())?;
+            Some((d.file_path.clone(), (d.file_size_in_bytes, ids)))
+        })
+        .collect();
+    let reads = files.into_iter().map(|(path, (size, ids))| {
+        let table = table.clone();
+        async move {
+            let rows = read_equality_rows(&table, &path, size, ids).await.ok();
+            Ok::<_, crate::error::Error>(rows.map(|r| (path, Arc::new(r))))
+        }
+    });
+    let all: Vec<Option<(String, Arc<EqualityRows>)>> = futures::stream::iter(reads)
+        .buffer_unordered(READ_CONCURRENCY * 2)
+        .try_collect()
+        .await?;
+    Ok(all.into_iter().flatten().collect())
+}
+
+async fn read_equality_rows(
+    table: &Table,
+    path: &str,
+    size: u64,
+    ids: Vec<i32>,
+) -> Result<EqualityRows> {
+    let mut stream = crate::table::read_file_columns(table, path, size, ids.clone())?;
+    let mut converter: Option<RowConverter> = None;
+    let mut keys = HashSet::new();
+    while let Some(batch) = stream.try_next().await? {
+        if converter.is_none() {
+            converter = Some(RowConverter::new(
+                batch
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| SortField::new(f.data_type().clone()))
+                    .collect(),
+            )?);
+        }
+        let Some(conv) = converter.as_ref() else {
+            continue;
+        };
+        let rows = conv.convert_columns(batch.columns())?;
+        keys.extend(rows.iter().map(|r| Box::<[u8]>::from(r.as_ref())));
+    }
+    Ok(EqualityRows {
+        ids,
+        converter,
+        keys,
+    })
 }
 
 /// Reads `field_ids` of every row of each task's data file and returns, per file with at least
@@ -125,6 +226,7 @@ pub async fn locate_known(
     on_file: Option<OnFile>,
 ) -> Result<(Vec<Matched>, Searched)> {
     let (deleted, specs) = (known.deleted.clone(), &known.specs);
+    let equality = known.equality.clone();
     let searched = Searched {
         files: tasks.len(),
         bytes: tasks.iter().map(|t| t.file_size_in_bytes).sum(),
@@ -136,9 +238,10 @@ pub async fn locate_known(
     let reads = tasks.into_iter().map(|t| {
         let (table, field_ids) = (table.clone(), field_ids.clone());
         let (matcher, deleted, on_file) = (matcher.clone(), deleted.clone(), on_file.clone());
+        let equality = equality.clone();
         async move {
             let size = t.file_size_in_bytes;
-            let out = read_one(&table, t, &field_ids, &matcher, &deleted).await;
+            let out = read_one(&table, t, &field_ids, &matcher, &deleted, &equality).await;
             if let Some(f) = on_file {
                 f(size);
             }
@@ -169,14 +272,32 @@ async fn read_one(
     field_ids: &[i32],
     matcher: &Matcher,
     deleted: &HashMap<String, Vec<i64>>,
+    equality: &HashMap<String, Arc<EqualityRows>>,
 ) -> Result<(Option<Matched>, u64)> {
     let original = task.clone();
     let path = task.data_file_path.clone();
     let partition = task.partition.clone().unwrap_or_else(Struct::empty);
     let size = task.file_size_in_bytes;
+    // The equality deletes that apply to this file, and the columns they compare: read after
+    // the matcher's.
+    let eq: Vec<&Arc<EqualityRows>> = task
+        .deletes
+        .iter()
+        .filter(|d| d.file_type == DataContentType::EqualityDeletes)
+        .filter_map(|d| equality.get(&d.file_path))
+        .collect();
+    let mut project = field_ids.to_vec();
+    for e in &eq {
+        for id in &e.ids {
+            if !project.contains(id) {
+                project.push(*id);
+            }
+        }
+    }
+    let matcher_cols: Vec<usize> = (0..field_ids.len()).collect();
     task.deletes = vec![];
     task.predicate = None;
-    task.project_field_ids = field_ids.to_vec();
+    task.project_field_ids = project.clone();
     let mut stream = table
         .reader_builder()
         .with_batch_size(8192)
@@ -187,20 +308,36 @@ async fn read_one(
     let gone: &[i64] = deleted.get(&path).map(Vec::as_slice).unwrap_or(&[]);
     let mut next: i64 = 0;
     let mut positions = Vec::new();
+    let mut live_rows = 0u64;
     while let Some(batch) = stream.try_next().await? {
-        let mask = matcher(&batch)?;
+        // Rows an equality delete removed.
+        let mut removed = vec![false; batch.num_rows()];
+        for e in &eq {
+            let cols: Vec<ArrayRef> = e
+                .ids
+                .iter()
+                .map(|id| {
+                    let i = project.iter().position(|p| p == id).unwrap_or_default();
+                    batch.column(i).clone()
+                })
+                .collect();
+            for (r, d) in removed.iter_mut().zip(e.deletes(&cols)?) {
+                *r |= d;
+            }
+        }
+        let mask = matcher(&batch.project(&matcher_cols)?)?;
         for (i, selected) in mask.iter().enumerate() {
+            let p = next + i as i64;
+            if removed[i] || gone.binary_search(&p).is_ok() {
+                continue;
+            }
+            live_rows += 1;
             if selected == Some(true) {
-                let p = next + i as i64;
-                if gone.binary_search(&p).is_err() {
-                    positions.push(p);
-                }
+                positions.push(p);
             }
         }
         next += batch.num_rows() as i64;
     }
-    let already = gone.partition_point(|&p| p < next) as u64;
-    let live_rows = next as u64 - already;
     let matched = (!positions.is_empty()).then_some(Matched {
         path,
         spec_id: table.metadata().default_partition_spec_id(),

@@ -181,11 +181,39 @@ where
     F: Fn(Table) -> Fut,
     Fut: Future<Output = Result<(Vec<Matched>, Searched)>>,
 {
+    commit_row_delta_noting(catalog, ident, base, data, first, HashMap::new(), find).await
+}
+
+/// [`commit_row_delta`] with `note` properties on the snapshot it commits (what the change
+/// depended on, as `floe.delete.now`); unlike an ingest's summary, a note alone commits
+/// nothing.
+pub async fn commit_row_delta_noting<F, Fut>(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    base: Table,
+    data: Vec<DataFile>,
+    first: Option<(Vec<Matched>, Searched)>,
+    note: HashMap<String, String>,
+    find: F,
+) -> Result<RowDelta>
+where
+    F: Fn(Table) -> Fut,
+    Fut: Future<Output = Result<(Vec<Matched>, Searched)>>,
+{
     let planned_on = base.metadata().current_snapshot_id();
     // `data` was written on `base`, in its schema.
     let data = Staged::new(data, base.metadata().current_schema_id());
     let committer = Committer::new(catalog, ident).on(base);
-    commit_row_delta_with(committer, planned_on, data, first, HashMap::new(), find).await
+    row_delta(
+        committer,
+        planned_on,
+        data,
+        first,
+        HashMap::new(),
+        note,
+        find,
+    )
+    .await
 }
 
 /// [`commit_row_delta`] through a configured `committer` (its base, precondition), with
@@ -199,6 +227,31 @@ pub async fn commit_row_delta_with<F, Fut>(
     data: Staged,
     first: Option<(Vec<Matched>, Searched)>,
     summary: HashMap<String, String>,
+    find: F,
+) -> Result<RowDelta>
+where
+    F: Fn(Table) -> Fut,
+    Fut: Future<Output = Result<(Vec<Matched>, Searched)>>,
+{
+    row_delta(
+        committer,
+        planned_on,
+        data,
+        first,
+        summary,
+        HashMap::new(),
+        find,
+    )
+    .await
+}
+
+async fn row_delta<F, Fut>(
+    committer: Committer<'_>,
+    planned_on: Option<i64>,
+    data: Staged,
+    first: Option<(Vec<Matched>, Searched)>,
+    summary: HashMap<String, String>,
+    note: HashMap<String, String>,
     find: F,
 ) -> Result<RowDelta>
 where
@@ -227,6 +280,7 @@ where
             };
             let data = data.clone();
             let summary = summary.clone();
+            let note = note.clone();
             async move {
                 let (matched, searched) = search.await?;
                 let written = data.on(&t, &WriteOptions::default()).await?;
@@ -267,6 +321,7 @@ where
                 let update = update
                     .with_delete_specs(&deletes.specs)
                     .with_summary_properties(summary)
+                    .with_summary_properties(note)
                     .written_in(data.schema_id);
                 let mut written = deletes.written();
                 written.extend(converted);

@@ -7,6 +7,11 @@
 //! NULL`, `IN (...)`) prune data files by partition values and column metrics before any is
 //! read (none when an `OR` joins the top level); otherwise every live data file is read.
 //! Pruning never decides a row.
+//!
+//! Time functions (`now()`, `current_timestamp`, `current_date`, `date_trunc('day', now())`)
+//! are folded to constants once per statement, with one clock reading ([`RowFilter::now`]):
+//! pruning, the row filter and every commit attempt see the same instant, and the snapshot
+//! records it (`floe.delete.now`) so the delete can be reproduced.
 
 use std::sync::Arc;
 
@@ -14,7 +19,10 @@ use arrow::array::{AsArray, BooleanArray};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use arrow_schema::SchemaRef;
+use chrono::{DateTime, Utc};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::DFSchema;
+use datafusion::logical_expr::{Expr, Volatility};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::SessionContext;
 use iceberg::expr::Predicate;
@@ -36,6 +44,11 @@ pub struct RowFilter {
     expr: Arc<dyn PhysicalExpr>,
     /// File pruning, when the text is in compaction's `--where` grammar.
     pub prune: Option<Predicate>,
+    /// The instant the statement's time functions mean.
+    pub now: DateTime<Utc>,
+    /// The text calls a time function (`now()`, `current_date`...): [`RowFilter::now`]
+    /// decides which rows match.
+    pub uses_now: bool,
 }
 
 fn bad(sql: &str, reason: impl Into<String>) -> Error {
@@ -43,8 +56,13 @@ fn bad(sql: &str, reason: impl Into<String>) -> Error {
 }
 
 impl RowFilter {
-    /// Parses `sql` against the table's current schema.
+    /// Parses `sql` against the table's current schema, its time functions meaning now.
     pub fn parse(table: &Table, sql: &str) -> Result<Self> {
+        Self::parse_at(table, sql, crate::compact::filter::statement_now())
+    }
+
+    /// Parses `sql` against the table's current schema, its time functions meaning `now`.
+    pub fn parse_at(table: &Table, sql: &str, now: DateTime<Utc>) -> Result<Self> {
         if sql.trim().is_empty() {
             return Err(bad(
                 sql,
@@ -76,7 +94,13 @@ impl RowFilter {
             .iter()
             .map(|&i| schema.as_struct().fields()[i].id)
             .collect();
+        let uses_now = expr.exists(|e| {
+            Ok(matches!(e, Expr::ScalarFunction(f)
+                if f.func.signature().volatility == Volatility::Stable))
+        })?;
         let df = DFSchema::try_from(projected.as_ref().clone())?;
+        let expr = crate::compact::filter::fold_expr_in(expr, Arc::new(df.clone()), now)
+            .map_err(|e| bad(sql, e.to_string()))?;
         let phys = ctx
             .create_physical_expr(expr, &df)
             .map_err(|e| bad(sql, e.strip_backtrace()))?;
@@ -89,7 +113,7 @@ impl RowFilter {
                 ))
             }
         }
-        let prune = crate::compact::filter::prune_conjuncts(sql, schema);
+        let prune = crate::compact::filter::prune_conjuncts(sql, schema, now);
         Ok(Self {
             sql: sql.to_string(),
             field_ids,
@@ -97,6 +121,8 @@ impl RowFilter {
             schema: projected,
             expr: phys,
             prune,
+            now,
+            uses_now,
         })
     }
 

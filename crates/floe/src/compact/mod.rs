@@ -210,6 +210,8 @@ pub struct CompactBuilder {
     /// The first `with_option` (key, value) that did not parse, reported by `plan`/`execute`.
     bad_option: Option<(String, String)>,
     where_filter: Option<String>,
+    /// The instant the filter's time functions mean: one for the whole run.
+    now: chrono::DateTime<chrono::Utc>,
     /// Only these partitions ([`partition_path`] names), when set.
     partitions: Option<Arc<BTreeSet<String>>>,
     /// Partitions rolled up by size tier: only their files under the bound are merged.
@@ -233,6 +235,7 @@ impl CompactBuilder {
             options: CompactOptions::default(),
             bad_option: None,
             where_filter: None,
+            now: filter::statement_now(),
             partitions: None,
             roll_up: BTreeMap::new(),
             sort_by: None,
@@ -473,6 +476,7 @@ impl CompactBuilder {
         let (scanned, live_before) = plan_files(
             &table,
             self.where_filter.as_deref(),
+            self.now,
             may_plan,
             limit,
             partition_of,

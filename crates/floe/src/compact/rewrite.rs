@@ -20,6 +20,7 @@ pub(super) enum Scanned {
 pub(super) async fn plan_files(
     table: &Table,
     where_filter: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
     keep: impl Fn(&FileScanTask) -> bool,
     limit: usize,
     key: impl Fn(&FileScanTask) -> String,
@@ -32,7 +33,7 @@ pub(super) async fn plan_files(
     let matching: Option<std::collections::HashSet<String>> = match where_filter {
         None => None,
         Some(w) => {
-            let predicate = filter::parse_where(w, table.metadata().current_schema())?;
+            let predicate = filter::parse_where(w, table.metadata().current_schema(), now)?;
             Some(
                 table
                     .scan()

@@ -123,13 +123,37 @@ async fn current_entries(table: &Table, live_only: bool) -> Result<Vec<EntryRow>
     Ok(out)
 }
 
-/// The table's unified partition type: the default spec's fields (files of older specs show
-/// the fields they share by id).
+/// The table's unified partition type, as Spark shows it: every field of every partition spec
+/// (by field id, in spec order), so each file shows its partition in its own spec's fields and
+/// null in the fields its spec lacks. A name two fields share gets its field id appended.
 fn partition_type(table: &Table) -> Result<StructType> {
     let md = table.metadata();
-    Ok(md
-        .default_partition_spec()
-        .partition_type(md.current_schema())?)
+    let mut specs: Vec<_> = md.partition_specs_iter().collect();
+    specs.sort_by_key(|s| s.spec_id());
+    let mut ids = std::collections::HashSet::new();
+    let mut names = std::collections::HashSet::new();
+    let mut fields = Vec::new();
+    for spec in specs {
+        // A spec whose source column was dropped binds to the schema it was made under.
+        let Some(ptype) = std::iter::once(md.current_schema())
+            .chain(md.schemas_iter())
+            .find_map(|schema| spec.partition_type(schema).ok())
+        else {
+            continue;
+        };
+        for (pf, f) in spec.fields().iter().zip(ptype.fields()) {
+            if pf.transform == iceberg::spec::Transform::Void || !ids.insert(f.id) {
+                continue;
+            }
+            let mut f = f.as_ref().clone();
+            if !names.insert(f.name.clone()) {
+                f.name = format!("{}_{}", f.name, f.id);
+                names.insert(f.name.clone());
+            }
+            fields.push(Arc::new(f));
+        }
+    }
+    Ok(StructType::new(fields))
 }
 
 fn file_columns(table: &Table, rows: &[&EntryRow]) -> Result<(Vec<Field>, Vec<ArrayRef>)> {

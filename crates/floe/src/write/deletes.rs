@@ -151,12 +151,31 @@ pub async fn write_position_delete_file(
     let name = format!("{}-pos-deletes.parquet", uuid::Uuid::now_v7());
     let path = DefaultLocationGenerator::new(md)?
         .generate_location((!spec.is_unpartitioned()).then_some(&key), &name);
-    let output = table.file_io().new_output(&path)?;
-    let mut writer = ParquetWriterBuilder::new(props, schema)
-        .build(output)
-        .await?;
-    writer.write(&batch).await?;
-    let mut built = writer.close().await?;
+    let write = async {
+        let output = table.file_io().new_output(&path)?;
+        let mut writer = ParquetWriterBuilder::new(props, schema)
+            .build(output)
+            .await?;
+        writer.write(&batch).await?;
+        Ok::<_, Error>(writer.close().await?)
+    };
+    let mut built = match write.await {
+        Ok(built) => built,
+        Err(e) => {
+            // A failed write (a full disk) leaves no partial file behind.
+            crate::storage::delete::delete_quietly_in(
+                table.file_io(),
+                md.location(),
+                vec![path.clone()],
+            )
+            .await;
+            return Err(Error::Storage {
+                reason: format!("writing position delete file: {e}"),
+                location: path,
+                source: Some(Box::new(e)),
+            });
+        }
+    };
     let Some(mut b) = built.pop() else {
         return Ok(None);
     };

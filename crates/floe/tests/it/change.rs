@@ -651,3 +651,301 @@ async fn deletes_of_rows_in_an_older_partition_spec_go_in_that_spec() {
     assert_matches_model(&fx, "db.evolved", &model, "upserts across specs").await;
     assert_readers_match_model(&fx, "db.evolved", &model, "upserts across specs");
 }
+
+/// Writes `rows` (id, f double, g float) as one data file of `ident`; `nan_counts` false
+/// commits it without `nan_value_counts` (as a writer that keeps none does).
+async fn float_file(fx: &Fixture, ident: &TableIdent, rows: &[(i64, f64)], nan_counts: bool) {
+    use arrow::array::{Float32Array, Float64Array};
+    use floe::iceberg::spec::DataFileBuilder;
+    let t = fx.load(ident).await;
+    let schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap(),
+    );
+    let b = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Float32Array::from_iter_values(
+                rows.iter().map(|r| r.1 as f32),
+            )),
+        ],
+    )
+    .unwrap();
+    let mut w = floe::write::TableWriter::new(&t, &floe::write::WriteOptions::default())
+        .await
+        .unwrap();
+    w.write(b).await.unwrap();
+    let mut files = w.close().await.unwrap();
+    if !nan_counts {
+        files = files
+            .into_iter()
+            .map(|f| {
+                assert!(!f.nan_value_counts().is_empty(), "floe keeps NaN counts");
+                DataFileBuilder::default()
+                    .content(f.content_type())
+                    .file_path(f.file_path().to_string())
+                    .file_format(f.file_format())
+                    .partition(f.partition().clone())
+                    .record_count(f.record_count())
+                    .file_size_in_bytes(f.file_size_in_bytes())
+                    .value_counts(f.value_counts().clone())
+                    .null_value_counts(f.null_value_counts().clone())
+                    .lower_bounds(f.lower_bounds().clone())
+                    .upper_bounds(f.upper_bounds().clone())
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+    }
+    floe::commit::Committer::new(&fx.catalog, ident)
+        .commit(floe::commit::SnapshotUpdate::append(files))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn deletes_and_compactions_on_floats_select_the_rows_sql_selects_nan_included() {
+    let fx = Fixture::new().await;
+    let schema =
+        floe::table::schema::parse_schema("id bigint not null, f double, g float").unwrap();
+    let ident = fx.create_table("db.nan", schema, None).await;
+    let nan = f64::NAN;
+    // Files: numbers only; NaN only (no bounds); a number and NaNs (bounds 0.5); the same
+    // without NaN counts; zeros of both signs.
+    float_file(&fx, &ident, &[(1, 1.0), (2, 2.0)], true).await;
+    float_file(&fx, &ident, &[(3, nan), (4, nan)], true).await;
+    float_file(&fx, &ident, &[(5, 0.5), (6, nan)], true).await;
+    float_file(&fx, &ident, &[(7, 0.5), (8, nan)], false).await;
+    float_file(&fx, &ident, &[(9, -0.0), (10, 0.0)], true).await;
+    for col in ["f", "g"] {
+        for cond in [
+            "> 1.5",
+            ">= 2",
+            "> 0.5",
+            "!= 2",
+            "<> 1",
+            "< 1.5",
+            "<= 0.5",
+            "= 'NaN'",
+            ">= 'NaN'",
+            "<= 'NaN'",
+            "< 'NaN'",
+            "> 'Infinity'",
+            ">= 'Infinity'",
+            "< 0",
+            "> -0.0",
+            "= 0.1",
+            "> 0.1",
+            "IN (2, 'NaN')",
+            "IN ('NaN')",
+        ] {
+            let filter = format!("{col} {cond}");
+            let want = crate::common::count_where(&fx.catalog, "db.nan", &filter).await as u64;
+            let m = DeleteBuilder::new(&fx.catalog, ident.clone(), &filter)
+                .plan()
+                .await
+                .unwrap();
+            assert_eq!(m.rows_deleted, want, "delete --where \"{filter}\": {m:?}");
+        }
+    }
+    let isnan = crate::common::count_where(&fx.catalog, "db.nan", "isnan(f)").await as u64;
+    assert_eq!(isnan, 4);
+    let m = DeleteBuilder::new(&fx.catalog, ident.clone(), "isnan(f)")
+        .plan()
+        .await
+        .unwrap();
+    assert_eq!(m.rows_deleted, 4, "{m:?}");
+
+    // compact --where keeps the files holding a matching row: the NaN files, and the file
+    // without NaN counts (it may hold one).
+    let m = floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_where(Some("f > 1.5".into()))
+        .with_option("rewrite-all", "true")
+        .plan()
+        .await
+        .unwrap();
+    assert_eq!(m.plan.input_files(), 4, "{:?}", m.plan);
+
+    // The delete itself removes exactly those rows.
+    let before = crate::common::count_where(&fx.catalog, "db.nan", "true").await;
+    let m = DeleteBuilder::new(&fx.catalog, ident.clone(), "f > 1.5")
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(m.rows_deleted, 5, "{m:?}");
+    assert_eq!(
+        crate::common::count_where(&fx.catalog, "db.nan", "true").await,
+        before - 5
+    );
+    assert_eq!(
+        crate::common::count_where(&fx.catalog, "db.nan", "f > 1.5").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn time_functions_in_a_delete_mean_one_instant_recorded_in_the_snapshot() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.ret", Some("day(ts)")).await;
+    fx.append(&ident, 0, 30).await;
+    // Rows of 2026-01-01..03.
+    for filter in [
+        "ts < now() - interval '30 days'",
+        "ts < current_timestamp - interval '1 day'",
+        "ts < current_timestamp()",
+        "ts < current_date",
+        "ts < current_date() - interval '7 days'",
+        "ts < date_trunc('day', now())",
+        "ts < date_trunc('day', now() - interval '30 days') AND id >= 10",
+        "ts >= now()",
+        "ts > '2026-01-02' AND ts < now()",
+    ] {
+        let want = crate::common::count_where(&fx.catalog, "db.ret", filter).await;
+        let m = DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
+            .plan()
+            .await
+            .unwrap_or_else(|e| panic!("delete --where \"{filter}\": {e}"));
+        assert_eq!(m.rows_deleted, want as u64, "{filter}: {m:?}");
+        assert!(m.pruned, "{filter}: the time condition prunes files");
+        assert!(m.now.is_some(), "{filter}: {m:?}");
+    }
+    // compact --where takes them too.
+    floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_where(Some("ts < now() - interval '30 days'".into()))
+        .plan()
+        .await
+        .unwrap();
+
+    let started = chrono::Utc::now();
+    let m = DeleteBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+        "ts < now() - interval '30 days' AND id < 12",
+    )
+    .execute()
+    .await
+    .unwrap();
+    assert_eq!(m.rows_deleted, 12, "{m:?}");
+    let t = fx.load(&ident).await;
+    let summary = &t
+        .metadata()
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    let recorded = summary
+        .get("floe.delete.now")
+        .expect("the instant is recorded");
+    assert_eq!(Some(recorded), m.now.as_ref());
+    let at = chrono::DateTime::parse_from_rfc3339(recorded).unwrap();
+    assert!(at >= started - chrono::Duration::seconds(1) && at <= chrono::Utc::now());
+    assert!(recorded.ends_with('Z') && recorded.len() == "2026-12-02T03:20:00.123456Z".len());
+    // A delete without a time function records none.
+    DeleteBuilder::new(&fx.catalog, ident.clone(), "id = 20")
+        .execute()
+        .await
+        .unwrap();
+    let t = fx.load(&ident).await;
+    let summary = &t
+        .metadata()
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert!(!summary.contains_key("floe.delete.now"), "{summary:?}");
+}
+
+#[tokio::test]
+async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
+    let fx = Fixture::new().await;
+    let ident = pk_table(&fx, "db.eqlive", false).await;
+    let rows: Vec<_> = (0..10)
+        .map(|id| (id, REGIONS[(id % 3) as usize].to_string(), id))
+        .collect();
+    let b = batch(&fx, &ident, &rows).await;
+    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        .await
+        .unwrap();
+    // Another writer's equality delete of keys 0..5.
+    let t = fx.load(&ident).await;
+    let eq_rows = batch(&fx, &ident, &rows[..5]).await;
+    let eq = floe::write::deletes::write_equality_deletes(&t, &["id", "region"], vec![eq_rows])
+        .await
+        .unwrap();
+    floe::commit::Committer::new(&fx.catalog, &ident)
+        .commit(floe::commit::SnapshotUpdate::delete(&t, vec![], eq))
+        .await
+        .unwrap();
+
+    // One deleted row (4) and one live row (6).
+    let filter = "id IN (4, 6)";
+    let live = crate::common::count_where(&fx.catalog, "db.eqlive", filter).await;
+    assert_eq!(live, 1);
+    let dry = DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
+        .plan()
+        .await
+        .unwrap();
+    assert_eq!(dry.rows_deleted, 1, "{dry:?}");
+    let m = DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(m.rows_deleted, 1, "{m:?}");
+    assert_eq!(m.position_delete_files, 1, "{m:?}");
+    let t = fx.load(&ident).await;
+    let positions: u64 = floe::table::manifests::live_files(&t)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::PositionDeletes)
+        .map(|f| f.file.record_count())
+        .sum();
+    assert_eq!(positions, 1, "a position delete names a row already gone");
+    assert_eq!(
+        crate::common::count_where(&fx.catalog, "db.eqlive", "true").await,
+        4
+    );
+
+    // Every live row of the file selected (5, 7, 8, 9; 6 deleted by position, 0..5 by
+    // equality): the file leaves the table.
+    let m = DeleteBuilder::new(&fx.catalog, ident.clone(), "id >= 3")
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(m.rows_deleted, 4, "{m:?}");
+    assert_eq!(m.removed_data_files, 1, "{m:?}");
+    assert_eq!(
+        crate::common::count_where(&fx.catalog, "db.eqlive", "true").await,
+        0
+    );
+
+    // An upsert replaces live rows only.
+    let ident = pk_table(&fx, "db.equp", false).await;
+    let b = batch(&fx, &ident, &rows).await;
+    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        .await
+        .unwrap();
+    let t = fx.load(&ident).await;
+    let eq_rows = batch(&fx, &ident, &rows[..5]).await;
+    let eq = floe::write::deletes::write_equality_deletes(&t, &["id", "region"], vec![eq_rows])
+        .await
+        .unwrap();
+    floe::commit::Committer::new(&fx.catalog, &ident)
+        .commit(floe::commit::SnapshotUpdate::delete(&t, vec![], eq))
+        .await
+        .unwrap();
+    let again: Vec<_> = [3i64, 4, 8]
+        .iter()
+        .map(|&id| (id, REGIONS[(id % 3) as usize].to_string(), 100 + id))
+        .collect();
+    let b = batch(&fx, &ident, &again).await;
+    let m = floe::append::upsert_batches(&fx.catalog, &ident, vec![b], None)
+        .await
+        .unwrap();
+    assert_eq!(m.replaced_rows, 1, "{m:?}");
+    assert_eq!(
+        crate::common::count_where(&fx.catalog, "db.equp", "true").await,
+        7
+    );
+}

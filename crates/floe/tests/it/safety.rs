@@ -693,6 +693,70 @@ fn parquet_path_in(msg: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+#[tokio::test]
+async fn a_full_disk_delete_leaves_no_partial_delete_file_and_names_it() {
+    let root = tempfile::tempdir().unwrap();
+    let disk = SmallDisk::mount(root.path().join("wh"));
+    let mut config = floe::CatalogConfig::embedded(Some(&disk.dir)).unwrap();
+    config.uri = format!("sqlite://{}", root.path().join("catalog.db").display());
+    let catalog = floe::Catalog::connect(&config).await.unwrap();
+    let ns = floe::catalog::parse_namespace("n").unwrap();
+    catalog.create_namespace(&ns).await.unwrap();
+    let ident = parse_table_ident("n.d").unwrap();
+    catalog
+        .create_table(floe::catalog::NewTable {
+            ident: ident.clone(),
+            schema: floe::table::schema::parse_schema(
+                "id bigint not null, ts timestamp, name string, amount double",
+            )
+            .unwrap(),
+            partition_spec: floe::table::schema::unpartitioned(),
+            sort_order: None,
+            properties: Default::default(),
+        })
+        .await
+        .unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let b = crate::common::make_batch(&table, 0, 100);
+    floe::append::append_batches(&catalog, &ident, vec![b])
+        .await
+        .unwrap();
+    let table_dir = disk.dir.join("n/d");
+    let before = listing(&table_dir);
+
+    let filler = disk.fill();
+    for mode in [
+        floe::change::delete::DeleteMode::MergeOnRead,
+        floe::change::delete::DeleteMode::CopyOnWrite,
+    ] {
+        let err = floe::change::delete::DeleteBuilder::new(&catalog, ident.clone(), "id < 10")
+            .with_mode(Some(mode))
+            .execute()
+            .await
+            .expect_err("the disk is full");
+        let msg = err.to_string();
+        assert!(
+            msg.to_lowercase().contains("no space left"),
+            "{mode:?}: {msg}"
+        );
+        if mode == floe::change::delete::DeleteMode::MergeOnRead {
+            assert!(msg.contains("-pos-deletes.parquet"), "{msg}");
+        }
+        assert_eq!(
+            listing(&table_dir),
+            before,
+            "{mode:?}: the failed delete left files"
+        );
+    }
+    std::fs::remove_file(filler).unwrap();
+    let m = floe::change::delete::DeleteBuilder::new(&catalog, ident.clone(), "id < 10")
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(m.rows_deleted, 10);
+    assert_eq!(crate::common::count_and_sum(&catalog, &ident).await.0, 90);
+}
+
 /// A cheap, well-mixed 64-bit hash (text that compresses poorly).
 fn md5ish(mut x: u64) -> u64 {
     x ^= x >> 33;

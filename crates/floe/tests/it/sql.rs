@@ -229,3 +229,54 @@ async fn listing_tables_does_not_load_them_and_a_broken_table_is_named() {
         .to_string();
     assert!(e.contains("db.bad"), "{e}");
 }
+
+#[tokio::test]
+async fn files_shows_each_file_partition_in_its_own_spec_after_partition_evolution() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.evo", Some("day(ts)")).await;
+    fx.append(&ident, 0, 30).await;
+    let change = floe::alter::partition::PartitionEvolution {
+        spec: Some("bucket(4, id)".into()),
+        ..Default::default()
+    };
+    fx.catalog
+        .evolve_partition(&ident, &change, false)
+        .await
+        .unwrap();
+    fx.append(&ident, 30, 60).await;
+    // Spec 0 files (3 days) carry ts_day and no id_bucket; spec 1 files the reverse.
+    let new_files = scalar_i64(&fx, "SELECT count(*) FROM db.evo$files WHERE spec_id = 1").await;
+    assert!(new_files >= 2, "{new_files}");
+    for (sql, want) in [
+        ("SELECT count(*) FROM db.evo$files", 3 + new_files),
+        (
+            "SELECT count(*) FROM db.evo$files WHERE spec_id = 0 \
+             AND partition.ts_day IS NOT NULL AND partition.id_bucket IS NULL",
+            3,
+        ),
+        (
+            "SELECT count(DISTINCT partition.ts_day) FROM db.evo$files WHERE spec_id = 0",
+            3,
+        ),
+        (
+            "SELECT count(*) FROM db.evo$files WHERE spec_id = 1 \
+             AND partition.id_bucket IS NOT NULL AND partition.ts_day IS NULL",
+            new_files,
+        ),
+        (
+            "SELECT count(*) FROM db.evo$partitions WHERE partition.ts_day IS NOT NULL",
+            3,
+        ),
+    ] {
+        assert_eq!(scalar_i64(&fx, sql).await, want, "{sql}");
+    }
+    // The same in `entries`, whose data_file holds the partition.
+    assert_eq!(
+        scalar_i64(
+            &fx,
+            "SELECT count(*) FROM db.evo$entries WHERE data_file.partition.ts_day IS NOT NULL"
+        )
+        .await,
+        3
+    );
+}
