@@ -228,7 +228,10 @@ impl Follower {
 
     /// Reads what the files hold now; `Err` once the receiver is gone or reading failed (the
     /// error sent first).
-    pub fn poll(&mut self, tx: &mpsc::Sender<Result<SourceRecord>>) -> std::result::Result<(), ()> {
+    pub(crate) fn poll(
+        &mut self,
+        tx: &mpsc::Sender<Result<SourceRecord>>,
+    ) -> std::result::Result<(), ()> {
         let final_read = !self.follow;
         let mut found = Vec::new();
         for path in matching(&self.dir, &self.pattern) {
