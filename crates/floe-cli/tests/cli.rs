@@ -954,22 +954,8 @@ fn a_compaction_whose_every_group_failed_exits_non_zero_naming_them() {
     let d = dir.path();
     let expected = make_table_with_small_files(d, 6, 30);
     let run = |other_args: &[&str]| {
-        let data = d.join("warehouse/db/t/data");
-        let files_before = walk_files(&data).len();
         // The first compaction writes its three outputs and waits before committing...
-        let child = Command::new(env!("CARGO_BIN_EXE_floe"))
-            .current_dir(d)
-            .args(["--json", "compact", "db.t"])
-            .env("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "8000")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while walk_files(&data).len() < files_before + 3 {
-            assert!(std::time::Instant::now() < deadline, "no output written");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let child = compaction_paused_before_commit(d, 3, 8000);
         // ... while another one rewrites the same files and commits first.
         ok_json(d, other_args);
         child.wait_with_output().unwrap()
@@ -1921,19 +1907,7 @@ fn a_compaction_racing_a_schema_change_commits_nothing_and_the_next_run_uses_the
     let expected = make_table_with_small_files(d, 6, 30);
     let data = d.join("warehouse/db/t/data");
     let files_before = walk_files(&data).len();
-    let child = Command::new(env!("CARGO_BIN_EXE_floe"))
-        .current_dir(d)
-        .args(["--json", "compact", "db.t"])
-        .env("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", "3000")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while walk_files(&data).len() < files_before + 3 {
-        assert!(std::time::Instant::now() < deadline, "no output written");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child = compaction_paused_before_commit(d, 3, 3000);
     ok_json(
         d,
         &[
@@ -1975,4 +1949,25 @@ fn a_compaction_racing_a_schema_change_commits_nothing_and_the_next_run_uses_the
         (row["n"].as_i64(), row["m"].as_i64()),
         (Some(0), Some(expected.0))
     );
+}
+
+/// `floe --json compact db.t` started with a pause of `pause_ms` before its commit, returned
+/// once it has written `outputs` files (its outputs wait in the table's data directory).
+fn compaction_paused_before_commit(d: &Path, outputs: usize, pause_ms: u64) -> std::process::Child {
+    let data = d.join("warehouse/db/t/data");
+    let files_before = walk_files(&data).len();
+    let child = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d)
+        .args(["--json", "compact", "db.t"])
+        .env("FLOE_FAULT_PAUSE_BEFORE_COMMIT_MS", pause_ms.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while walk_files(&data).len() < files_before + outputs {
+        assert!(std::time::Instant::now() < deadline, "no output written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
 }

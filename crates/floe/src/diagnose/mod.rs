@@ -29,7 +29,7 @@ use crate::catalog::{ident_string, refs, Catalog};
 use crate::compact::CompactBuilder;
 use crate::error::Result;
 use crate::expire;
-use crate::properties::{self, u64_prop};
+use crate::properties;
 use crate::storage::listing::list_files;
 use crate::table::reach::{metadata_files, ReachIndex, Reached};
 use crate::table::watermarks::{watermarks, Watermark};
@@ -382,8 +382,8 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
     let mut referenced = reach_all;
     referenced.extend(metadata_files(&table));
 
-    let previous_versions_max = u64_prop(
-        md.properties(),
+    let previous_versions_max = properties::table_u64_prop(
+        &table,
         properties::METADATA_PREVIOUS_VERSIONS_MAX,
         properties::METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT,
     )?;

@@ -282,7 +282,7 @@ impl IngestBuilder {
         self.options.validate()?;
         let name = ident_string(&self.ident);
         let table = self.catalog.load_table(&self.ident).await?;
-        let (budget, distribution) = self.settings(&table)?;
+        let (budget, distribution) = self.settings(&table).map_err(|e| e.for_table(&name))?;
         if self.options.changes.mode != IngestMode::Append {
             self.changes = Some(ChangeState::new(&table, &self.options.changes, budget)?);
         }
