@@ -10,17 +10,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{count_and_sum, create_events_table, ok_json};
+use common::{count_and_sum, create_events_table, ok_json, Killed};
 use serde_json::Value;
-
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn slow_maintenance_stretches_the_commit_interval_and_bounds_the_debt() {

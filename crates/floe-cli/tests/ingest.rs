@@ -516,16 +516,6 @@ fn kafka_upserts_match_a_reference_model_under_repeated_kill_9() {
     }
 }
 
-/// Ends a child process by PID when dropped (also when the test fails).
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The case and its variants: `evolve-schema` while `floe ingest` reads stdin. Every
 /// commit after the change writes the buffered rows by field id: each value stays in its own
 /// column, nothing is lost, and the ingest ends cleanly.
@@ -562,7 +552,7 @@ fn a_schema_change_beside_a_running_ingest_keeps_every_value_in_its_column() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut child = Running(child);
+        let mut child = common::Killed(child);
         let mut stdin = child.0.stdin.take().unwrap();
         for i in 1..=30 {
             writeln!(

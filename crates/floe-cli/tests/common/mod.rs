@@ -7,6 +7,16 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// A child process ended by PID when dropped, also when the test fails.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub fn floe(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_floe"))
         .current_dir(dir)

@@ -84,6 +84,23 @@ pub struct Committed<P> {
     pub plan: P,
 }
 
+impl<P> Committed<P> {
+    /// The landed snapshot commit, and the plan of the attempt that landed.
+    pub fn into_outcome(self) -> (CommitOutcome, P) {
+        let snapshot_id = self
+            .table
+            .metadata()
+            .current_snapshot_id()
+            .expect("a committed snapshot is current");
+        let outcome = CommitOutcome {
+            table: self.table,
+            snapshot_id,
+            attempts: self.attempts,
+        };
+        (outcome, self.plan)
+    }
+}
+
 /// Commits to one table. Build it, set what the operation needs, then call
 /// [`Committer::commit`] (a [`SnapshotUpdate`]) or [`Committer::commit_with`] (any metadata
 /// change, produced per attempt).
@@ -184,16 +201,7 @@ impl<'a> Committer<'a> {
                 Ok(Produced::commit(producer::prepare(&table, update).await?))
             })
             .await?;
-        let snapshot_id = done
-            .table
-            .metadata()
-            .current_snapshot_id()
-            .expect("a committed snapshot is current");
-        Ok(CommitOutcome {
-            table: done.table,
-            snapshot_id,
-            attempts: done.attempts,
-        })
+        Ok(done.into_outcome().0)
     }
 
     /// Commits metadata `updates` as they are, with no requirement (a property or ref change

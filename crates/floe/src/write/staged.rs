@@ -136,19 +136,11 @@ pub async fn commit_append(
             }
         })
         .await?;
-    let superseded = staged.superseded(&done.plan);
+    let (outcome, landed) = done.into_outcome();
+    let superseded = staged.superseded(&landed);
     if !superseded.is_empty() {
-        let md = done.table.metadata();
-        delete_quietly_in(done.table.file_io(), md.location(), superseded).await;
+        let md = outcome.table.metadata();
+        delete_quietly_in(outcome.table.file_io(), md.location(), superseded).await;
     }
-    let snapshot_id = done
-        .table
-        .metadata()
-        .current_snapshot_id()
-        .expect("a committed snapshot is current");
-    Ok(CommitOutcome {
-        table: done.table,
-        snapshot_id,
-        attempts: done.attempts,
-    })
+    Ok(outcome)
 }
