@@ -47,7 +47,7 @@ pub fn to_schema(batch: RecordBatch, target: &SchemaRef) -> Result<RecordBatch> 
 }
 
 /// The Iceberg field id of an Arrow field, when it carries one.
-pub fn field_id(field: &Field) -> Option<i32> {
+pub(crate) fn field_id(field: &Field) -> Option<i32> {
     field
         .metadata()
         .get(PARQUET_FIELD_ID_META_KEY)

@@ -28,6 +28,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
 
 use crate::error::{Error, Result};
+use crate::write::conform::field_id;
 
 /// Where a data file goes and what it belongs to.
 #[derive(Debug, Clone)]
@@ -43,13 +44,6 @@ pub fn count_nans(batch: &RecordBatch, counts: &mut HashMap<i32, u64>) {
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         count_field(field, column, counts);
     }
-}
-
-fn field_id(field: &arrow_schema::Field) -> Option<i32> {
-    field
-        .metadata()
-        .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
-        .and_then(|v| v.parse().ok())
 }
 
 fn count_field(field: &arrow_schema::Field, array: &ArrayRef, counts: &mut HashMap<i32, u64>) {

@@ -42,7 +42,7 @@ impl Staged {
     }
 
     /// True when `table`'s current schema is the one these files were written in.
-    pub fn fits(&self, table: &Table) -> bool {
+    fn fits(&self, table: &Table) -> bool {
         self.files.is_empty() || table.metadata().current_schema_id() == self.schema_id
     }
 
