@@ -6,6 +6,7 @@
 //! Operations: build (N small files over S commits), diagnose, compact, expire-snapshots
 //! (`--older-than 0s --retain-last 1`), remove-orphan-files dry run.
 
+use floe::operations::Operation;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -200,8 +201,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
             Ok(floe::clean::orphans::OrphanBuilder::new(c, ident.clone())
                 .older_than(Duration::ZERO)
                 .force(true)
-                .with_dry_run(true)
-                .execute()
+                .run(true)
                 .await?)
         })
         .await?;

@@ -3,6 +3,7 @@
 //! tables (built first, outside the timing), alternating, in this process; rows are checked
 //! after every run.
 
+use floe::operations::Operation;
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -8,6 +8,7 @@ use clap::Subcommand;
 use floe::catalog::{parse_table_ident, Catalog};
 use floe::diagnose::render;
 use floe::expire::OlderThan;
+use floe::operations::Operation;
 use floe::properties::parse_duration;
 
 use crate::output::{human_bytes, Out};
@@ -194,7 +195,6 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         } => {
             let mut b = floe::expire::ExpireBuilder::new(catalog, parse_table_ident(&table)?)
                 .snapshot_ids(snapshot_ids)
-                .with_dry_run(dry_run)
                 .clean_files(!no_clean_files)
                 .delete_external_files(delete_external_files);
             if let Some(limit) = older_than {
@@ -213,7 +213,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 b = b.retain_last(crate::positive("--retain-last", n)?);
             }
             let (bar, progress) = out.progress("files");
-            let r = b.with_progress(progress).execute().await;
+            let r = b.with_progress(progress).run(dry_run).await;
             bar.finish_and_clear();
             let r = r?;
             out.result(&serde_json::to_value(&r)?, || {
@@ -265,7 +265,6 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         } => {
             let mut b =
                 floe::clean::orphans::OrphanBuilder::new(catalog, parse_table_ident(&table)?)
-                    .with_dry_run(dry_run)
                     .location(location)
                     .prefix_mismatch_mode(prefix_mismatch_mode.parse()?)
                     .equal_schemes(equal_schemes)
@@ -274,7 +273,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 b = b.older_than(parse_duration("--older-than", &age)?);
             }
             let (bar, progress) = out.progress("files");
-            let r = b.with_progress(progress).execute().await;
+            let r = b.with_progress(progress).run(dry_run).await;
             bar.finish_and_clear();
             let r = r?;
             out.result(&serde_json::to_value(&r)?, || {
@@ -317,8 +316,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 catalog,
                 parse_table_ident(&table)?,
             )
-            .with_dry_run(dry_run)
-            .execute()
+            .run(dry_run)
             .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 format!(
@@ -338,8 +336,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 catalog,
                 parse_table_ident(&table)?,
             )
-            .with_dry_run(dry_run)
-            .execute()
+            .run(dry_run)
             .await?;
             out.result(&serde_json::to_value(&r)?, || match r.snapshot_id {
                 Some(id) => format!(

@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use floe::catalog::{config, parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
 use floe::ingest::files::InputFormat;
+use floe::operations::Operation;
 use floe::properties::parse_size;
 use floe::write::WriteOptions;
 use serde_json::json;
@@ -425,10 +426,9 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             let b = floe::compact::CompactBuilder::new(&catalog, parse_table_ident(&table)?)
                 .with_where(filter)
                 .with_sort_by(sort_by)
-                .with_dry_run(dry_run)
                 .with_options(opts);
             let (bar, progress) = out.progress("groups");
-            let m = b.with_progress(progress).execute().await;
+            let m = b.with_progress(progress).run(dry_run).await;
             bar.finish_and_clear();
             let m = m?;
             let failed: Vec<String> = m

@@ -6,6 +6,7 @@
 //! crashed job's leftover file), diagnoses again, streams on, maintains again, and prints a
 //! before/after table.
 
+use floe::operations::Operation;
 use std::io::Write;
 use std::path::PathBuf;
 

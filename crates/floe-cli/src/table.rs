@@ -3,6 +3,7 @@
 //! and schema.
 
 use super::*;
+use floe::operations::Operation;
 use floe::refs::{NewRef, RefKind};
 
 #[derive(Subcommand, Debug)]

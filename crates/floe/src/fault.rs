@@ -21,3 +21,30 @@ pub fn fail(point: &str) -> Option<String> {
         .ok()
         .map(|m| format!("fault injection ({key}): {m}"))
 }
+
+/// Counts of probed events by (point, key): how often a table was scanned or a location
+/// listed. Tests read them to prove work is done once (`floe maintain` plans each job once).
+static PROBES: std::sync::Mutex<Option<std::collections::HashMap<(String, String), u64>>> =
+    std::sync::Mutex::new(None);
+
+/// Counts one `point` event on `key` (a table or directory location).
+pub fn probe(point: &str, key: &str) {
+    if let Ok(mut m) = PROBES.lock() {
+        *m.get_or_insert_with(Default::default)
+            .entry((point.to_string(), key.trim_end_matches('/').to_string()))
+            .or_default() += 1;
+    }
+}
+
+/// How many `point` events on `key` were counted so far in this process.
+pub fn probed(point: &str, key: &str) -> u64 {
+    PROBES
+        .lock()
+        .ok()
+        .and_then(|m| {
+            m.as_ref()?
+                .get(&(point.to_string(), key.trim_end_matches('/').to_string()))
+                .copied()
+        })
+        .unwrap_or(0)
+}

@@ -21,7 +21,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "operations",
         &[
-            "alter", "refs", "compact", "change", "expire", "clean", "diagnose", "inspect", "sql",
+            "operations",
+            "alter",
+            "refs",
+            "compact",
+            "change",
+            "expire",
+            "clean",
+            "diagnose",
+            "inspect",
+            "sql",
         ],
     ),
     ("maintain", &["maintain"]),

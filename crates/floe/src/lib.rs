@@ -92,6 +92,7 @@ pub mod ingest;
 pub mod inspect;
 pub mod maintain;
 pub mod operation;
+pub mod operations;
 pub mod properties;
 pub mod refs;
 pub mod secrets;

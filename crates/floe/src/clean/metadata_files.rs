@@ -6,11 +6,13 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
+use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
 use crate::error::Result;
 use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::listing::{list_files, SplitPath};
 use crate::table::reach::metadata_files;
@@ -66,88 +68,109 @@ impl Costed for CleanMetadataMetrics {
 
 /// `clean-metadata` on one table: metadata.json files no longer in the metadata log.
 #[derive(Clone)]
-pub struct CleanMetadataBuilder<'a> {
-    catalog: &'a Catalog,
-    ident: TableIdent,
-    dry_run: bool,
+pub struct CleanMetadataBuilder {
+    ctx: Ctx,
 }
 
-impl<'a> CleanMetadataBuilder<'a> {
-    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+impl CleanMetadataBuilder {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog,
-            ident,
-            dry_run: false,
+            ctx: Ctx::new(catalog, ident),
         }
-    }
-
-    /// Plans and reports without changing anything.
-    pub fn with_dry_run(mut self, yes: bool) -> Self {
-        self.dry_run = yes;
-        self
-    }
-
-    /// Runs it.
-    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
-    pub async fn plan(&self) -> Result<CleanMetadataMetrics> {
-        self.clone().with_dry_run(true).execute().await
-    }
-
-    pub async fn execute(self) -> Result<CleanMetadataMetrics> {
-        clean_metadata(self.catalog, &self.ident, self.dry_run).await
     }
 }
 
-/// Runs `clean-metadata` on `ident`.
-async fn clean_metadata(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    dry_run: bool,
-) -> Result<CleanMetadataMetrics> {
-    let started = Instant::now();
-    let table = catalog.load_table(ident).await?;
-    let md = table.metadata();
-    let current = table.metadata_location_result()?.to_string();
-    let current_version = metadata_version(&current).unwrap_or(u64::MAX);
-    let keep = needed(&table);
-    let dir = format!("{}/metadata", md.location().trim_end_matches('/'));
-    let listed: Vec<_> = list_files(table.file_io(), &dir)
-        .await?
-        .into_iter()
-        .filter(|f| metadata_version(&f.path).is_some())
-        .collect();
-    let mut result = CleanMetadataMetrics {
-        table: ident_string(ident),
-        dry_run,
-        metadata_files: listed.len() as u64,
-        kept: 0,
-        kept_newer: 0,
-        removable: 0,
-        removable_bytes: 0,
-        deleted: DeleteStats::default(),
-        duration_ms: 0,
-    };
-    let mut doomed = Vec::new();
-    for f in listed {
-        if keep.contains(&key(&f.path)) {
-            result.kept += 1;
-        } else if metadata_version(&f.path).is_some_and(|v| v >= current_version) {
-            result.kept_newer += 1;
-        } else {
-            result.removable += 1;
-            result.removable_bytes += f.size;
-            doomed.push(f.path);
+/// The metadata files a `clean-metadata` plan found removable, and the table it listed.
+pub struct CleanMetadataWork {
+    table: Table,
+    doomed: Vec<String>,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for CleanMetadataWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CleanMetadataWork({} files)", self.doomed.len())
+    }
+}
+
+/// A `clean-metadata` plan: the dry-run report and the files it would delete.
+pub type CleanMetadataPlan = Planned<CleanMetadataMetrics, CleanMetadataWork>;
+
+impl Operation for CleanMetadataBuilder {
+    type Plan = CleanMetadataPlan;
+    type Metrics = CleanMetadataMetrics;
+
+    /// Lists the metadata directory and sorts its metadata.json files, deleting nothing.
+    async fn plan(&self) -> Result<CleanMetadataPlan> {
+        let started = Instant::now();
+        let table = self.ctx.load().await?;
+        let md = table.metadata();
+        let current = table.metadata_location_result()?.to_string();
+        let current_version = metadata_version(&current).unwrap_or(u64::MAX);
+        let keep = needed(&table);
+        let dir = format!("{}/metadata", md.location().trim_end_matches('/'));
+        let listed: Vec<_> = list_files(table.file_io(), &dir)
+            .await?
+            .into_iter()
+            .filter(|f| metadata_version(&f.path).is_some())
+            .collect();
+        let mut result = CleanMetadataMetrics {
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
+            metadata_files: listed.len() as u64,
+            kept: 0,
+            kept_newer: 0,
+            removable: 0,
+            removable_bytes: 0,
+            deleted: DeleteStats::default(),
+            duration_ms: 0,
+        };
+        let mut doomed = Vec::new();
+        for f in listed {
+            if keep.contains(&key(&f.path)) {
+                result.kept += 1;
+            } else if metadata_version(&f.path).is_some_and(|v| v >= current_version) {
+                result.kept_newer += 1;
+            } else {
+                result.removable += 1;
+                result.removable_bytes += f.size;
+                doomed.push(f.path);
+            }
         }
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            result,
+            snapshot_id,
+            CleanMetadataWork {
+                table,
+                doomed,
+                planning: started.elapsed(),
+            },
+        ))
     }
-    if !dry_run && !doomed.is_empty() {
-        // The pointer may have moved while listing; never delete what the new metadata keeps.
-        let fresh = needed(&catalog.load_table(ident).await?);
-        doomed.retain(|p| !fresh.contains(&key(p)));
-        let fence = crate::storage::fence::Fence::own(&table);
-        result.deleted = delete_files(table.file_io(), &fence, doomed, None).await;
+
+    /// Deletes the planned files the table, reloaded now, no longer keeps.
+    async fn apply(self, plan: CleanMetadataPlan) -> Result<CleanMetadataMetrics> {
+        let started = Instant::now();
+        let mut result = plan.report;
+        result.dry_run = false;
+        let CleanMetadataWork {
+            table,
+            mut doomed,
+            planning,
+        } = plan.work;
+        if !doomed.is_empty() {
+            // The pointer may have moved since the listing; never delete what the new
+            // metadata keeps.
+            let fresh = needed(&self.ctx.load().await?);
+            doomed.retain(|p| !fresh.contains(&key(p)));
+            let fence = crate::storage::fence::Fence::own(&table);
+            result.deleted = delete_files(table.file_io(), &fence, doomed, None).await;
+        }
+        result.duration_ms = (started.elapsed() + planning).as_millis() as u64;
+        Ok(result)
     }
-    result.duration_ms = started.elapsed().as_millis() as u64;
-    Ok(result)
 }
 
 #[cfg(test)]

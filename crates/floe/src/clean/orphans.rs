@@ -16,12 +16,14 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime};
 
+use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
 use crate::clean::check_gc_enabled;
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::storage::listing::{list_files, parse_equal_schemes, ListedFile, SplitPath};
@@ -103,43 +105,31 @@ impl Costed for OrphanMetrics {
 
 /// Builds and runs an orphan removal.
 #[derive(Clone)]
-pub struct OrphanBuilder<'a> {
-    catalog: &'a Catalog,
-    ident: TableIdent,
+pub struct OrphanBuilder {
+    ctx: Ctx,
     older_than: Duration,
-    dry_run: bool,
     location: Option<String>,
     mode: PrefixMismatchMode,
     equal_schemes: Option<String>,
     force: bool,
-    progress: Option<crate::operation::ProgressFn>,
 }
 
-impl<'a> OrphanBuilder<'a> {
+impl OrphanBuilder {
     /// Orphan removal on `ident` with Iceberg's defaults.
-    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog,
-            ident,
+            ctx: Ctx::new(catalog, ident),
             older_than: DEFAULT_OLDER_THAN,
-            dry_run: false,
             location: None,
             mode: PrefixMismatchMode::Error,
             equal_schemes: None,
             force: false,
-            progress: None,
         }
     }
 
     /// Only files last modified longer ago than `age` are candidates (default 3 days).
     pub fn older_than(mut self, age: Duration) -> Self {
         self.older_than = age;
-        self
-    }
-
-    /// Report without deleting.
-    pub fn with_dry_run(mut self, yes: bool) -> Self {
-        self.dry_run = yes;
         self
     }
 
@@ -172,19 +162,35 @@ impl<'a> OrphanBuilder<'a> {
         mut self,
         f: impl Fn(&crate::operation::Progress) + Send + Sync + 'static,
     ) -> Self {
-        self.progress = Some(std::sync::Arc::new(f));
+        self.ctx.progress = Some(std::sync::Arc::new(f));
         self
     }
+}
 
-    /// Runs the removal.
-    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
-    pub async fn plan(&self) -> Result<OrphanMetrics> {
-        let mut dry = self.clone().with_dry_run(true);
-        dry.progress = None;
-        dry.execute().await
+/// What an orphan removal's `apply` needs: the table it listed, its fence, the candidates.
+pub struct OrphanWork {
+    table: Table,
+    fence: Fence,
+    equal: HashMap<String, String>,
+    candidates: Vec<ListedFile>,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for OrphanWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OrphanWork({} candidates)", self.candidates.len())
     }
+}
 
-    pub async fn execute(self) -> Result<OrphanMetrics> {
+/// An orphan removal's plan: the dry-run report and the files it would delete.
+pub type OrphanPlan = Planned<OrphanMetrics, OrphanWork>;
+
+impl Operation for OrphanBuilder {
+    type Plan = OrphanPlan;
+    type Metrics = OrphanMetrics;
+
+    /// Lists the location once and sorts every file against the metadata, deleting nothing.
+    async fn plan(&self) -> Result<OrphanPlan> {
         let started = Instant::now();
         let op = "remove orphan files";
         if self.older_than < MIN_SAFE_OLDER_THAN && !self.force {
@@ -197,17 +203,14 @@ impl<'a> OrphanBuilder<'a> {
             });
         }
         let equal = parse_equal_schemes(self.equal_schemes.as_deref())?;
-        let table = self.catalog.load_table(&self.ident).await?;
-        if !self.dry_run {
-            check_gc_enabled(&table, op)?;
-        }
+        let table = self.ctx.load().await?;
         let table_location = table
             .metadata()
             .location()
             .trim_end_matches('/')
             .to_string();
-        let fence = Fence::for_table(self.catalog, &table).await?;
-        if let Some(why) = fence.shared_location(self.catalog.warehouse()) {
+        let fence = Fence::for_table(&self.ctx.catalog, &table).await?;
+        if let Some(why) = fence.shared_location(self.ctx.catalog.warehouse()) {
             return Err(Error::Refused {
                 operation: op.into(),
                 reason: format!(
@@ -231,7 +234,9 @@ impl<'a> OrphanBuilder<'a> {
                 l
             }
         };
-        let cutoff = SystemTime::now()
+        let now = std::time::UNIX_EPOCH
+            + Duration::from_millis(u64::try_from(self.ctx.now_ms()).unwrap_or(0));
+        let cutoff = now
             .checked_sub(self.older_than)
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let listed = list_files(table.file_io(), &location).await?;
@@ -241,8 +246,8 @@ impl<'a> OrphanBuilder<'a> {
         let classified = classify(listed, &reach, &equal, cutoff, self.mode);
 
         let mut result = OrphanMetrics {
-            table: ident_string(&self.ident),
-            dry_run: self.dry_run,
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
             location: location.clone(),
             older_than_ms: self.older_than.as_millis() as u64,
             listed_files,
@@ -271,34 +276,71 @@ impl<'a> OrphanBuilder<'a> {
                 ),
             });
         }
+        let settled = settle(classified.candidates.clone(), None, &equal, |paths| {
+            fence.partition(paths)
+        });
+        result.report_orphans(&settled);
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            result,
+            snapshot_id,
+            OrphanWork {
+                table,
+                fence,
+                equal,
+                candidates: classified.candidates,
+                planning: started.elapsed(),
+            },
+        ))
+    }
 
-        // Fresh metadata right before deleting: a commit during the listing may reference a
+    /// Deletes the planned orphans, without those the table, reloaded now, references.
+    async fn apply(self, plan: OrphanPlan) -> Result<OrphanMetrics> {
+        let started = Instant::now();
+        let OrphanWork {
+            table,
+            fence,
+            equal,
+            candidates,
+            planning,
+        } = plan.work;
+        let mut result = plan.report;
+        result.dry_run = false;
+        check_gc_enabled(&table, "remove orphan files")?;
+        // Fresh metadata right before deleting: a commit since the listing may reference a
         // candidate (for example a file a slow writer just committed).
-        let fresh = self.catalog.load_table(&self.ident).await?;
+        let fresh = self.ctx.load().await?;
         let fresh_reach = if fresh.metadata_location() != table.metadata_location() {
             Some(reachable_from_table(&fresh).await?)
         } else {
             None
         };
-        let settled = settle(
-            classified.candidates,
-            fresh_reach.as_ref(),
-            &equal,
-            |paths| fence.partition(paths),
-        );
-        result.became_referenced = settled.became_referenced;
-        result.kept = settled.kept;
-        let candidates = settled.orphans;
-        result.orphan_files = candidates.len() as u64;
-        result.orphan_bytes = candidates.iter().map(|f| f.size).sum();
-        result.sample = candidates.iter().take(20).map(|f| f.path.clone()).collect();
-        if !self.dry_run {
-            let paths = candidates.into_iter().map(|f| f.path).collect();
-            result.deleted =
-                delete_files(table.file_io(), &fence, paths, self.progress.clone()).await;
-        }
-        result.duration_ms = started.elapsed().as_millis() as u64;
+        let settled = settle(candidates, fresh_reach.as_ref(), &equal, |paths| {
+            fence.partition(paths)
+        });
+        result.report_orphans(&settled);
+        let paths = settled.orphans.into_iter().map(|f| f.path).collect();
+        result.deleted =
+            delete_files(table.file_io(), &fence, paths, self.ctx.progress.clone()).await;
+        result.duration_ms = (started.elapsed() + planning).as_millis() as u64;
         Ok(result)
+    }
+}
+
+impl OrphanMetrics {
+    /// The orphans `settled` leaves: their count, bytes and a sample.
+    fn report_orphans(&mut self, settled: &Settled) {
+        self.became_referenced = settled.became_referenced;
+        self.kept = settled.kept.clone();
+        self.orphan_files = settled.orphans.len() as u64;
+        self.orphan_bytes = settled.orphans.iter().map(|f| f.size).sum();
+        self.sample = settled
+            .orphans
+            .iter()
+            .take(20)
+            .map(|f| f.path.clone())
+            .collect();
     }
 }
 

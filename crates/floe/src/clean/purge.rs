@@ -13,11 +13,14 @@
 //! the files are deleted. A crash after the drop leaves files no catalog references. REST
 //! catalogs purge on the server (`purgeRequested=true`).
 
+use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog, CatalogKind};
 use crate::clean::check_gc_enabled;
 use crate::error::Result;
+use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::table::reach::reachable_from_table;
@@ -37,23 +40,19 @@ pub struct DropMetrics {
 }
 
 /// Builds and runs a table drop.
-pub struct DropBuilder<'a> {
-    catalog: &'a Catalog,
-    ident: TableIdent,
+pub struct DropBuilder {
+    ctx: Ctx,
     purge: bool,
     delete_external: bool,
-    progress: Option<crate::operation::ProgressFn>,
 }
 
-impl<'a> DropBuilder<'a> {
+impl DropBuilder {
     /// Drops `ident` from the catalog, keeping its files.
-    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog,
-            ident,
+            ctx: Ctx::new(catalog, ident),
             purge: false,
             delete_external: false,
-            progress: None,
         }
     }
 
@@ -74,42 +73,104 @@ impl<'a> DropBuilder<'a> {
         mut self,
         f: impl Fn(&crate::operation::Progress) + Send + Sync + 'static,
     ) -> Self {
-        self.progress = Some(std::sync::Arc::new(f));
+        self.ctx.progress = Some(std::sync::Arc::new(f));
         self
     }
+}
 
-    /// Runs the drop.
-    pub async fn execute(self) -> Result<DropMetrics> {
-        let table = self.catalog.load_table(&self.ident).await?;
-        let mut result = DropMetrics {
-            table: ident_string(&self.ident),
+/// What a drop's `apply` needs: the table as planned and, with purge, the files to delete.
+pub struct DropWork {
+    table: Table,
+    purge: Option<(Fence, Vec<String>)>,
+}
+
+impl std::fmt::Debug for DropWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.purge.as_ref().map(|(_, p)| p.len()).unwrap_or(0);
+        write!(f, "DropWork({n} files to delete)")
+    }
+}
+
+/// A drop's plan: the report (files referenced, kept by the fence) and the files to delete.
+pub type DropPlan = Planned<DropMetrics, DropWork>;
+
+impl Costed for DropMetrics {
+    /// The referenced files a purge deletes (sizes are not read ahead).
+    fn cost(&self) -> Cost {
+        Cost {
+            files_to_delete: if self.purged {
+                self.referenced_files
+                    .saturating_sub(self.kept.outside_location)
+            } else {
+                0
+            },
+            ..Cost::default()
+        }
+    }
+}
+
+impl Operation for DropBuilder {
+    type Plan = DropPlan;
+    type Metrics = DropMetrics;
+
+    /// Reads every manifest (with purge, on a catalog floe drops itself), deleting nothing: an
+    /// unreadable one fails here, with the table still in the catalog.
+    async fn plan(&self) -> Result<DropPlan> {
+        let table = self.ctx.load().await?;
+        let mut report = DropMetrics {
+            table: ident_string(&self.ctx.ident),
             purged: self.purge,
             purged_by_server: false,
             referenced_files: 0,
             deleted: DeleteStats::default(),
             kept: KeptFiles::default(),
         };
-        if self.catalog.kind() == CatalogKind::Rest {
-            self.catalog.drop_entry(&table, self.purge).await?;
-            result.purged_by_server = self.purge;
-            return Ok(result);
+        let snapshot_id = snapshot_of(&table);
+        if self.ctx.catalog.kind() == CatalogKind::Rest || !self.purge {
+            return Ok(Planned::new(
+                report,
+                snapshot_id,
+                DropWork { table, purge: None },
+            ));
         }
-        if !self.purge {
-            self.catalog.drop_entry(&table, false).await?;
-            return Ok(result);
-        }
-        check_gc_enabled(&table, "purge the table's files")?;
         let reach = reachable_from_table(&table).await?;
-        let fence = Fence::for_table(self.catalog, &table)
+        let fence = Fence::for_table(&self.ctx.catalog, &table)
             .await?
             .allow_external(self.delete_external);
-        result.referenced_files = reach.files.len() as u64;
+        report.referenced_files = reach.files.len() as u64;
         let mut paths: Vec<String> = reach.files.into_keys().collect();
         paths.sort();
         let (allowed, kept) = fence.partition(paths);
-        result.kept = kept;
-        self.catalog.drop_entry(&table, false).await?;
-        result.deleted = delete_files(table.file_io(), &fence, allowed, self.progress).await;
+        report.kept = kept;
+        Ok(Planned::new(
+            report,
+            snapshot_id,
+            DropWork {
+                table,
+                purge: Some((fence, allowed)),
+            },
+        ))
+    }
+
+    /// Drops the catalog entry (a compare-and-swap on the planned metadata pointer: a table
+    /// changed since the plan is not dropped), then deletes the planned files.
+    async fn apply(self, plan: DropPlan) -> Result<DropMetrics> {
+        let mut result = plan.report;
+        let DropWork { table, purge } = plan.work;
+        let catalog = &self.ctx.catalog;
+        if catalog.kind() == CatalogKind::Rest {
+            catalog.drop_entry(&table, self.purge).await?;
+            result.purged_by_server = self.purge;
+            return Ok(result);
+        }
+        let Some((fence, allowed)) = purge else {
+            catalog.drop_entry(&table, false).await?;
+            return Ok(result);
+        };
+        check_gc_enabled(&table, "purge the table's files")?;
+        catalog.drop_entry(&table, false).await?;
+        result.deleted =
+            delete_files(table.file_io(), &fence, allowed, self.ctx.progress.clone()).await;
         Ok(result)
     }
 }

@@ -7,12 +7,14 @@
 use std::time::Instant;
 
 use iceberg::spec::ManifestContentType;
+use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::Result;
 use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::table::manifests::current_manifests;
 
 /// What `rewrite-manifests` did.
@@ -59,93 +61,106 @@ impl Costed for RewriteManifestsMetrics {
 
 /// `rewrite-manifests` on one table: manifests clustered by partition at the target size.
 #[derive(Clone)]
-pub struct RewriteManifestsBuilder<'a> {
-    catalog: &'a Catalog,
-    ident: TableIdent,
-    dry_run: bool,
+pub struct RewriteManifestsBuilder {
+    ctx: Ctx,
 }
 
-impl<'a> RewriteManifestsBuilder<'a> {
-    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+impl RewriteManifestsBuilder {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog,
-            ident,
-            dry_run: false,
+            ctx: Ctx::new(catalog, ident),
         }
     }
+}
 
-    /// Plans and reports without changing anything.
-    pub fn with_dry_run(mut self, yes: bool) -> Self {
-        self.dry_run = yes;
-        self
-    }
+/// The table a manifest rewrite was planned on.
+pub struct RewriteManifestsWork {
+    table: Table,
+    planning: std::time::Duration,
+}
 
-    /// Runs it.
-    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
-    pub async fn plan(&self) -> Result<RewriteManifestsMetrics> {
-        self.clone().with_dry_run(true).execute().await
-    }
-
-    pub async fn execute(self) -> Result<RewriteManifestsMetrics> {
-        rewrite_manifests(self.catalog, &self.ident, self.dry_run).await
+impl std::fmt::Debug for RewriteManifestsWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RewriteManifestsWork")
     }
 }
 
-/// Rewrites the manifests of `ident` (a no-op when no (content, spec) has two or more).
-async fn rewrite_manifests(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    dry_run: bool,
-) -> Result<RewriteManifestsMetrics> {
-    let started = Instant::now();
-    let table = catalog.load_table(ident).await?;
-    let before: Vec<_> = current_manifests(&table)
-        .await?
-        .into_iter()
-        .filter(|m| m.has_added_files() || m.has_existing_files())
-        .collect();
-    let mut result = RewriteManifestsMetrics {
-        table: ident_string(ident),
-        dry_run,
-        manifests_before: before.len() as u64,
-        manifests_after: before.len() as u64,
-        data_manifests_before: before
+/// A `rewrite-manifests` plan: the dry-run report (manifests now, at least after).
+pub type RewriteManifestsPlan = Planned<RewriteManifestsMetrics, RewriteManifestsWork>;
+
+impl Operation for RewriteManifestsBuilder {
+    type Plan = RewriteManifestsPlan;
+    type Metrics = RewriteManifestsMetrics;
+
+    /// Reads the current manifests and decides whether a rewrite would merge any.
+    async fn plan(&self) -> Result<RewriteManifestsPlan> {
+        let started = Instant::now();
+        let table = self.ctx.load().await?;
+        let before: Vec<_> = current_manifests(&table)
+            .await?
+            .into_iter()
+            .filter(|m| m.has_added_files() || m.has_existing_files())
+            .collect();
+        let mut result = RewriteManifestsMetrics {
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
+            manifests_before: before.len() as u64,
+            manifests_after: before.len() as u64,
+            data_manifests_before: before
+                .iter()
+                .filter(|m| m.content == ManifestContentType::Data)
+                .count() as u64,
+            delete_manifests_before: before
+                .iter()
+                .filter(|m| m.content == ManifestContentType::Deletes)
+                .count() as u64,
+            bytes_before: before.iter().map(|m| m.manifest_length.max(0) as u64).sum(),
+            bytes_after: 0,
+            worth_rewriting: false,
+            min_manifests_after: 0,
+            snapshot_id: None,
+            duration_ms: 0,
+        };
+        result.bytes_after = result.bytes_before;
+        let mut keys: Vec<_> = before
             .iter()
-            .filter(|m| m.content == ManifestContentType::Data)
-            .count() as u64,
-        delete_manifests_before: before
-            .iter()
-            .filter(|m| m.content == ManifestContentType::Deletes)
-            .count() as u64,
-        bytes_before: before.iter().map(|m| m.manifest_length.max(0) as u64).sum(),
-        bytes_after: 0,
-        worth_rewriting: false,
-        min_manifests_after: 0,
-        snapshot_id: None,
-        duration_ms: 0,
-    };
-    result.bytes_after = result.bytes_before;
-    let mut keys: Vec<_> = before
-        .iter()
-        .map(|m| (m.content == ManifestContentType::Data, m.partition_spec_id))
-        .collect();
-    keys.sort_unstable();
-    let worth_it = keys.windows(2).any(|w| w[0] == w[1]);
-    result.worth_rewriting = worth_it;
-    let mut distinct = keys.clone();
-    distinct.dedup();
-    result.min_manifests_after = distinct.len() as u64;
-    if worth_it && !dry_run {
-        let update = SnapshotUpdate::rewrite_manifests(&table);
-        let outcome = Committer::new(catalog, ident)
-            .on(table)
-            .commit(update)
-            .await?;
-        let after = current_manifests(&outcome.table).await?;
-        result.manifests_after = after.len() as u64;
-        result.bytes_after = after.iter().map(|m| m.manifest_length.max(0) as u64).sum();
-        result.snapshot_id = Some(outcome.snapshot_id);
+            .map(|m| (m.content == ManifestContentType::Data, m.partition_spec_id))
+            .collect();
+        keys.sort_unstable();
+        result.worth_rewriting = keys.windows(2).any(|w| w[0] == w[1]);
+        keys.dedup();
+        result.min_manifests_after = keys.len() as u64;
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            result,
+            snapshot_id,
+            RewriteManifestsWork {
+                table,
+                planning: started.elapsed(),
+            },
+        ))
     }
-    result.duration_ms = started.elapsed().as_millis() as u64;
-    Ok(result)
+
+    /// Rewrites the manifests (a no-op when no (content, spec) has two or more); the commit
+    /// rewrites the manifests of the table as it then is.
+    async fn apply(self, plan: RewriteManifestsPlan) -> Result<RewriteManifestsMetrics> {
+        let started = Instant::now();
+        let mut result = plan.report;
+        result.dry_run = false;
+        let RewriteManifestsWork { table, planning } = plan.work;
+        if result.worth_rewriting {
+            let update = SnapshotUpdate::rewrite_manifests(&table);
+            let outcome = Committer::new(&self.ctx.catalog, &self.ctx.ident)
+                .on(table)
+                .commit(update)
+                .await?;
+            let after = current_manifests(&outcome.table).await?;
+            result.manifests_after = after.len() as u64;
+            result.bytes_after = after.iter().map(|m| m.manifest_length.max(0) as u64).sum();
+            result.snapshot_id = Some(outcome.snapshot_id);
+        }
+        result.duration_ms = (started.elapsed() + planning).as_millis() as u64;
+        Ok(result)
+    }
 }

@@ -197,7 +197,7 @@ impl CompactBuilder {
         let joint_paths = joint.added_paths();
         // Several groups: keep their files on failure, to retry them one by one.
         let several = all.len() > 1;
-        let mut committer = Committer::new(&self.catalog, &self.ident);
+        let mut committer = Committer::new(&self.ctx.catalog, &self.ctx.ident);
         if several {
             committer = committer.keep_files_on_failure();
         }
@@ -211,7 +211,7 @@ impl CompactBuilder {
                 // Find the groups that conflict: commit each alone (the commit path deletes the
                 // output of a group that fails).
                 for (i, g) in all.iter().enumerate() {
-                    let alone = Committer::new(&self.catalog, &self.ident);
+                    let alone = Committer::new(&self.ctx.catalog, &self.ctx.ident);
                     let (update, data, dropped) = update_for(&[*g], &*drops);
                     match alone.commit(update).await {
                         Ok(outcome) => {
@@ -261,7 +261,7 @@ impl CompactBuilder {
 
     /// Drops delete files that apply to no live data file, in its own `delete` commit.
     pub(super) async fn remove_dangling_deletes(&self, metrics: &mut CompactMetrics) -> Result<()> {
-        let table = self.catalog.load_table(&self.ident).await?;
+        let table = self.ctx.load().await?;
         let live = crate::table::manifests::live_files(&table).await?;
         let dangling = dangling::dangling_deletes(&live);
         if dangling.is_empty() {
@@ -275,7 +275,7 @@ impl CompactBuilder {
         );
         let update =
             SnapshotUpdate::delete(&table, dangling, vec![]).with_summary_properties(props);
-        let outcome = Committer::new(&self.catalog, &self.ident)
+        let outcome = Committer::new(&self.ctx.catalog, &self.ctx.ident)
             .on(table)
             .commit(update)
             .await?;

@@ -45,7 +45,8 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
-use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
+use crate::operation::{Amount, Cost, Costed, Phase, Progress};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::properties;
 use crate::write::{TableWriter, WriteOptions};
 pub use options::{CompactOptions, RowGroupMerge};
@@ -56,7 +57,7 @@ use rewrite::{plan_file, plan_files, rewrite_group};
 /// Prefix of table properties that set compaction defaults (`floe.compact.min-input-files`, ...).
 pub const PROPERTY_PREFIX: &str = "floe.compact.";
 
-/// What a compaction did (or, with `dry_run`, would do).
+/// What a compaction did (or, in its plan's report, `dry_run: true`, would do).
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactMetrics {
     pub table: String,
@@ -204,8 +205,7 @@ fn plan_with_roll_up(
 /// Builder of a compaction.
 #[derive(Clone)]
 pub struct CompactBuilder {
-    catalog: Catalog,
-    ident: TableIdent,
+    ctx: Ctx,
     options: CompactOptions,
     /// The first `with_option` (key, value) that did not parse, reported by `plan`/`execute`.
     bad_option: Option<(String, String)>,
@@ -217,8 +217,6 @@ pub struct CompactBuilder {
     /// Partitions rolled up by size tier: only their files under the bound are merged.
     roll_up: BTreeMap<String, u64>,
     sort_by: Option<String>,
-    dry_run: bool,
-    progress: Option<ProgressFn>,
 }
 
 struct GroupResult {
@@ -230,8 +228,7 @@ struct GroupResult {
 impl CompactBuilder {
     pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog: catalog.clone(),
-            ident,
+            ctx: Ctx::new(catalog, ident),
             options: CompactOptions::default(),
             bad_option: None,
             where_filter: None,
@@ -239,8 +236,6 @@ impl CompactBuilder {
             partitions: None,
             roll_up: BTreeMap::new(),
             sort_by: None,
-            dry_run: false,
-            progress: None,
         }
     }
 
@@ -290,15 +285,9 @@ impl CompactBuilder {
         self
     }
 
-    /// Plans only.
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
     /// Receives progress events: the rewrite phase, one step per file group.
     pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
-        self.progress = Some(Arc::new(f));
+        self.ctx.progress = Some(Arc::new(f));
         self
     }
 
@@ -376,16 +365,9 @@ impl CompactBuilder {
         Ok(config)
     }
 
-    /// Runs the compaction batch by batch: partitions in order, each batch holding at most
-    /// `limit` candidate files (a partition with more is a batch of its own), planned,
-    /// rewritten and committed before the next is planned. Memory then follows the batch, not
-    /// the table. A failing batch stops the run; earlier batches stay committed.
-    async fn execute_in_batches(
-        self,
-        counts: BTreeMap<String, usize>,
-        limit: usize,
-        started: Instant,
-    ) -> Result<CompactMetrics> {
+    /// Splits partitions (in order) into batches holding at most `limit` candidate files (a
+    /// partition with more is a batch of its own).
+    fn batches(counts: BTreeMap<String, usize>, limit: usize) -> Vec<BTreeSet<String>> {
         let mut batches: Vec<BTreeSet<String>> = Vec::new();
         let mut current = BTreeSet::new();
         let mut held = 0usize;
@@ -400,11 +382,61 @@ impl CompactBuilder {
         if !current.is_empty() {
             batches.push(current);
         }
+        batches
+    }
+
+    /// Plans the run batch by batch (see [`CompactWork::Batches`]): each batch's plan joins
+    /// the report, its scan tasks are dropped.
+    async fn plan_in_batches(
+        &self,
+        counts: BTreeMap<String, usize>,
+        limit: usize,
+        started: Instant,
+        snapshot_id: Option<i64>,
+    ) -> Result<CompactPlan> {
+        let batches = Self::batches(counts, limit);
         let mut total: Option<CompactMetrics> = None;
+        for batch in &batches {
+            let run = self.clone().with_partitions(Some(batch.clone()));
+            let m = run.plan_boxed().await?.report;
+            total = Some(match total {
+                None => m,
+                Some(mut t) => {
+                    t.absorb(m);
+                    t
+                }
+            });
+        }
+        let mut m = total
+            .ok_or_else(|| Error::Io(std::io::Error::other("compaction: no partition to plan")))?;
+        m.plan_batches = batches.len();
+        m.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(Planned::new(
+            m,
+            snapshot_id,
+            CompactWork::Batches {
+                batches,
+                planning: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Applies a run planned in batches: each batch is planned again right before it is
+    /// rewritten and committed, so memory follows the batch, not the table, and each batch
+    /// sees what the earlier ones committed. A failing batch stops the run; earlier batches
+    /// stay committed.
+    async fn apply_batches(
+        self,
+        batches: Vec<BTreeSet<String>>,
+        planning: std::time::Duration,
+    ) -> Result<CompactMetrics> {
+        let started = Instant::now();
         let n = batches.len();
+        let mut total: Option<CompactMetrics> = None;
         for batch in batches {
             let run = self.clone().with_partitions(Some(batch));
-            let m = Box::pin(run.execute()).await?;
+            let plan = run.plan_boxed().await?;
+            let m = run.apply_boxed(plan).await?;
             total = Some(match total {
                 None => m,
                 Some(mut t) => {
@@ -416,24 +448,105 @@ impl CompactBuilder {
         let mut m = total
             .ok_or_else(|| Error::Io(std::io::Error::other("compaction: no partition to plan")))?;
         m.plan_batches = n;
-        let elapsed = started.elapsed();
+        let elapsed = started.elapsed() + planning;
         m.duration_ms = elapsed.as_millis() as u64;
         m.mb_per_s = m.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
         Ok(m)
     }
+}
 
-    /// What [`CompactBuilder::execute`] would do: the dry run (options, file groups, their
-    /// [`Cost`]), changing nothing.
-    pub async fn plan(&self) -> Result<CompactMetrics> {
-        let mut dry = self.clone().with_dry_run(true);
-        dry.progress = None;
-        dry.execute().await
+/// What [`CompactBuilder`]'s `apply` needs beyond the report: the scan it planned on.
+pub enum CompactWork {
+    /// No group to rewrite.
+    Nothing,
+    /// The file groups of the report, over these scan tasks of `table` (the starting
+    /// snapshot: outputs take its sequence number, commits validate against it).
+    Groups(Box<Prepared>),
+    /// Past `plan-batch-files` candidates: these batches of partitions, each planned again
+    /// when applied.
+    Batches {
+        batches: Vec<BTreeSet<String>>,
+        planning: std::time::Duration,
+    },
+}
+
+/// A planned run's scan and settings.
+pub struct Prepared {
+    table: Table,
+    effective: CompactOptions,
+    opts: PlanOptions,
+    sort_keys: Option<Arc<Vec<sort::SortKey>>>,
+    concurrency: usize,
+    partial: bool,
+    max_commits: usize,
+    tasks: Vec<FileScanTask>,
+    live: HashMap<String, crate::commit::LiveFile>,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for CompactWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompactWork::Nothing => f.write_str("Nothing"),
+            CompactWork::Groups(p) => write!(f, "Groups({} tasks)", p.tasks.len()),
+            CompactWork::Batches { batches, .. } => write!(f, "Batches({})", batches.len()),
+        }
+    }
+}
+
+/// A compaction's plan: the dry-run report (options, file groups, their [`Cost`]) and the scan
+/// it was planned on.
+pub type CompactPlan = Planned<CompactMetrics, CompactWork>;
+
+impl CompactPlan {
+    /// Keeps only the file groups of `partitions` (a scheduler's cut of the plan it scored).
+    pub fn retain_partitions(&mut self, partitions: &BTreeSet<String>) {
+        let m = &mut self.report;
+        m.plan.groups.retain(|g| partitions.contains(&g.partition));
+        if let CompactWork::Batches { batches, .. } = &mut self.work {
+            for b in batches.iter_mut() {
+                b.retain(|p| partitions.contains(p));
+            }
+            batches.retain(|b| !b.is_empty());
+        }
+    }
+}
+
+impl Operation for CompactBuilder {
+    type Plan = CompactPlan;
+    type Metrics = CompactMetrics;
+
+    /// Scans the table and plans its file groups, changing nothing.
+    fn plan(&self) -> impl std::future::Future<Output = Result<CompactPlan>> + Send {
+        self.plan_boxed()
     }
 
-    /// Plans, rewrites and commits.
-    pub async fn execute(self) -> Result<CompactMetrics> {
+    /// Rewrites the planned groups, max-concurrent-file-group-rewrites at a time, and commits
+    /// them against the table as it then is (a group whose inputs changed fails alone).
+    fn apply(
+        self,
+        planned: CompactPlan,
+    ) -> impl std::future::Future<Output = Result<CompactMetrics>> + Send {
+        self.apply_boxed(planned)
+    }
+}
+
+/// A boxed future (the plan and apply of a batched run call themselves per batch).
+type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 'a>>;
+
+impl CompactBuilder {
+    fn plan_boxed(&self) -> Boxed<'_, CompactPlan> {
+        Box::pin(self.plan_now())
+    }
+
+    fn apply_boxed(self, planned: CompactPlan) -> Boxed<'static, CompactMetrics> {
+        Box::pin(self.apply_now(planned))
+    }
+
+    async fn plan_now(&self) -> Result<CompactPlan> {
         let started = Instant::now();
-        let table = self.catalog.load_table(&self.ident).await?;
+        let table = self.ctx.load().await?;
+        let snapshot_id = snapshot_of(&table);
         // The options, parsed once for the whole run.
         let effective = self.effective_options(&table)?;
         let opts = effective.plan_options(table_target(&table)?)?;
@@ -485,7 +598,9 @@ impl CompactBuilder {
         let tasks = match scanned {
             rewrite::Scanned::Tasks(tasks) => tasks,
             rewrite::Scanned::Counted(counts) => {
-                return self.execute_in_batches(counts, limit, started).await;
+                return self
+                    .plan_in_batches(counts, limit, started, snapshot_id)
+                    .await;
             }
         };
         // Scan tasks carry the partition tuple but not the spec id. With a single spec (the
@@ -518,9 +633,9 @@ impl CompactBuilder {
         if let Some(keep) = &self.partitions {
             plan.groups.retain(|g| keep.contains(&g.partition));
         }
-        let mut metrics = CompactMetrics {
-            table: ident_string(&self.ident),
-            dry_run: self.dry_run,
+        let report = CompactMetrics {
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
             options: opts.clone(),
             max_concurrent_file_group_rewrites: concurrency,
             partial_progress: partial,
@@ -539,10 +654,45 @@ impl CompactBuilder {
             failed_data_files_count: 0,
             row_group_merge: Default::default(),
             plan_batches: 1,
-            duration_ms: 0,
+            duration_ms: started.elapsed().as_millis() as u64,
             mb_per_s: 0.0,
             plan,
         };
+        let work = if report.plan.groups.is_empty() {
+            CompactWork::Nothing
+        } else {
+            CompactWork::Groups(Box::new(Prepared {
+                table,
+                effective,
+                opts,
+                sort_keys,
+                concurrency,
+                partial,
+                max_commits,
+                tasks,
+                live,
+                planning: started.elapsed(),
+            }))
+        };
+        Ok(Planned::new(report, snapshot_id, work))
+    }
+
+    async fn apply_now(self, planned: CompactPlan) -> Result<CompactMetrics> {
+        let started = Instant::now();
+        let mut metrics = planned.report;
+        metrics.dry_run = false;
+        let p = match planned.work {
+            CompactWork::Nothing => {
+                self.ctx
+                    .report(&Progress::start(Phase::Write, Amount::default()));
+                return Ok(metrics);
+            }
+            CompactWork::Batches { batches, planning } => {
+                return self.apply_batches(batches, planning).await;
+            }
+            CompactWork::Groups(p) => *p,
+        };
+        // The report may have been cut (`retain_partitions`): nothing left is nothing to do.
         let mut progress = Progress::start(
             Phase::Write,
             Amount {
@@ -552,13 +702,22 @@ impl CompactBuilder {
                 rows: 0,
             },
         );
-        if let Some(p) = &self.progress {
-            p(&progress);
-        }
-        if self.dry_run || metrics.plan.groups.is_empty() {
-            metrics.duration_ms = started.elapsed().as_millis() as u64;
+        self.ctx.report(&progress);
+        if metrics.plan.groups.is_empty() {
             return Ok(metrics);
         }
+        let Prepared {
+            table,
+            effective,
+            opts,
+            sort_keys,
+            concurrency,
+            partial,
+            max_commits,
+            tasks,
+            live,
+            planning,
+        } = p;
 
         let groups = metrics.plan.groups.clone();
         let mut drops = self.delete_drops(&table, &tasks, &groups).await?;
@@ -657,9 +816,7 @@ impl CompactBuilder {
                             bytes: groups[gi].input_bytes,
                             rows: partial[gi].rows,
                         };
-                        if let Some(p) = &self.progress {
-                            p(&progress);
-                        }
+                        self.ctx.report(&progress);
                         done.push(std::mem::replace(
                             &mut partial[gi],
                             GroupResult {
@@ -712,7 +869,7 @@ impl CompactBuilder {
         metrics.row_group_merge = shared.merge.stats.report();
         metrics.live_files_after =
             metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
-        let elapsed = started.elapsed();
+        let elapsed = started.elapsed() + planning;
         metrics.duration_ms = elapsed.as_millis() as u64;
         metrics.mb_per_s =
             metrics.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);

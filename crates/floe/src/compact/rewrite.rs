@@ -25,6 +25,7 @@ pub(super) async fn plan_files(
     limit: usize,
     key: impl Fn(&FileScanTask) -> String,
 ) -> Result<(Scanned, usize)> {
+    crate::fault::probe("scan", table.metadata().location());
     if table.metadata().current_snapshot().is_none() {
         return Ok((Scanned::Tasks(vec![]), 0));
     }

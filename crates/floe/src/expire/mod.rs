@@ -34,6 +34,7 @@ use crate::commit::producer::PreparedCommit;
 use crate::commit::{Committer, Produced};
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::properties;
 use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
@@ -86,31 +87,25 @@ impl Costed for ExpireMetrics {
 
 /// Builds and runs an expiry.
 #[derive(Clone)]
-pub struct ExpireBuilder<'a> {
-    catalog: &'a Catalog,
-    ident: TableIdent,
+pub struct ExpireBuilder {
+    ctx: Ctx,
     older_than: Option<OlderThan>,
     retain_last: Option<u64>,
     snapshot_ids: Vec<i64>,
-    dry_run: bool,
     clean_files: bool,
     delete_external: bool,
-    progress: Option<crate::operation::ProgressFn>,
 }
 
-impl<'a> ExpireBuilder<'a> {
+impl ExpireBuilder {
     /// Expiry of `ident` with the table's `history.expire.*` settings.
-    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog,
-            ident,
+            ctx: Ctx::new(catalog, ident),
             older_than: None,
             retain_last: None,
             snapshot_ids: vec![],
-            dry_run: false,
             clean_files: true,
             delete_external: false,
-            progress: None,
         }
     }
 
@@ -146,12 +141,6 @@ impl<'a> ExpireBuilder<'a> {
         self
     }
 
-    /// Plan and report without changing anything.
-    pub fn with_dry_run(mut self, yes: bool) -> Self {
-        self.dry_run = yes;
-        self
-    }
-
     /// Whether to delete the files expiry unreferences (default true; false leaves them to
     /// `remove-orphan-files`).
     pub fn clean_files(mut self, yes: bool) -> Self {
@@ -172,7 +161,7 @@ impl<'a> ExpireBuilder<'a> {
         mut self,
         f: impl Fn(&crate::operation::Progress) + Send + Sync + 'static,
     ) -> Self {
-        self.progress = Some(std::sync::Arc::new(f));
+        self.ctx.progress = Some(std::sync::Arc::new(f));
         self
     }
 
@@ -219,8 +208,7 @@ impl<'a> ExpireBuilder<'a> {
 
     /// What this expiry would decide on `table` now, without changing anything.
     pub fn preview(&self, table: &Table) -> Result<ExpirePlan> {
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        Ok(self.plan_for(table, now_ms)?.0)
+        Ok(self.plan_for(table, self.ctx.now_ms())?.0)
     }
 
     fn plan_for(&self, table: &Table, now_ms: i64) -> Result<(ExpirePlan, Retention)> {
@@ -244,128 +232,195 @@ impl<'a> ExpireBuilder<'a> {
         )?;
         Ok((p, retention))
     }
+}
 
-    /// Runs the expiry.
-    /// What `execute` would do, changing nothing (the dry run), with its [`Cost`].
-    pub async fn plan(&self) -> Result<ExpireMetrics> {
-        let mut dry = self.clone().with_dry_run(true);
-        dry.progress = None;
-        dry.execute().await
+/// What an expiry's `apply` needs beyond the report: the table it planned on, the retention
+/// it applied at that instant, and every manifest of that table, read once.
+pub struct ExpireWork {
+    table: Table,
+    now_ms: i64,
+    index: Option<ReachIndex>,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for ExpireWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExpireWork")
+            .field("now_ms", &self.now_ms)
+            .finish()
     }
+}
 
-    pub async fn execute(self) -> Result<ExpireMetrics> {
+/// An expiry's plan: the dry-run report (snapshots and refs to expire, the files only they
+/// reach, by kind) and what it was read from.
+pub type ExpireRun = Planned<ExpireMetrics, ExpireWork>;
+
+impl Operation for ExpireBuilder {
+    type Plan = ExpireRun;
+    type Metrics = ExpireMetrics;
+
+    /// Decides the snapshots and refs to expire and the files only they reach, changing
+    /// nothing.
+    async fn plan(&self) -> Result<ExpireRun> {
         let started = Instant::now();
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        let table = self.catalog.load_table(&self.ident).await?;
-        if self.clean_files && !self.dry_run {
-            check_gc_enabled(&table, "delete expired files")?;
-        }
-        let (first_plan, retention) = self.plan_for(&table, now_ms)?;
-        let cleaning = self.clean_files || self.dry_run;
-        // (plan, the table it was committed on, every manifest of that table read beforehand)
-        let (plan, base, index) = if self.dry_run
-            || (first_plan.expired_snapshots.is_empty() && first_plan.expired_refs.is_empty())
-        {
-            let index = if cleaning && !first_plan.expired_snapshots.is_empty() {
-                Some(ReachIndex::load(&table, &all_snapshot_ids(&table)).await?)
-            } else {
-                None
-            };
-            (first_plan, table, index)
+        let now_ms = self.ctx.now_ms();
+        let table = self.ctx.load().await?;
+        let (plan, retention) = self.plan_for(&table, now_ms)?;
+        let index = if plan.expired_snapshots.is_empty() {
+            None
         } else {
-            let this = &self;
-            // Each attempt plans against the table it commits on; the plan of the attempt
-            // that landed comes back with the outcome. The manifests read for the cleanup are
-            // kept across attempts: a retry reads only what the commits it lost to added, so
-            // it is fast enough to land between a streaming writer's commits.
-            let shared: tokio::sync::Mutex<Option<ReachIndex>> = tokio::sync::Mutex::new(None);
-            let shared = &shared;
-            let committed = Committer::new(self.catalog, &self.ident)
-                .on(table)
-                .commit_with(|t| async move {
-                    let (p, _) = this.plan_for(&t, now_ms)?;
-                    // Read everything the cleanup needs before committing: an unreadable
-                    // manifest list or manifest aborts here, with the metadata unchanged.
-                    if this.clean_files && !p.expired_snapshots.is_empty() {
-                        let mut index = shared.lock().await;
-                        let index = index.get_or_insert_with(ReachIndex::default);
-                        index.extend_to(&t, &all_snapshot_ids(&t)).await?;
-                    }
-                    Ok(Produced {
-                        commit: expiry_commit(&t, &p),
-                        plan: (p, t),
-                    })
-                })
-                .await?;
-            let (p, t) = committed.plan;
-            let index = shared.lock().await.take();
-            (p, t, index)
+            Some(ReachIndex::load(&table, &all_snapshot_ids(&table)).await?)
         };
-
-        // Files only the expired snapshots reached.
-        let mut files: Vec<KindCount> = Vec::new();
-        let mut deleted = DeleteStats::default();
-        let mut kept = KeptFiles::default();
-        if let Some(index) = index.filter(|_| cleaning && !plan.expired_snapshots.is_empty()) {
-            let gone = index.reachable(&plan.expired_snapshots);
-            let still = if self.dry_run {
-                let kept_ids: Vec<i64> = all_snapshot_ids(&base)
-                    .into_iter()
-                    .filter(|id| !plan.expired_snapshots.contains(id))
-                    .collect();
-                let mut still = index.reachable(&kept_ids);
-                still.extend(metadata_files(&base));
-                still
-            } else {
-                // Fresh metadata, right before deleting: includes anything committed since.
-                let fresh = self.catalog.load_table(&self.ident).await?;
-                reachable_from_table(&fresh).await?
-            };
-            let fence = Fence::for_table(self.catalog, &base)
-                .await?
-                .allow_external(self.delete_external);
-            let unreachable = gone.minus(&still);
-            let (allowed, refused) = fence.partition(unreachable.iter().map(|(p, _)| p.clone()));
-            kept = refused;
-            let allowed: HashSet<String> = allowed.into_iter().collect();
-            let mut by_kind: std::collections::BTreeMap<FileKind, KindCount> = Default::default();
-            let mut doomed = Vec::new();
-            for (path, r) in unreachable {
-                if !allowed.contains(&path) {
-                    continue;
-                }
-                let k = by_kind.entry(r.kind).or_insert_with(|| KindCount {
-                    kind: r.kind.name(),
-                    ..Default::default()
-                });
-                k.files += 1;
-                k.bytes += match r.size {
-                    Some(n) => n,
-                    // Manifest lists carry no size in metadata: ask storage.
-                    None => match base.file_io().new_input(&path) {
-                        Ok(input) => input.metadata().await.map(|m| m.size).unwrap_or(0),
-                        Err(_) => 0,
-                    },
-                };
-                doomed.push(path);
-            }
-            files = by_kind.into_values().collect();
-            if !self.dry_run {
-                deleted = delete_files(base.file_io(), &fence, doomed, self.progress.clone()).await;
-            }
-        }
-        Ok(ExpireMetrics {
-            table: ident_string(&self.ident),
-            dry_run: self.dry_run,
+        let mut report = ExpireMetrics {
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
             older_than_ms: retention.by_age.then_some(retention.older_than_ms),
             retain_last: retention.min_snapshots_to_keep,
             plan,
-            files,
-            deleted,
-            kept_outside_location: kept.outside_location,
-            kept,
-            duration_ms: started.elapsed().as_millis() as u64,
-        })
+            files: vec![],
+            deleted: DeleteStats::default(),
+            kept_outside_location: 0,
+            kept: KeptFiles::default(),
+            duration_ms: 0,
+        };
+        if let Some(index) = &index {
+            let kept_ids: Vec<i64> = all_snapshot_ids(&table)
+                .into_iter()
+                .filter(|id| !report.plan.expired_snapshots.contains(id))
+                .collect();
+            let mut still = index.reachable(&kept_ids);
+            still.extend(metadata_files(&table));
+            let gone = index.reachable(&report.plan.expired_snapshots);
+            let (files, _, kept) = self.doomed(&table, gone.minus(&still)).await?;
+            report.files = files;
+            report.kept_outside_location = kept.outside_location;
+            report.kept = kept;
+        }
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            report,
+            snapshot_id,
+            ExpireWork {
+                table,
+                now_ms,
+                index,
+                planning: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Commits the expiry (each attempt plans again against the table it commits on, at the
+    /// planned instant, reusing the manifests already read), then deletes the files only the
+    /// expired snapshots reached, checked against freshly reloaded metadata.
+    async fn apply(self, planned: ExpireRun) -> Result<ExpireMetrics> {
+        let started = Instant::now();
+        let ExpireWork {
+            table,
+            now_ms,
+            index,
+            planning,
+        } = planned.work;
+        let mut report = planned.report;
+        report.dry_run = false;
+        report.files = vec![];
+        report.kept = KeptFiles::default();
+        report.kept_outside_location = 0;
+        if self.clean_files {
+            check_gc_enabled(&table, "delete expired files")?;
+        }
+        let (plan, base, index) =
+            if report.plan.expired_snapshots.is_empty() && report.plan.expired_refs.is_empty() {
+                (report.plan.clone(), table, None)
+            } else {
+                let this = &self;
+                // Each attempt plans against the table it commits on; the plan of the attempt
+                // that landed comes back with the outcome. The manifests read for the cleanup are
+                // kept across attempts (the plan's first): a retry reads only what the commits it
+                // lost to added, so it is fast enough to land between a streaming writer's commits.
+                let shared: tokio::sync::Mutex<Option<ReachIndex>> =
+                    tokio::sync::Mutex::new(index.filter(|_| self.clean_files));
+                let shared = &shared;
+                let committed = Committer::new(&self.ctx.catalog, &self.ctx.ident)
+                    .on(table)
+                    .commit_with(|t| async move {
+                        let (p, _) = this.plan_for(&t, now_ms)?;
+                        // Read everything the cleanup needs before committing: an unreadable
+                        // manifest list or manifest aborts here, with the metadata unchanged.
+                        if this.clean_files && !p.expired_snapshots.is_empty() {
+                            let mut index = shared.lock().await;
+                            let index = index.get_or_insert_with(ReachIndex::default);
+                            index.extend_to(&t, &all_snapshot_ids(&t)).await?;
+                        }
+                        Ok(Produced {
+                            commit: expiry_commit(&t, &p),
+                            plan: (p, t),
+                        })
+                    })
+                    .await?;
+                let (p, t) = committed.plan;
+                let index = shared.lock().await.take();
+                (p, t, index)
+            };
+        report.plan = plan;
+
+        // Files only the expired snapshots reached.
+        if let Some(index) =
+            index.filter(|_| self.clean_files && !report.plan.expired_snapshots.is_empty())
+        {
+            let gone = index.reachable(&report.plan.expired_snapshots);
+            // Fresh metadata, right before deleting: includes anything committed since.
+            let fresh = self.ctx.load().await?;
+            let still = reachable_from_table(&fresh).await?;
+            let (files, doomed, kept) = self.doomed(&base, gone.minus(&still)).await?;
+            report.files = files;
+            report.kept_outside_location = kept.outside_location;
+            report.kept = kept;
+            let fence = Fence::for_table(&self.ctx.catalog, &base)
+                .await?
+                .allow_external(self.delete_external);
+            report.deleted =
+                delete_files(base.file_io(), &fence, doomed, self.ctx.progress.clone()).await;
+        }
+        report.duration_ms = (started.elapsed() + planning).as_millis() as u64;
+        Ok(report)
+    }
+}
+
+impl ExpireBuilder {
+    /// The `unreachable` files the fence lets go, counted by kind, and what it kept.
+    async fn doomed(
+        &self,
+        base: &Table,
+        unreachable: Vec<(String, crate::table::reach::Reached)>,
+    ) -> Result<(Vec<KindCount>, Vec<String>, KeptFiles)> {
+        let fence = Fence::for_table(&self.ctx.catalog, base)
+            .await?
+            .allow_external(self.delete_external);
+        let (allowed, kept) = fence.partition(unreachable.iter().map(|(p, _)| p.clone()));
+        let allowed: HashSet<String> = allowed.into_iter().collect();
+        let mut by_kind: std::collections::BTreeMap<FileKind, KindCount> = Default::default();
+        let mut doomed = Vec::new();
+        for (path, r) in unreachable {
+            if !allowed.contains(&path) {
+                continue;
+            }
+            let k = by_kind.entry(r.kind).or_insert_with(|| KindCount {
+                kind: r.kind.name(),
+                ..Default::default()
+            });
+            k.files += 1;
+            k.bytes += match r.size {
+                Some(n) => n,
+                // Manifest lists carry no size in metadata: ask storage.
+                None => match base.file_io().new_input(&path) {
+                    Ok(input) => input.metadata().await.map(|m| m.size).unwrap_or(0),
+                    Err(_) => 0,
+                },
+            };
+            doomed.push(path);
+        }
+        Ok((by_kind.into_values().collect(), doomed, kept))
     }
 }
 

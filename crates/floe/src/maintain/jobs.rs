@@ -1,6 +1,7 @@
 //! One table's pass: gather its facts, weigh its triggers, plan every due job with the
-//! operation's own `plan()` (its dry run, so the scheduler sees the real cost), score it, and
-//! later run the jobs the scheduler picks with the operation's `execute()`.
+//! operation's own `plan()` (a value that changes nothing, so the scheduler sees the real
+//! cost), score it, and later apply that same plan for the jobs the scheduler picks
+//! (`Operation::apply`): each job is planned once per pass.
 //!
 //! ## Benefit
 //!
@@ -29,13 +30,14 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::Catalog;
-use crate::clean::metadata_files::{metadata_version, CleanMetadataBuilder};
-use crate::clean::orphans::OrphanBuilder;
-use crate::clean::rewrite_manifests::RewriteManifestsBuilder;
-use crate::compact::CompactBuilder;
+use crate::clean::metadata_files::{metadata_version, CleanMetadataBuilder, CleanMetadataPlan};
+use crate::clean::orphans::{OrphanBuilder, OrphanPlan};
+use crate::clean::rewrite_manifests::{RewriteManifestsBuilder, RewriteManifestsPlan};
+use crate::compact::{CompactBuilder, CompactPlan};
 use crate::error::{Error, Result};
-use crate::expire::ExpireBuilder;
+use crate::expire::{ExpireBuilder, ExpireRun};
 use crate::operation::{Cost, Costed};
+use crate::operations::Operation;
 use crate::storage::listing::list_files;
 use crate::table::manifests::{current_manifests, live_files_of};
 
@@ -72,6 +74,40 @@ pub struct Planned {
     pub rewrite_bytes: u64,
     /// Compaction: the partitions rolled up by size tier, with their bound.
     pub roll_up: BTreeMap<String, u64>,
+    /// The plan that was scored, applied when the job runs (taken once).
+    pub run: KeptPlan,
+}
+
+/// A job's plan, as its operation made it.
+pub enum JobRun {
+    Compact(Box<CompactPlan>),
+    Expire(Box<ExpireRun>),
+    Orphans(Box<OrphanPlan>),
+    RewriteManifests(Box<RewriteManifestsPlan>),
+    CleanMetadata(Box<CleanMetadataPlan>),
+}
+
+/// The plan a [`Planned`] job keeps until it runs: shared so that the job can be copied into
+/// reports, taken by the one run that applies it.
+#[derive(Clone, Default)]
+pub struct KeptPlan(std::sync::Arc<std::sync::Mutex<Option<JobRun>>>);
+
+impl KeptPlan {
+    fn new(run: JobRun) -> Self {
+        KeptPlan(std::sync::Arc::new(std::sync::Mutex::new(Some(run))))
+    }
+
+    /// The plan, once; `None` after it was taken.
+    pub fn take(&self) -> Option<JobRun> {
+        self.0.lock().ok()?.take()
+    }
+}
+
+impl std::fmt::Debug for KeptPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.0.lock().map(|g| g.is_some()).unwrap_or(false);
+        write!(f, "KeptPlan({})", if kept { "kept" } else { "taken" })
+    }
 }
 
 /// One table's pass.
@@ -210,6 +246,7 @@ pub async fn evaluate_table(
                         partitions: p.partitions,
                         rewrite_bytes: p.rewrite_bytes,
                         roll_up: p.roll_up,
+                        run: KeptPlan::new(p.run),
                     });
                 }
                 Err(Skip(why)) => d.skipped = Some(why),
@@ -243,6 +280,7 @@ struct JobPlan {
     partitions: Vec<(String, u64)>,
     rewrite_bytes: u64,
     roll_up: BTreeMap<String, u64>,
+    run: JobRun,
 }
 
 fn backoff(last: Option<&LastRuns>, now_ms: i64) -> Option<String> {
@@ -290,11 +328,12 @@ async fn plan_job(
                 .iter()
                 .filter_map(|p| Some((p.partition.clone(), p.roll_up_below?)))
                 .collect();
-            let m = CompactBuilder::new(catalog, ident)
+            let planned = CompactBuilder::new(catalog, ident)
                 .with_partitions(Some(names))
                 .with_roll_up(roll_up.clone())
                 .plan()
                 .await?;
+            let m = &planned.report;
             if m.plan.groups.is_empty() {
                 return Err(Skip(format!(
                     "nothing to rewrite in {} eligible partition(s): no file group reaches min-input-files {}",
@@ -330,10 +369,12 @@ async fn plan_job(
                 rewrite_bytes: m.plan.input_bytes(),
                 partitions,
                 roll_up,
+                run: JobRun::Compact(Box::new(planned)),
             }
         }
         JobKind::ExpireSnapshots => {
-            let m = expiry(catalog, ident, policy).plan().await?;
+            let planned = expiry(catalog, ident, policy).plan().await?;
+            let m = &planned.report;
             if m.plan.expired_snapshots.is_empty() {
                 return Err(Skip(
                     "nothing expires: the snapshots past the age are kept (refs, min-snapshots-to-keep, writer watermarks)".into(),
@@ -348,13 +389,15 @@ async fn plan_job(
                 partitions: vec![],
                 rewrite_bytes: 0,
                 roll_up: BTreeMap::new(),
+                run: JobRun::Expire(Box::new(planned)),
             }
         }
         JobKind::RemoveOrphanFiles => {
-            let m = OrphanBuilder::new(catalog, ident)
+            let planned = OrphanBuilder::new(catalog, ident)
                 .older_than(Duration::from_millis(policy.orphans_older_than_ms))
                 .plan()
                 .await?;
+            let m = &planned.report;
             let cost = m.cost();
             JobPlan {
                 scope: format!(
@@ -372,10 +415,12 @@ async fn plan_job(
                 partitions: vec![],
                 rewrite_bytes: 0,
                 roll_up: BTreeMap::new(),
+                run: JobRun::Orphans(Box::new(planned)),
             }
         }
         JobKind::RewriteManifests => {
-            let m = RewriteManifestsBuilder::new(catalog, ident).plan().await?;
+            let planned = RewriteManifestsBuilder::new(catalog, ident).plan().await?;
+            let m = &planned.report;
             if !m.worth_rewriting {
                 return Err(Skip(
                     "manifests already one per partition spec and content".into(),
@@ -392,10 +437,12 @@ async fn plan_job(
                 cost,
                 partitions: vec![],
                 roll_up: BTreeMap::new(),
+                run: JobRun::RewriteManifests(Box::new(planned)),
             }
         }
         JobKind::CleanMetadata => {
-            let m = CleanMetadataBuilder::new(catalog, ident).plan().await?;
+            let planned = CleanMetadataBuilder::new(catalog, ident).plan().await?;
+            let m = &planned.report;
             if m.removable == 0 {
                 return Err(Skip("no metadata file outside the metadata log".into()));
             }
@@ -407,6 +454,7 @@ async fn plan_job(
                 partitions: vec![],
                 rewrite_bytes: 0,
                 roll_up: BTreeMap::new(),
+                run: JobRun::CleanMetadata(Box::new(planned)),
             }
         }
     })
@@ -414,7 +462,7 @@ async fn plan_job(
 
 /// The policy's expiry: its age and snapshots to keep are the table's `history.expire.*`, or
 /// the service's defaults for them (`floe ingest --maintain` keeps an hour).
-fn expiry<'a>(catalog: &'a Catalog, ident: TableIdent, policy: &Policy) -> ExpireBuilder<'a> {
+fn expiry(catalog: &Catalog, ident: TableIdent, policy: &Policy) -> ExpireBuilder {
     ExpireBuilder::new(catalog, ident)
         .older_than(Duration::from_millis(policy.max_snapshot_age_ms))
         .retain_last(policy.min_snapshots_to_keep.max(1))
@@ -484,27 +532,43 @@ fn status_of(
     }
 }
 
-/// Runs one job on the table (the scheduler's pick: `partitions` cuts a compaction) and
-/// returns what it did, or the error as the run record keeps it.
+/// Runs one planned job on the table: applies the plan it was scored with (`partitions`, the
+/// scheduler's pick, cuts a compaction), or plans afresh when that plan was already taken.
+/// Returns what it did, or the error as the run record keeps it.
 pub async fn run_job(
     w: &Watched,
-    job: JobKind,
+    p: &Planned,
     partitions: Option<Vec<String>>,
-    roll_up: BTreeMap<String, u64>,
     policy: &Policy,
 ) -> std::result::Result<Cost, String> {
     if let Some(e) = crate::fault::fail("MAINTAIN_JOB") {
         return Err(e);
     }
     crate::fault::pause("MAINTAIN_JOB").await;
-    run(w, job, partitions, roll_up, policy)
-        .await
-        .map_err(|e| e.to_string())?
+    run(
+        w,
+        p.job,
+        p.run.take(),
+        partitions,
+        p.roll_up.clone(),
+        policy,
+    )
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// `op.apply(plan)` with the kept plan, else `op.execute()`.
+async fn apply_or_execute<O: Operation + Sync>(op: O, kept: Option<O::Plan>) -> Result<O::Metrics> {
+    match kept {
+        Some(plan) => op.apply(plan).await,
+        None => op.execute().await,
+    }
 }
 
 async fn run(
     w: &Watched,
     job: JobKind,
+    kept: Option<JobRun>,
     partitions: Option<Vec<String>>,
     roll_up: BTreeMap<String, u64>,
     policy: &Policy,
@@ -512,11 +576,20 @@ async fn run(
     let (catalog, ident) = (&w.catalog, w.ident.clone());
     Ok(Ok(match job {
         JobKind::Compact => {
-            let m = CompactBuilder::new(catalog, ident)
-                .with_partitions(partitions.map(|p| p.into_iter().collect()))
-                .with_roll_up(roll_up)
-                .execute()
-                .await?;
+            let cut: Option<BTreeSet<String>> = partitions.map(|p| p.into_iter().collect());
+            let kept = match kept {
+                Some(JobRun::Compact(mut plan)) => {
+                    if let Some(cut) = &cut {
+                        plan.retain_partitions(cut);
+                    }
+                    Some(*plan)
+                }
+                _ => None,
+            };
+            let op = CompactBuilder::new(catalog, ident)
+                .with_partitions(cut)
+                .with_roll_up(roll_up);
+            let m = apply_or_execute(op, kept).await?;
             if let Some(f) = m.failed_groups.first() {
                 return Ok(Err(format!(
                     "{} of {} file group(s) failed, first in {}: {}",
@@ -528,24 +601,45 @@ async fn run(
             }
             m.cost()
         }
-        JobKind::ExpireSnapshots => expiry(catalog, ident, policy).execute().await?.cost(),
+        JobKind::ExpireSnapshots => {
+            let kept = match kept {
+                Some(JobRun::Expire(plan)) => Some(*plan),
+                _ => None,
+            };
+            apply_or_execute(expiry(catalog, ident, policy), kept)
+                .await?
+                .cost()
+        }
         JobKind::RemoveOrphanFiles => {
-            let m = OrphanBuilder::new(catalog, ident)
-                .older_than(Duration::from_millis(policy.orphans_older_than_ms))
-                .execute()
-                .await?;
+            let kept = match kept {
+                Some(JobRun::Orphans(plan)) => Some(*plan),
+                _ => None,
+            };
+            let op = OrphanBuilder::new(catalog, ident)
+                .older_than(Duration::from_millis(policy.orphans_older_than_ms));
+            let m = apply_or_execute(op, kept).await?;
             Cost {
                 files_to_read: m.listed_files,
                 ..m.cost()
             }
         }
-        JobKind::RewriteManifests => RewriteManifestsBuilder::new(catalog, ident)
-            .execute()
-            .await?
-            .cost(),
-        JobKind::CleanMetadata => CleanMetadataBuilder::new(catalog, ident)
-            .execute()
-            .await?
-            .cost(),
+        JobKind::RewriteManifests => {
+            let kept = match kept {
+                Some(JobRun::RewriteManifests(plan)) => Some(*plan),
+                _ => None,
+            };
+            apply_or_execute(RewriteManifestsBuilder::new(catalog, ident), kept)
+                .await?
+                .cost()
+        }
+        JobKind::CleanMetadata => {
+            let kept = match kept {
+                Some(JobRun::CleanMetadata(plan)) => Some(*plan),
+                _ => None,
+            };
+            apply_or_execute(CleanMetadataBuilder::new(catalog, ident), kept)
+                .await?
+                .cost()
+        }
     }))
 }

@@ -548,7 +548,7 @@ impl Maintainer {
             let started = store.now_ms().await.unwrap_or_else(|_| now_ms());
             let clock = Instant::now();
             let result = with_lease(&store, &scope, &holder, ttl, async {
-                run_job(&w, p.job, partitions, p.roll_up.clone(), &policy).await
+                run_job(&w, &p, partitions, &policy).await
             })
             .await;
             let finished = store.now_ms().await.unwrap_or_else(|_| now_ms());

@@ -123,6 +123,7 @@ pub fn local_dir(location: &str) -> Option<PathBuf> {
 /// Lists every file under `location` recursively, on the storage `file_io` talks to. Paths
 /// come back in the location's own form (`file://` prefix kept when the location has one).
 pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFile>> {
+    crate::fault::probe("list", location);
     let listed = if crate::storage::cloud::is_cloud(location) {
         let storage = crate::storage::cloud::CloudStorage::new(file_io.config().props().clone());
         Some(storage.list(location).await.map_err(|e| Error::Storage {

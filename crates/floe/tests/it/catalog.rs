@@ -1,6 +1,7 @@
 //! Catalog: the JDBC schema on SQLite and PostgreSQL, shared with PyIceberg.
 
 use floe::catalog::{parse_namespace, parse_table_ident, Catalog, CatalogConfig};
+use floe::operations::Operation;
 use floe::Error;
 
 use crate::common::{python, run_python, sum_ids, Fixture};

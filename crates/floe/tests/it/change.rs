@@ -3,6 +3,7 @@
 //! read by floe, PyIceberg and DuckDB, and after compaction and expiry; concurrent writers
 //! never leave a key live twice; bad requests name the problem.
 
+use floe::operations::Operation;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -765,7 +766,7 @@ async fn deletes_and_compactions_on_floats_select_the_rows_sql_selects_nan_inclu
         .plan()
         .await
         .unwrap();
-    assert_eq!(m.plan.input_files(), 4, "{:?}", m.plan);
+    assert_eq!(m.report.plan.input_files(), 4, "{:?}", m.report.plan);
 
     // The delete itself removes exactly those rows.
     let before = crate::common::count_where(&fx.catalog, "db.nan", "true").await;

@@ -2,6 +2,7 @@
 //! keep their rows, conflicting groups fail alone and leave nothing behind.
 
 use floe::compact::{CompactBuilder, CompactMetrics};
+use floe::operations::Operation;
 
 use crate::common::{count_where, read_with_python as read, sum_ids, Fixture};
 
@@ -98,8 +99,7 @@ async fn dry_run_plans_and_commits_nothing() {
     }
     let snapshots = fx.load(&ident).await.metadata().snapshots().len();
     let m = CompactBuilder::new(&fx.catalog, ident.clone())
-        .with_dry_run(true)
-        .execute()
+        .run(true)
         .await
         .unwrap();
     assert_eq!(m.plan.groups.len(), 3);
@@ -321,8 +321,7 @@ async fn sort_by_writes_each_output_sorted() {
     assert_eq!(rows, expected, "output is ordered by name desc, id asc");
     let err = CompactBuilder::new(&fx.catalog, ident.clone())
         .with_sort_by(Some("nope".into()))
-        .with_dry_run(true)
-        .execute()
+        .run(true)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
@@ -628,18 +627,21 @@ async fn every_operation_plans_its_cost_without_changing_the_table() {
     let planned = compact.plan().await.unwrap();
     assert!(events.lock().unwrap().is_empty(), "plan() reports nothing");
     let cost = planned.cost();
-    assert!(planned.dry_run);
+    assert!(planned.report.dry_run);
     assert_eq!(cost.files_to_read, 18, "{cost:?}");
     assert_eq!(cost.files_to_write, 3, "{cost:?}");
-    assert_eq!(cost.bytes_to_read, planned.plan.input_bytes());
+    assert_eq!(cost.bytes_to_read, planned.report.plan.input_bytes());
     assert_eq!(current(&fx.load(&ident).await), current(&before));
 
     let manifests = RewriteManifestsBuilder::new(&fx.catalog, ident.clone())
         .plan()
         .await
         .unwrap();
-    assert!(manifests.worth_rewriting, "{manifests:?}");
-    assert_eq!(manifests.cost().files_to_read, manifests.manifests_before);
+    assert!(manifests.report.worth_rewriting, "{manifests:?}");
+    assert_eq!(
+        manifests.cost().files_to_read,
+        manifests.report.manifests_before
+    );
     assert!(manifests.cost().files_to_write < manifests.cost().files_to_read);
 
     // Rewrite, then everything before the rewrite expires: the 18 small files go.
@@ -656,16 +658,21 @@ async fn every_operation_plans_its_cost_without_changing_the_table() {
         (last.done.steps, last.done.files, last.done.bytes),
         (last.total.steps, last.total.files, last.total.bytes)
     );
-    assert_eq!(last.total.bytes, planned.plan.input_bytes());
+    assert_eq!(last.total.bytes, planned.report.plan.input_bytes());
     assert_eq!(last.done.rows, done.rows);
     let expire = ExpireBuilder::new(&fx.catalog, ident.clone())
         .older_than(std::time::Duration::ZERO)
         .retain_last(1);
     let after_compaction = current(&fx.load(&ident).await);
     let planned = expire.plan().await.unwrap();
-    assert!(planned.dry_run);
-    let data = planned.files.iter().find(|k| k.kind == "data").unwrap();
-    assert_eq!(data.files, 18, "{:?}", planned.files);
+    assert!(planned.report.dry_run);
+    let data = planned
+        .report
+        .files
+        .iter()
+        .find(|k| k.kind == "data")
+        .unwrap();
+    assert_eq!(data.files, 18, "{:?}", planned.report.files);
     assert!(planned.cost().files_to_delete >= 18, "{:?}", planned.cost());
     assert_eq!(current(&fx.load(&ident).await), after_compaction);
     let expired = expire.execute().await.unwrap();

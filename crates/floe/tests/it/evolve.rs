@@ -6,6 +6,7 @@ use floe::alter::partition::PartitionEvolution;
 use floe::alter::schema::SchemaChange;
 use floe::compact::CompactBuilder;
 use floe::iceberg::TableIdent;
+use floe::operations::Operation;
 
 use crate::common::{count_and_sum, read_with_python, rows, Fixture};
 

@@ -3,6 +3,7 @@
 //! across restarts and a crash between writing and committing, after compaction and expiry,
 //! read by floe, PyIceberg and DuckDB; bad changes are dead letters.
 
+use floe::operations::Operation;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,7 @@
 //! backpressure stretches the commit interval while compaction debt is over its limit; a
 //! restarted writer finds its positions past snapshots expiry removed.
 
+use floe::operations::Operation;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -467,3 +467,52 @@ async fn leases_and_run_times_follow_the_store_clock_whatever_a_maintainers_cloc
         .iter()
         .any(|l| l.contains("clock skew") && l.contains("30s behind")));
 }
+
+/// `maintain --once` applies the plan it scored: each job's table scan (compaction) and
+/// storage listing (orphan removal) happens once per plan, not again when the job runs.
+#[tokio::test]
+async fn maintain_plans_each_job_once_and_applies_that_plan() {
+    let fx = Fixture::new().await;
+    let t = table_due_for_compaction(&fx, "ns.once").await;
+    let location = fx
+        .load(&t)
+        .await
+        .metadata()
+        .location()
+        .trim_end_matches('/')
+        .to_string();
+    crate::safety::backdate(fx.warehouse());
+    let (m, _) = maintainer(&fx.catalog, &fx.config.uri, opts("m1")).await;
+    let s = m.run_once().await.unwrap();
+    assert_eq!(s.jobs_failed, 0, "{s:#?}");
+    let planned = |job: &str| {
+        s.passes
+            .iter()
+            .flat_map(|p| &p.decisions)
+            .filter(|d| d.table == "ns.once" && d.job == job && !d.cost.is_zero())
+            .count() as u64
+    };
+    let chosen = |job: &str| {
+        s.passes
+            .iter()
+            .flat_map(|p| &p.decisions)
+            .filter(|d| d.table == "ns.once" && d.job == job && d.chosen)
+            .count()
+    };
+    assert!(chosen("compact") >= 1, "{:#?}", s.passes);
+    assert!(chosen("remove-orphan-files") >= 1, "{:#?}", s.passes);
+    assert_eq!(compactions(&fx.catalog, &t).await, chosen("compact"));
+    // Planning scanned (listed) once per plan; running the chosen jobs added nothing.
+    assert_eq!(
+        floe::fault::probed("scan", &location),
+        planned("compact"),
+        "{:#?}",
+        s.passes
+    );
+    assert_eq!(
+        floe::fault::probed("list", &location),
+        planned("remove-orphan-files"),
+        "{:#?}",
+        s.passes
+    );
+}

@@ -5,6 +5,7 @@
 //! exists, no file younger than the orphan threshold was deleted, the current snapshot reads the
 //! same rows, and the newest snapshot of a streaming writer survives expiry.
 
+use floe::operations::Operation;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -214,8 +215,7 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
                     &fx.catalog,
                     ident.clone(),
                 )
-                .with_dry_run(false)
-                .execute()
+                .run(false)
                 .await
                 .unwrap();
             }
@@ -406,8 +406,7 @@ async fn orphan_removal_refuses_unsafe_requests() {
     assert!(e.to_string().contains("gc.enabled"), "{e}");
     // A dry run still reports.
     OrphanBuilder::new(&fx.catalog, ident.clone())
-        .with_dry_run(true)
-        .execute()
+        .run(true)
         .await
         .unwrap();
 }
@@ -423,8 +422,7 @@ async fn orphan_removal_keeps_files_differing_only_by_scheme_unless_told() {
     // Listing a plain path while metadata says file://: the same files, no orphan.
     let r = OrphanBuilder::new(&fx.catalog, ident.clone())
         .location(Some(location.display().to_string()))
-        .with_dry_run(true)
-        .execute()
+        .run(true)
         .await
         .unwrap();
     assert_eq!(r.orphan_files, 0, "{:?}", r.sample);
@@ -458,8 +456,7 @@ async fn clean_metadata_removes_only_files_out_of_the_log() {
     };
     assert_eq!(count().await, 8, "create + property + 6 appends");
     let r = floe::clean::metadata_files::CleanMetadataBuilder::new(&fx.catalog, ident.clone())
-        .with_dry_run(false)
-        .execute()
+        .run(false)
         .await
         .unwrap();
     assert_eq!(r.deleted.deleted, 5);
@@ -484,8 +481,7 @@ async fn rewrite_manifests_merges_and_clusters_without_changing_content() {
     assert_eq!(n_before, 12);
     let r =
         floe::clean::rewrite_manifests::RewriteManifestsBuilder::new(&fx.catalog, ident.clone())
-            .with_dry_run(false)
-            .execute()
+            .run(false)
             .await
             .unwrap();
     assert_eq!(r.manifests_before, 12);
@@ -587,8 +583,7 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     // The suggested filter is one `floe compact` accepts.
     floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
         .with_where(Some(filter))
-        .with_dry_run(true)
-        .execute()
+        .run(true)
         .await
         .unwrap();
     let html = floe::diagnose::render::html(&r);

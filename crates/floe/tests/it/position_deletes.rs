@@ -2,6 +2,7 @@
 //! same commit), and `rewrite-position-delete-files` merges them, dropping rows that point at
 //! files gone; rows stay the same for floe, PyIceberg and DuckDB.
 
+use floe::operations::Operation;
 use std::collections::{BTreeSet, HashMap};
 
 use floe::compact::position_deletes::RewriteDeletesBuilder;

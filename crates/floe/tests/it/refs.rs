@@ -2,6 +2,7 @@
 //! clearly when wrong, honoured by expiry (a tag keeps its snapshot until its max-ref-age
 //! passes; a dropped tag keeps nothing), and seen by PyIceberg.
 
+use floe::operations::Operation;
 use std::time::Duration;
 
 use floe::expire::ExpireBuilder;

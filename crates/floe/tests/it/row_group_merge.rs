@@ -6,6 +6,7 @@
 use floe::compact::{CompactBuilder, CompactMetrics};
 use floe::iceberg::spec::{DataContentType, DataFile, Struct};
 use floe::iceberg::TableIdent;
+use floe::operations::Operation;
 
 use crate::common::{read_with_python as read, rows, sum_ids, Fixture};
 

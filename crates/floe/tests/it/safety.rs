@@ -3,6 +3,7 @@
 //! names that would escape or nest are refused at create time. Each test reproduces an attack
 //! that broke an earlier version.
 
+use floe::operations::Operation;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -40,7 +41,7 @@ fn table_dir(fx: &Fixture, name: &str) -> PathBuf {
     fx.warehouse().join(ns).join(t)
 }
 
-fn orphans<'a>(fx: &'a Fixture, ident: &TableIdent) -> OrphanBuilder<'a> {
+fn orphans(fx: &Fixture, ident: &TableIdent) -> OrphanBuilder {
     OrphanBuilder::new(&fx.catalog, ident.clone())
 }
 
@@ -98,8 +99,7 @@ async fn orphan_removal_does_not_follow_a_symlink_out_of_the_table() {
     backdate(fx._dir.path());
     let r = orphans(&fx, &x)
         .location(Some(link.display().to_string()))
-        .with_dry_run(true)
-        .execute()
+        .run(true)
         .await;
     assert!(matches!(r, Err(Error::Refused { .. })), "{r:?}");
     let r = orphans(&fx, &x).execute().await.unwrap();

@@ -2,6 +2,7 @@
 //! never blocks the property update that repairs the table, while the commands that need it fail
 //! naming the table, the key and the repair.
 
+use floe::operations::Operation;
 use std::collections::HashMap;
 use std::process::Command;
 
