@@ -11,7 +11,14 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "base",
-        &["error", "properties", "secrets", "fault", "operation"],
+        &[
+            "error",
+            "properties",
+            "secrets",
+            "fault",
+            "operation",
+            "server",
+        ],
     ),
     ("storage", &["storage"]),
     ("table", &["table"]),

@@ -28,7 +28,8 @@
 //!      v        schema/partition text
 //!  storage      FileIO by scheme, S3 listing, the delete fence and the only delete functions
 //!      v
-//!  base         error, properties (every table property floe reads), secrets, fault, operation
+//!  base         error, properties (every table property floe reads), secrets, fault, operation,
+//!               server (the HTTP server and Prometheus exposition of the endpoints)
 //! ```
 //!
 //! ## The data flow
@@ -55,7 +56,9 @@
 //! - [`operation`]: the shape every operation shares (`plan()`, `execute()`, [`operation::Cost`]).
 //! - [`error`]: one error type; every variant names what to fix. [`properties`]: names,
 //!   defaults and validation of table properties. [`secrets`]: the one masking function for
-//!   everything printed. [`fault`]: fault injection for crash tests.
+//!   everything printed. [`fault`]: fault injection for crash tests. [`server`]: the one HTTP
+//!   server (axum) of `floe maintain --listen` and `floe ingest --metrics-addr`, and their
+//!   Prometheus text exposition ([`server::exposition`]).
 //! - [`storage`]: FileIO construction, the S3 lister, listings ([`storage::listing`]), the delete
 //!   fence ([`storage::fence`]: nothing outside the table's own location is ever deleted) and
 //!   batched deletes ([`storage::delete`]).
@@ -96,6 +99,7 @@ pub mod operations;
 pub mod properties;
 pub mod refs;
 pub mod secrets;
+pub mod server;
 pub mod sql;
 pub mod storage;
 pub mod table;

@@ -9,16 +9,15 @@
 //! `throttledSeconds`), and with `--maintain` the in-process maintenance's `floe_maintain_*`
 //! metrics.
 
-use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ingest::maintain::Debt;
 use crate::ingest::source::StreamLag;
 use crate::maintain::state::ServiceState;
+use crate::server;
+use crate::server::exposition::{self, Family};
 
 /// Upper bounds of the data file size histogram (bytes).
 const SIZE_BUCKETS: [u64; 8] = [
@@ -127,119 +126,126 @@ impl Metrics {
         (chrono::Utc::now().timestamp_millis() - last).max(0) as f64 / 1000.0
     }
 
-    /// The Prometheus text exposition.
+    /// The Prometheus text exposition (format 0.0.4), through [`crate::server::exposition`].
     pub fn render(&self) -> String {
-        let mut s = String::new();
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        };
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        counter(
-            "recordsIn",
-            "Records read from the source.",
-            get(&self.records_in),
-        );
-        counter(
-            "badRecords",
-            "Records sent to the dead-letter sink.",
-            get(&self.bad_records),
-        );
-        counter(
-            "flushedDataFiles",
-            "Data files written.",
-            get(&self.flushed_data_files),
-        );
-        counter(
-            "committedDataFilesCount",
-            "Data files committed.",
-            get(&self.committed_data_files_count),
-        );
-        counter(
-            "committedDataFilesRecordCount",
-            "Records in committed data files.",
-            get(&self.committed_data_files_record_count),
-        );
-        counter("commits", "Successful commits.", get(&self.commits));
-        counter(
-            "throttledSeconds",
-            "Seconds the commit interval was stretched beyond --commit-interval by backpressure.",
-            get(&self.throttled_ms) / 1000,
-        );
-        counter(
-            "spilledBytes",
-            "Bytes spilled to local disk by the write buffers.",
-            get(&self.spilled_bytes),
-        );
-        let mut gauge = |name: &str, help: &str, v: String| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        };
-        gauge(
-            "lastFlushDurationMs",
-            "Duration of the last flush.",
-            get(&self.last_flush_duration_ms).to_string(),
-        );
-        gauge(
-            "lastCommitDurationMs",
-            "Duration of the last commit.",
-            get(&self.last_commit_duration_ms).to_string(),
-        );
-        gauge(
-            "elapsedSecondsSinceLastSuccessfulCommit",
-            "Seconds since the last successful commit.",
-            format!("{:.3}", self.elapsed_since_commit()),
-        );
-        gauge(
-            "commitIntervalMs",
-            "The commit interval in effect (longer than --commit-interval under backpressure).",
-            get(&self.effective_commit_interval_ms).to_string(),
-        );
-        gauge(
-            "sourceConnected",
-            "1 while the source answers, 0 while its reader retries (a Kafka broker gone).",
-            u8::from(self.source_unreachable_since_ms.load(Ordering::Relaxed) == 0).to_string(),
-        );
-        gauge(
-            "elapsedSecondsSinceSourceReachable",
-            "Seconds since the source last answered (0 while it answers).",
-            format!("{:.3}", self.elapsed_since_source_reachable()),
-        );
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let mut out = Vec::new();
+        for (name, help, v) in [
+            (
+                "recordsIn",
+                "Records read from the source.",
+                get(&self.records_in),
+            ),
+            (
+                "badRecords",
+                "Records sent to the dead-letter sink.",
+                get(&self.bad_records),
+            ),
+            (
+                "flushedDataFiles",
+                "Data files written.",
+                get(&self.flushed_data_files),
+            ),
+            (
+                "committedDataFilesCount",
+                "Data files committed.",
+                get(&self.committed_data_files_count),
+            ),
+            (
+                "committedDataFilesRecordCount",
+                "Records in committed data files.",
+                get(&self.committed_data_files_record_count),
+            ),
+            ("commits", "Successful commits.", get(&self.commits)),
+            (
+                "throttledSeconds",
+                "Seconds the commit interval was stretched beyond --commit-interval by backpressure.",
+                (self.throttled_ms.load(Ordering::Relaxed) / 1000) as f64,
+            ),
+            (
+                "spilledBytes",
+                "Bytes spilled to local disk by the write buffers.",
+                get(&self.spilled_bytes),
+            ),
+        ] {
+            out.push(Family::counter(name, help).with_value(v));
+        }
+        let mut gauges = vec![
+            (
+                "lastFlushDurationMs",
+                "Duration of the last flush.",
+                get(&self.last_flush_duration_ms),
+            ),
+            (
+                "lastCommitDurationMs",
+                "Duration of the last commit.",
+                get(&self.last_commit_duration_ms),
+            ),
+            (
+                "elapsedSecondsSinceLastSuccessfulCommit",
+                "Seconds since the last successful commit.",
+                self.elapsed_since_commit(),
+            ),
+            (
+                "commitIntervalMs",
+                "The commit interval in effect (longer than --commit-interval under backpressure).",
+                get(&self.effective_commit_interval_ms),
+            ),
+            (
+                "sourceConnected",
+                "1 while the source answers, 0 while its reader retries (a Kafka broker gone).",
+                f64::from(u8::from(
+                    self.source_unreachable_since_ms.load(Ordering::Relaxed) == 0,
+                )),
+            ),
+            (
+                "elapsedSecondsSinceSourceReachable",
+                "Seconds since the source last answered (0 while it answers).",
+                self.elapsed_since_source_reachable(),
+            ),
+        ];
         if let Some(d) = self.debt.lock().expect("not poisoned").as_ref() {
-            gauge(
-                "debtSmallFilesPerPartition",
-                "Small data files in the partition holding the most.",
-                d.max_small_files.to_string(),
-            );
-            gauge(
-                "debtSnapshotsSinceCompaction",
-                "Snapshots since the last compaction.",
-                d.snapshots_since_compaction.to_string(),
-            );
-            gauge(
-                "debtSecondsSinceCompaction",
-                "Seconds small files have waited since the last compaction.",
-                format!("{:.3}", d.ms_since_compaction as f64 / 1000.0),
-            );
-            gauge(
-                "debtOverLimit",
-                "1 while a debt limit (floe.ingest.max-*) is passed.",
-                u8::from(!d.over.is_empty()).to_string(),
-            );
+            gauges.extend([
+                (
+                    "debtSmallFilesPerPartition",
+                    "Small data files in the partition holding the most.",
+                    d.max_small_files as f64,
+                ),
+                (
+                    "debtSnapshotsSinceCompaction",
+                    "Snapshots since the last compaction.",
+                    d.snapshots_since_compaction as f64,
+                ),
+                (
+                    "debtSecondsSinceCompaction",
+                    "Seconds small files have waited since the last compaction.",
+                    d.ms_since_compaction as f64 / 1000.0,
+                ),
+                (
+                    "debtOverLimit",
+                    "1 while a debt limit (floe.ingest.max-*) is passed.",
+                    f64::from(u8::from(!d.over.is_empty())),
+                ),
+            ]);
+        }
+        for (name, help, v) in gauges {
+            out.push(Family::gauge(name, help).with_value(v));
         }
         let b = *self.size_buckets.lock().expect("not poisoned");
-        let _ = writeln!(s, "# HELP dataFilesSizeHistogram Sizes of flushed data files.\n# TYPE dataFilesSizeHistogram histogram");
         let mut cum = 0;
+        let mut buckets = Vec::with_capacity(SIZE_BUCKETS.len());
         for (i, upper) in SIZE_BUCKETS.iter().enumerate() {
             cum += b[i];
-            let _ = writeln!(s, "dataFilesSizeHistogram_bucket{{le=\"{upper}\"}} {cum}");
+            buckets.push((*upper as f64, cum));
         }
         cum += b[SIZE_BUCKETS.len()];
-        let _ = writeln!(s, "dataFilesSizeHistogram_bucket{{le=\"+Inf\"}} {cum}");
-        let _ = writeln!(
-            s,
-            "dataFilesSizeHistogram_sum {}",
-            self.size_sum.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(s, "dataFilesSizeHistogram_count {cum}");
+        out.push(Family::histogram(
+            "dataFilesSizeHistogram",
+            "Sizes of flushed data files.",
+            &buckets,
+            self.size_sum.load(Ordering::Relaxed) as f64,
+            cum,
+        ));
         for (name, help, lag) in [
             (
                 "sourceLag",
@@ -252,20 +258,13 @@ impl Metrics {
                 &self.lag_committed,
             ),
         ] {
-            let lag = lag.lock().expect("not poisoned");
-            if lag.is_empty() {
-                continue;
+            let mut f = Family::gauge(name, help);
+            for l in lag.lock().expect("not poisoned").iter() {
+                f.sample(&[("stream", &l.stream.replace('"', "'"))], l.lag as f64);
             }
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for l in lag.iter() {
-                let _ = writeln!(
-                    s,
-                    "{name}{{stream=\"{}\"}} {}",
-                    l.stream.replace('"', "'"),
-                    l.lag
-                );
-            }
+            out.push(f);
         }
+        let mut s = exposition::encode(out);
         if let Some(state) = self.maintenance.lock().expect("not poisoned").as_ref() {
             s.push_str(&state.render_metrics());
         }
@@ -273,32 +272,19 @@ impl Metrics {
     }
 }
 
-/// Serves `metrics` at `addr` (any path answers with the exposition).
+/// Serves `metrics` at `addr` through [`crate::server`] (any path answers with the
+/// exposition).
 pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::invalid_option("--metrics-addr", addr, e.to_string()))?;
-    Ok(tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                continue;
-            };
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ =
-                    tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf))
-                        .await;
-                let body = metrics.render();
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            });
-        }
-    }))
+    let (_, task) = server::spawn("--metrics-addr", addr, move |_, _| {
+        let mut r = http::Response::new(metrics.render());
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(prometheus::TEXT_FORMAT),
+        );
+        r
+    })
+    .await?;
+    Ok(task)
 }
 
 #[cfg(test)]
@@ -330,7 +316,7 @@ mod tests {
         assert!(text.contains("elapsedSecondsSinceLastSuccessfulCommit"));
         assert!(text.contains("sourceLagCommitted{stream=\"kafka:t:0\"} 9"));
         assert!(text.contains("sourceConnected 1\n"));
-        assert!(text.contains("elapsedSecondsSinceSourceReachable 0.000\n"));
+        assert!(text.contains("elapsedSecondsSinceSourceReachable 0\n"));
         m.set_source_unreachable(Some(chrono::Utc::now().timestamp_millis() - 4_000));
         let text = m.render();
         assert!(text.contains("sourceConnected 0\n"), "{text}");

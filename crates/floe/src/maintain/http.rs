@@ -1,7 +1,6 @@
 //! The HTTP side of `floe maintain` on `--listen`: Prometheus `/metrics`, a JSON API over the
-//! [`ServiceState`] and a dashboard page. A tiny HTTP/1.1 responder (GET only, one request per
-//! connection) on tokio's `TcpListener`; the routing is the pure [`route`], unit-tested
-//! without sockets.
+//! [`ServiceState`] and a dashboard page, GET only, served by [`crate::server`]; the routing is
+//! the pure [`route`], unit-tested without sockets.
 //!
 //! | path                  | answer                                                    |
 //! |-----------------------|-----------------------------------------------------------|
@@ -14,20 +13,16 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::state::{ServiceState, TableStatus};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::server;
 
 /// The dashboard page.
 pub const DASHBOARD_HTML: &str = include_str!("dashboard.html");
-/// The longest request head accepted.
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// How long a client has to send its request head.
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Jobs `/api/jobs` returns without `?limit=`.
 pub const DEFAULT_JOBS_LIMIT: usize = 100;
 
@@ -63,36 +58,22 @@ impl Response {
         }
     }
 
-    /// The response as bytes on the wire (HTTP/1.1, `Connection: close`).
-    pub fn to_http(&self) -> Vec<u8> {
-        let allow = if self.status == 405 {
-            "Allow: GET\r\n"
-        } else {
-            ""
-        };
-        let mut out = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n{allow}Connection: close\r\n\r\n",
-            self.status,
-            reason(self.status),
-            self.content_type,
-            self.body.len()
-        )
-        .into_bytes();
-        out.extend_from_slice(self.body.as_bytes());
-        out
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        _ => "Unknown",
+    /// The HTTP response: its content type, `Cache-Control: no-store`, and `Allow: GET` on a
+    /// 405 (the server adds the length and `Connection: close`).
+    pub fn into_http(self) -> http::Response<String> {
+        let mut b = http::Response::builder()
+            .status(self.status)
+            .header(CONTENT_TYPE, self.content_type)
+            .header(CACHE_CONTROL, "no-store");
+        if self.status == 405 {
+            b = b.header(ALLOW, "GET");
+        }
+        b.body(self.body).unwrap_or_else(|e| {
+            // Only a status outside 100..=999 fails, and route answers none.
+            let mut r = http::Response::new(format!("building the answer: {e}"));
+            *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+            r
+        })
     }
 }
 
@@ -190,118 +171,16 @@ pub fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Serves `state` at `addr`; returns the bound address (`127.0.0.1:0` picks a port) and the
-/// accept loop's task.
+/// Serves `state` at `addr` through [`crate::server`]; returns the bound address
+/// (`127.0.0.1:0` picks a port) and the server's task.
 pub async fn serve(
     addr: &str,
     state: Arc<ServiceState>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::invalid_option("--listen", addr, e.to_string()))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| Error::invalid_option("--listen", addr, e.to_string()))?;
-    let handle = tokio::spawn(async move {
-        loop {
-            let sock = match listener.accept().await {
-                Ok((sock, _)) => sock,
-                Err(e) => {
-                    // Out of file descriptors and the like: do not spin.
-                    tracing::warn!(error = %e, "maintain http: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let state = state.clone();
-            tokio::spawn(async move { handle(sock, &state).await });
-        }
-    });
-    Ok((local, handle))
-}
-
-/// What reading a request head gave.
-enum Head {
-    Complete(String),
-    TooLarge,
-    TimedOut,
-    Malformed,
-    Closed,
-}
-
-async fn read_head(sock: &mut tokio::net::TcpStream) -> Head {
-    let mut buf = Vec::with_capacity(1024);
-    let read = async {
-        let mut chunk = [0u8; 4096];
-        loop {
-            let n = match sock.read(&mut chunk).await {
-                Ok(0) | Err(_) if buf.is_empty() => return Head::Closed,
-                Ok(0) | Err(_) => return Head::Malformed,
-                Ok(n) => n,
-            };
-            let from = buf.len().saturating_sub(3);
-            buf.extend_from_slice(&chunk[..n]);
-            if let Some(end) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
-                let end = from + end;
-                if end > MAX_HEAD_BYTES {
-                    return Head::TooLarge;
-                }
-                return match std::str::from_utf8(&buf[..end]) {
-                    Ok(s) => Head::Complete(s.to_string()),
-                    Err(_) => Head::Malformed,
-                };
-            }
-            if buf.len() > MAX_HEAD_BYTES {
-                return Head::TooLarge;
-            }
-        }
-    };
-    tokio::time::timeout(HEAD_TIMEOUT, read)
-        .await
-        .unwrap_or(Head::TimedOut)
-}
-
-async fn handle(mut sock: tokio::net::TcpStream, state: &ServiceState) {
-    let resp = match read_head(&mut sock).await {
-        Head::Closed => return,
-        Head::TimedOut => Response::error(408, "request head not received in time"),
-        Head::TooLarge => Response::error(
-            431,
-            &format!("request head larger than {MAX_HEAD_BYTES} bytes"),
-        ),
-        Head::Malformed => Response::error(400, "malformed request"),
-        Head::Complete(head) => {
-            let line = head.lines().next().unwrap_or("");
-            let mut parts = line.split(' ');
-            match (parts.next(), parts.next(), parts.next(), parts.next()) {
-                (Some(method), Some(target), Some(version), None)
-                    if version.starts_with("HTTP/1.") =>
-                {
-                    // An absolute-form target (`http://host/path`) routes by its path.
-                    let target = match target.strip_prefix("http://") {
-                        Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
-                        None => target,
-                    };
-                    route(state, method, target)
-                }
-                _ => Response::error(400, "malformed request line"),
-            }
-        }
-    };
-    let _ = sock.write_all(&resp.to_http()).await;
-    let _ = sock.shutdown().await;
-    // Lingering close: read what the client still sends (the rest of a too large head) until
-    // it closes, so that closing with unread input does not reset the connection before the
-    // client read the answer.
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let mut sink = [0u8; 4096];
-        while let Ok(n) = sock.read(&mut sink).await {
-            if n == 0 {
-                break;
-            }
-        }
+    server::spawn("--listen", addr, move |method, target| {
+        route(&state, method.as_str(), target).into_http()
     })
-    .await;
+    .await
 }
 
 #[cfg(test)]

@@ -6,12 +6,12 @@
 //! Times are inputs (`now_ms`, epoch milliseconds), so the state is deterministic in tests.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::fmt::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
 use crate::operation::Cost;
+use crate::server::exposition::{self, Family};
 
 /// Samples kept per table (a day at one pass every 30 s).
 pub const HISTORY_LEN: usize = 2880;
@@ -334,13 +334,10 @@ impl ServiceState {
         }
     }
 
-    /// The Prometheus text exposition (format 0.0.4).
+    /// The Prometheus text exposition (format 0.0.4), through [`crate::server::exposition`].
     pub fn render_metrics(&self) -> String {
         let inner = self.lock();
-        let mut s = String::new();
-        let header = |s: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
+        let mut out: Vec<Family> = Vec::new();
 
         let mut kinds: Vec<&str> = JOB_KINDS.to_vec();
         for k in inner.counters.keys() {
@@ -366,11 +363,12 @@ impl ServiceState {
             ),
         ];
         for (name, help, get) in per_job {
-            header(&mut s, name, "counter", help);
+            let mut f = Family::counter(name, help);
             for k in &kinds {
                 let v = inner.counters.get(*k).map(get).unwrap_or(0);
-                let _ = writeln!(s, "{name}{{job=\"{}\"}} {v}", escape_label(k));
+                f.sample(&[("job", k)], v as f64);
             }
+            out.push(f);
         }
         for (name, help, v) in [
             (
@@ -389,8 +387,7 @@ impl ServiceState {
                 inner.files_deleted,
             ),
         ] {
-            header(&mut s, name, "counter", help);
-            let _ = writeln!(s, "{name} {v}");
+            out.push(Family::counter(name, help).with_value(v as f64));
         }
         for (name, help, v) in [
             (
@@ -409,76 +406,64 @@ impl ServiceState {
                 problems(&inner),
             ),
         ] {
-            header(&mut s, name, "gauge", help);
-            let _ = writeln!(s, "{name} {v}");
+            out.push(Family::gauge(name, help).with_value(v as f64));
         }
-        let per_table: [Series<TableStatus, String>; 6] = [
+        let per_table: [Series<TableStatus, f64>; 6] = [
             (
                 "floe_table_live_data_files",
                 "Data files of the table's current snapshot.",
-                |t| t.live_data_files.to_string(),
+                |t| t.live_data_files as f64,
             ),
             (
                 "floe_table_small_files",
                 "Data files below the table's small-file threshold.",
-                |t| t.small_files.to_string(),
+                |t| t.small_files as f64,
             ),
             (
                 "floe_table_delete_files",
                 "Delete files of the table's current snapshot.",
-                |t| t.delete_files.to_string(),
+                |t| t.delete_files as f64,
             ),
             (
                 "floe_table_snapshots",
                 "Snapshots in the table's metadata.",
-                |t| t.snapshots.to_string(),
+                |t| t.snapshots as f64,
             ),
             (
                 "floe_table_data_bytes",
                 "Bytes of the data files of the table's current snapshot.",
-                |t| t.data_bytes.to_string(),
+                |t| t.data_bytes as f64,
             ),
             (
                 "floe_table_debt",
                 "Sum of the benefit of the table's due maintenance jobs.",
-                |t| prom_float(t.debt),
+                |t| t.debt,
             ),
         ];
         // A skipped table is a series of its own, with the reason.
-        let name = "floe_maintain_table_skipped";
-        header(
-            &mut s,
-            name,
-            "gauge",
+        let mut skipped = Family::gauge(
+            "floe_maintain_table_skipped",
             "Tables floe maintain skips (an invalid property, unreadable metadata), with the reason.",
         );
         for (table, (status, _)) in &inner.tables {
             if let Some(p) = &status.problem {
-                let _ = writeln!(
-                    s,
-                    "{name}{{table=\"{}\",reason=\"{}\"}} 1",
-                    escape_label(table),
-                    escape_label(p)
-                );
+                skipped.sample(&[("table", table), ("reason", p)], 1.0);
             }
         }
+        out.push(skipped);
         for (name, help, get) in per_table {
-            header(&mut s, name, "gauge", help);
+            let mut f = Family::gauge(name, help);
             for (table, (status, history)) in &inner.tables {
                 // A table skipped before any evaluation has no numbers: zeros would read
                 // as a healthy table (one evaluated before keeps its last numbers).
                 if status.problem.is_some() && history.is_empty() {
                     continue;
                 }
-                let _ = writeln!(
-                    s,
-                    "{name}{{table=\"{}\"}} {}",
-                    escape_label(table),
-                    get(status)
-                );
+                f.sample(&[("table", table)], get(status));
             }
+            out.push(f);
         }
-        s
+        exposition::encode(out)
     }
 }
 
@@ -491,31 +476,6 @@ fn problems(inner: &Inner) -> usize {
         .values()
         .filter(|(s, _)| s.problem.is_some())
         .count()
-}
-
-/// A label value of the Prometheus text format: backslash, double quote and newline escaped.
-pub fn escape_label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A float sample value of the Prometheus text format (`NaN`, `+Inf`, `-Inf`).
-fn prom_float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
-    } else {
-        v.to_string()
-    }
 }
 
 #[cfg(test)]

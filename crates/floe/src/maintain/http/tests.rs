@@ -1,3 +1,7 @@
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use super::*;
 use crate::maintain::state::{Decision, TableStatus};
 use crate::operation::Cost;
@@ -140,9 +144,9 @@ fn pages_metrics_and_errors() {
     let r = route(&s, "POST", "/api/status");
     assert_eq!(r.status, 405);
     assert!(json(&r)["error"].is_string());
-    assert!(String::from_utf8(r.to_http())
-        .unwrap()
-        .contains("\r\nAllow: GET\r\n"));
+    let r = r.into_http();
+    assert_eq!(r.headers()["allow"], "GET");
+    assert_eq!(r.headers()["cache-control"], "no-store");
     assert_eq!(route(&s, "DELETE", "/api/tables/ns.b").status, 405);
 }
 
@@ -161,10 +165,15 @@ async fn serves_over_tcp() {
 
     let out = get(addr, b"GET /api/tables/ns.b HTTP/1.1\r\nHost: x\r\n\r\n").await;
     let (head, body) = out.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
-    assert!(head.contains("Content-Type: application/json\r\n"));
-    assert!(head.contains("Connection: close"));
-    assert!(head.contains(&format!("Content-Length: {}", body.len())));
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
+    assert!(
+        head.contains("content-type: application/json\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("cache-control: no-store\r\n"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert!(head.contains(&format!("content-length: {}", body.len())));
     let v: serde_json::Value = serde_json::from_str(body).unwrap();
     assert_eq!(v["status"]["table"], "ns.b");
 
@@ -176,14 +185,20 @@ async fn serves_over_tcp() {
     let mut out = String::new();
     sock.read_to_string(&mut out).await.unwrap();
     assert!(out.starts_with("HTTP/1.1 200 OK\r\n"));
+    assert!(out
+        .to_ascii_lowercase()
+        .contains("content-type: text/plain; version=0.0.4; charset=utf-8\r\n"));
     assert!(out.contains("floe_maintain_tables 2"));
 
-    let big = format!(
-        "GET / HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
-        "a".repeat(MAX_HEAD_BYTES)
+    // An absolute-form target routes by its path; a 405 names the allowed method.
+    let out = get(addr, b"GET http://x/api/status HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(out.contains("\"holder\":\"host-1\""), "{out}");
+    let out = get(addr, b"POST /api/status HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(out.starts_with("HTTP/1.1 405 "), "{out}");
+    assert!(
+        out.to_ascii_lowercase().contains("\r\nallow: get\r\n"),
+        "{out}"
     );
-    let out = get(addr, big.as_bytes()).await;
-    assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
 
     let out = get(addr, b"nonsense\r\n\r\n").await;
     assert!(out.starts_with("HTTP/1.1 400 "), "{out}");

@@ -187,9 +187,13 @@ fn table_gauges_escape_their_labels() {
     for l in m.lines().filter(|l| !l.starts_with('#')) {
         assert!(l.starts_with("floe_"), "bad line {l:?}");
     }
-    assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
-    assert_eq!(prom_float(f64::INFINITY), "+Inf");
-    assert_eq!(prom_float(f64::NAN), "NaN");
+    let mut nan = status("ns.nan", 3, 1);
+    nan.debt = f64::NAN;
+    s.record_table(nan);
+    assert!(s
+        .render_metrics()
+        .lines()
+        .any(|l| l == "floe_table_debt{table=\"ns.nan\"} NaN"));
 }
 
 #[test]
