@@ -17,7 +17,9 @@ use std::time::Instant;
 use futures::TryStreamExt;
 use iceberg::TableIdent;
 
-use super::Report;
+use super::facts::median;
+pub use super::model::Probe;
+use super::model::Report;
 use crate::catalog::{ident_string, Catalog};
 use crate::error::{Error, Result};
 
@@ -28,18 +30,6 @@ pub const SAVED_FORMAT_VERSION: u32 = 1;
 /// The largest saved report `--compare` reads (a report `--save` writes is a few MiB at most):
 /// a larger file, or a device such as `/dev/zero`, is refused, naming it.
 pub const MAX_SAVED_BYTES: u64 = 64 << 20;
-
-/// A timed full read of the table's live data.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Probe {
-    /// What was run.
-    pub query: String,
-    pub snapshot_id: Option<i64>,
-    pub rows: u64,
-    pub batches: u64,
-    /// Planning and reading, until the last batch arrived.
-    pub elapsed_ms: u64,
-}
 
 /// Reads every row of `ident`'s current snapshot (all columns, delete files applied) through
 /// the iceberg crate's scan, the read `floe sql 'SELECT * FROM ns.t'` does, and times it.
@@ -158,7 +148,7 @@ impl Measures {
             delete_bytes: r.totals.delete_bytes,
             records: r.totals.records,
             partitions: r.totals.partitions,
-            files_per_partition_median: super::compute::median(&per_part),
+            files_per_partition_median: median(&per_part),
             files_per_partition_max: per_part.last().copied().unwrap_or(0),
             size_buckets: r
                 .size_histogram

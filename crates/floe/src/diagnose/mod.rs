@@ -15,6 +15,8 @@
 
 pub mod compare;
 mod compute;
+mod facts;
+mod model;
 mod observe;
 mod partitioning;
 pub mod render;
@@ -32,170 +34,15 @@ use crate::expire;
 use crate::properties;
 use crate::storage::listing::list_files;
 use crate::table::reach::{metadata_files, ReachIndex, Reached};
-use crate::table::watermarks::{watermarks, Watermark};
-use compute::{Expirable, Facts, LiveEntry, SizedPath, SnapshotFacts};
-use partitioning::SpecField;
+use crate::table::watermarks::watermarks;
+use facts::{Expirable, Facts, LiveEntry, SizedPath, SnapshotFacts, SpecField};
 
-pub use compare::{compare, probe, Comparison, Delta, Measures, Probe, SavedReport};
-pub use observe::{bytes as human_bytes, Observation};
-pub use partitioning::{OverPartitioned, SpecOption};
-
-/// A partition is active when one of the last this-many commits added a data file to it.
-pub const ACTIVE_COMMITS: usize = 10;
-/// Commits shown in the history (files added per commit over time).
-pub const RECENT_COMMITS: usize = 200;
-
-/// File-size histogram bucket upper bounds (bytes); the last bucket is open.
-const BUCKETS: [(u64, &str); 9] = [
-    (16 << 10, "< 16 KiB"),
-    (128 << 10, "16-128 KiB"),
-    (1 << 20, "128 KiB-1 MiB"),
-    (8 << 20, "1-8 MiB"),
-    (64 << 20, "8-64 MiB"),
-    (256 << 20, "64-256 MiB"),
-    (512 << 20, "256-512 MiB"),
-    (1 << 30, "512 MiB-1 GiB"),
-    (u64::MAX, ">= 1 GiB"),
-];
-
-/// One bar of the file-size histogram.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Bucket {
-    pub label: &'static str,
-    pub upper_bytes: u64,
-    pub files: u64,
-    pub bytes: u64,
-}
-
-/// Health of one partition (live files of the current snapshot).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct PartitionHealth {
-    pub partition: String,
-    pub spec_id: i32,
-    /// A `--where` filter selecting exactly this partition, when its transforms allow one.
-    pub filter: Option<String>,
-    pub data_files: u64,
-    pub records: u64,
-    pub total_bytes: u64,
-    pub avg_bytes: u64,
-    pub median_bytes: u64,
-    /// Data files under `min-file-size-bytes`.
-    pub files_under_min: u64,
-    /// Data files under the target size.
-    pub files_under_target: u64,
-    pub delete_files: u64,
-    pub delete_bytes: u64,
-    /// Delete files per data file.
-    pub delete_ratio: f64,
-    /// Rows of the delete files (position deletes: rows deleted; equality deletes: keys).
-    pub deleted_rows: u64,
-    /// `deleted_rows` per data row: the share of what readers read only to drop it (delete
-    /// debt; compaction resolves it).
-    pub deleted_row_ratio: f64,
-    /// One of the last [`ACTIVE_COMMITS`] commits added a data file here.
-    pub active: bool,
-    pub last_added_ms: Option<i64>,
-}
-
-/// One commit, for the files-per-commit history.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CommitPoint {
-    pub snapshot_id: i64,
-    pub timestamp_ms: i64,
-    pub operation: String,
-    pub added_data_files: u64,
-    pub added_bytes: u64,
-}
-
-/// Snapshot history and metadata weight.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct History {
-    pub snapshots: u64,
-    pub oldest_ms: Option<i64>,
-    pub newest_ms: Option<i64>,
-    /// Commits per hour over the recent commits (0 when they share one millisecond).
-    pub commits_per_hour: f64,
-    /// From the first to the last of the recent commits.
-    pub recent_span_ms: i64,
-    /// Average data files added per append/overwrite commit over the recent commits.
-    pub avg_files_per_commit: f64,
-    pub avg_bytes_per_commit: f64,
-    pub recent: Vec<CommitPoint>,
-    /// Files (and bytes) referenced by some snapshot but not by the current one or a ref head.
-    pub only_old_files: u64,
-    pub only_old_bytes: u64,
-    /// What `expire-snapshots` with the table's settings would delete now.
-    pub expirable_snapshots: u64,
-    pub expirable_files: u64,
-    pub expirable_bytes: u64,
-    pub metadata_json_files: u64,
-    pub metadata_json_bytes: u64,
-    pub metadata_log_entries: u64,
-    pub manifests: u64,
-    pub manifest_bytes: u64,
-    pub refs: Vec<String>,
-}
-
-/// Files on storage, from one listing of the table location.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Storage {
-    pub listed_files: u64,
-    pub listed_bytes: u64,
-    pub unreferenced_files: u64,
-    pub unreferenced_bytes: u64,
-    /// Unreferenced files by age: < 1 h, 1 h - 1 d, 1 - 3 d, >= 3 d.
-    pub unreferenced_by_age: Vec<(String, u64, u64)>,
-    pub sample_unreferenced: Vec<String>,
-    /// Why storage was not listed, when it was not.
-    pub skipped: Option<String>,
-}
-
-/// Totals over the current snapshot.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Totals {
-    pub partitions: u64,
-    pub active_partitions: u64,
-    pub data_files: u64,
-    pub data_bytes: u64,
-    pub records: u64,
-    pub delete_files: u64,
-    pub delete_bytes: u64,
-    pub files_under_min: u64,
-    pub files_under_target: u64,
-    pub median_bytes: u64,
-}
-
-/// Sizes diagnose judges files against.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Thresholds {
-    pub target_file_size_bytes: u64,
-    pub min_file_size_bytes: u64,
-    pub min_input_files: u64,
-}
-
-/// The whole report.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Report {
-    pub table: String,
-    pub location: String,
-    pub generated_at_ms: i64,
-    pub duration_ms: u64,
-    pub thresholds: Thresholds,
-    pub totals: Totals,
-    pub size_histogram: Vec<Bucket>,
-    /// Partitions, most data files first.
-    pub partitions: Vec<PartitionHealth>,
-    pub history: History,
-    pub storage: Storage,
-    pub writers: Vec<Watermark>,
-    /// Whether the current partition spec is finer than the data rate; `None` when the table
-    /// is unpartitioned or its current spec holds no data.
-    pub over_partitioned: Option<OverPartitioned>,
-    pub observations: Vec<Observation>,
-    /// The timed full read (`--probe`, `--save`, `--compare`), when asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probe: Option<Probe>,
-}
+pub use compare::{compare, probe, Comparison, Delta, Measures, SavedReport};
+pub use model::{
+    bytes as human_bytes, Bucket, CommitPoint, History, Observation, OverPartitioned,
+    PartitionHealth, Probe, Report, SpecOption, Storage, Thresholds, Totals, ACTIVE_COMMITS,
+    RECENT_COMMITS,
+};
 
 /// The health report of one table (`floe diagnose`).
 pub struct DiagnoseBuilder<'a> {

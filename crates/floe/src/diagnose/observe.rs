@@ -2,23 +2,10 @@
 //! against the report's numbers, and when it holds, names its evidence and the first action as
 //! an exact floe command.
 
-use super::partitioning::OverPartitioned;
-use super::{History, PartitionHealth, Storage, Thresholds, Totals};
+use super::model::{
+    bytes, History, Observation, OverPartitioned, PartitionHealth, Storage, Thresholds, Totals,
+};
 use crate::table::watermarks::Watermark;
-
-/// One row of the observation table.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Observation {
-    /// Stable id for scripts.
-    pub id: &'static str,
-    pub observation: &'static str,
-    pub holds: bool,
-    /// The numbers behind the verdict.
-    pub evidence: String,
-    pub investigate: &'static str,
-    /// The first thing to run, when the observation holds.
-    pub action: Option<String>,
-}
 
 pub(super) struct Inputs<'a> {
     pub table: &'a str,
@@ -31,22 +18,6 @@ pub(super) struct Inputs<'a> {
     pub previous_versions_max: u64,
     /// `None`: unpartitioned, or no data in the current spec.
     pub over_partitioned: Option<&'a OverPartitioned>,
-}
-
-/// Human-readable byte count.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 fn pct(part: u64, whole: u64) -> f64 {

@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use iceberg::spec::Transform;
 
-use super::compute::{active_snapshots, median, LiveEntry, SnapshotFacts};
-use super::observe::bytes;
+use super::facts::{active_snapshots, median, LiveEntry, SnapshotFacts, SpecField};
+use super::model::{bytes, OverPartitioned, SpecOption};
 
 /// At least this many partitions are measured before a verdict.
 pub const MIN_PARTITIONS: usize = 4;
@@ -38,61 +38,6 @@ pub const HIGH_CARDINALITY: usize = 8;
 pub const MIN_HISTORY_MS: i64 = 3_600_000;
 
 const HOUR_MS: f64 = 3_600_000.0;
-
-/// One field of the current partition spec.
-#[derive(Debug, Clone)]
-pub(crate) struct SpecField {
-    /// The source column's name.
-    pub source: String,
-    pub transform: Transform,
-}
-
-/// A candidate spec and what its partitions would receive.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SpecOption {
-    /// In `table create --partition` syntax; empty: unpartitioned.
-    pub spec: String,
-    /// Expected bytes per partition (per window) under this spec: the median times `factor`.
-    pub bytes_per_partition: u64,
-    /// How many of today's partitions merge into one.
-    pub factor: f64,
-}
-
-/// The over-partitioning finding (see the module doc for the arithmetic).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct OverPartitioned {
-    /// The spec is finer than the data rate.
-    pub holds: bool,
-    /// The current spec, `table create --partition` syntax.
-    pub spec: String,
-    /// `closed-partitions` (a time transform: partitions no recent commit wrote to) or
-    /// `daily-rate` (no time transform: bytes per partition per day of history).
-    pub basis: &'static str,
-    /// What one measured amount covers: the finest time transform's unit, or `day`.
-    pub window: String,
-    /// Partitions measured.
-    pub partitions: u64,
-    /// Median bytes a partition receives per window.
-    pub bytes_per_partition_median: u64,
-    /// Median over recent commits of bytes added per partition the commit wrote to.
-    pub bytes_per_partition_per_commit_median: u64,
-    /// `write.target-file-size-bytes`.
-    pub target: u64,
-    /// The finding holds under this many bytes per partition (target / 8).
-    pub fire_below: u64,
-    /// A suggested spec aims at this many bytes per partition (target / 4).
-    pub aim: u64,
-    /// Windows of data one target-size file needs (target / median).
-    pub windows_for_target: f64,
-    pub suggested_spec: Option<String>,
-    pub suggested_bytes_per_partition: Option<u64>,
-    /// One-field coarsenings and what each would give, finest first.
-    pub alternatives: Vec<SpecOption>,
-    /// The commands that apply the suggestion (evolve the spec, then rewrite the data).
-    pub commands: Vec<String>,
-    /// The numbers and the arithmetic, in words.
-    pub evidence: String,
-}
 
 /// Hours of event time one partition of a time transform covers.
 fn unit_hours(t: &Transform) -> Option<f64> {

@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use super::*;
+use crate::diagnose::facts::{active_snapshots, Expirable, SpecField};
+use crate::diagnose::model::{Thresholds, ACTIVE_COMMITS};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;

@@ -1,0 +1,253 @@
+//! The report of `diagnose` as plain data: what `compute` fills in, `observe` and
+//! `partitioning` judge, `compare` measures and `render` shows. Everything else in the module
+//! points here, and this file points at nothing of it, so the module's files stay a one-way
+//! stack: model <- facts <- observe, partitioning <- compute; model <- compare <- render.
+
+use crate::table::watermarks::Watermark;
+
+/// A partition is active when one of the last this-many commits added a data file to it.
+pub const ACTIVE_COMMITS: usize = 10;
+
+/// Commits shown in the history (files added per commit over time).
+pub const RECENT_COMMITS: usize = 200;
+
+/// File-size histogram bucket upper bounds (bytes); the last bucket is open.
+pub(super) const BUCKETS: [(u64, &str); 9] = [
+    (16 << 10, "< 16 KiB"),
+    (128 << 10, "16-128 KiB"),
+    (1 << 20, "128 KiB-1 MiB"),
+    (8 << 20, "1-8 MiB"),
+    (64 << 20, "8-64 MiB"),
+    (256 << 20, "64-256 MiB"),
+    (512 << 20, "256-512 MiB"),
+    (1 << 30, "512 MiB-1 GiB"),
+    (u64::MAX, ">= 1 GiB"),
+];
+
+/// One bar of the file-size histogram.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Bucket {
+    pub label: &'static str,
+    pub upper_bytes: u64,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// Health of one partition (live files of the current snapshot).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartitionHealth {
+    pub partition: String,
+    pub spec_id: i32,
+    /// A `--where` filter selecting exactly this partition, when its transforms allow one.
+    pub filter: Option<String>,
+    pub data_files: u64,
+    pub records: u64,
+    pub total_bytes: u64,
+    pub avg_bytes: u64,
+    pub median_bytes: u64,
+    /// Data files under `min-file-size-bytes`.
+    pub files_under_min: u64,
+    /// Data files under the target size.
+    pub files_under_target: u64,
+    pub delete_files: u64,
+    pub delete_bytes: u64,
+    /// Delete files per data file.
+    pub delete_ratio: f64,
+    /// Rows of the delete files (position deletes: rows deleted; equality deletes: keys).
+    pub deleted_rows: u64,
+    /// `deleted_rows` per data row: the share of what readers read only to drop it (delete
+    /// debt; compaction resolves it).
+    pub deleted_row_ratio: f64,
+    /// One of the last [`ACTIVE_COMMITS`] commits added a data file here.
+    pub active: bool,
+    pub last_added_ms: Option<i64>,
+}
+
+/// One commit, for the files-per-commit history.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CommitPoint {
+    pub snapshot_id: i64,
+    pub timestamp_ms: i64,
+    pub operation: String,
+    pub added_data_files: u64,
+    pub added_bytes: u64,
+}
+
+/// Snapshot history and metadata weight.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct History {
+    pub snapshots: u64,
+    pub oldest_ms: Option<i64>,
+    pub newest_ms: Option<i64>,
+    /// Commits per hour over the recent commits (0 when they share one millisecond).
+    pub commits_per_hour: f64,
+    /// From the first to the last of the recent commits.
+    pub recent_span_ms: i64,
+    /// Average data files added per append/overwrite commit over the recent commits.
+    pub avg_files_per_commit: f64,
+    pub avg_bytes_per_commit: f64,
+    pub recent: Vec<CommitPoint>,
+    /// Files (and bytes) referenced by some snapshot but not by the current one or a ref head.
+    pub only_old_files: u64,
+    pub only_old_bytes: u64,
+    /// What `expire-snapshots` with the table's settings would delete now.
+    pub expirable_snapshots: u64,
+    pub expirable_files: u64,
+    pub expirable_bytes: u64,
+    pub metadata_json_files: u64,
+    pub metadata_json_bytes: u64,
+    pub metadata_log_entries: u64,
+    pub manifests: u64,
+    pub manifest_bytes: u64,
+    pub refs: Vec<String>,
+}
+
+/// Files on storage, from one listing of the table location.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Storage {
+    pub listed_files: u64,
+    pub listed_bytes: u64,
+    pub unreferenced_files: u64,
+    pub unreferenced_bytes: u64,
+    /// Unreferenced files by age: < 1 h, 1 h - 1 d, 1 - 3 d, >= 3 d.
+    pub unreferenced_by_age: Vec<(String, u64, u64)>,
+    pub sample_unreferenced: Vec<String>,
+    /// Why storage was not listed, when it was not.
+    pub skipped: Option<String>,
+}
+
+/// Totals over the current snapshot.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Totals {
+    pub partitions: u64,
+    pub active_partitions: u64,
+    pub data_files: u64,
+    pub data_bytes: u64,
+    pub records: u64,
+    pub delete_files: u64,
+    pub delete_bytes: u64,
+    pub files_under_min: u64,
+    pub files_under_target: u64,
+    pub median_bytes: u64,
+}
+
+/// Sizes diagnose judges files against.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Thresholds {
+    pub target_file_size_bytes: u64,
+    pub min_file_size_bytes: u64,
+    pub min_input_files: u64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub table: String,
+    pub location: String,
+    pub generated_at_ms: i64,
+    pub duration_ms: u64,
+    pub thresholds: Thresholds,
+    pub totals: Totals,
+    pub size_histogram: Vec<Bucket>,
+    /// Partitions, most data files first.
+    pub partitions: Vec<PartitionHealth>,
+    pub history: History,
+    pub storage: Storage,
+    pub writers: Vec<Watermark>,
+    /// Whether the current partition spec is finer than the data rate; `None` when the table
+    /// is unpartitioned or its current spec holds no data.
+    pub over_partitioned: Option<OverPartitioned>,
+    pub observations: Vec<Observation>,
+    /// The timed full read (`--probe`, `--save`, `--compare`), when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+}
+
+/// One row of the observation table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Observation {
+    /// Stable id for scripts.
+    pub id: &'static str,
+    pub observation: &'static str,
+    pub holds: bool,
+    /// The numbers behind the verdict.
+    pub evidence: String,
+    pub investigate: &'static str,
+    /// The first thing to run, when the observation holds.
+    pub action: Option<String>,
+}
+
+/// A candidate spec and what its partitions would receive.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SpecOption {
+    /// In `table create --partition` syntax; empty: unpartitioned.
+    pub spec: String,
+    /// Expected bytes per partition (per window) under this spec: the median times `factor`.
+    pub bytes_per_partition: u64,
+    /// How many of today's partitions merge into one.
+    pub factor: f64,
+}
+
+/// The over-partitioning finding (see the module doc for the arithmetic).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OverPartitioned {
+    /// The spec is finer than the data rate.
+    pub holds: bool,
+    /// The current spec, `table create --partition` syntax.
+    pub spec: String,
+    /// `closed-partitions` (a time transform: partitions no recent commit wrote to) or
+    /// `daily-rate` (no time transform: bytes per partition per day of history).
+    pub basis: &'static str,
+    /// What one measured amount covers: the finest time transform's unit, or `day`.
+    pub window: String,
+    /// Partitions measured.
+    pub partitions: u64,
+    /// Median bytes a partition receives per window.
+    pub bytes_per_partition_median: u64,
+    /// Median over recent commits of bytes added per partition the commit wrote to.
+    pub bytes_per_partition_per_commit_median: u64,
+    /// `write.target-file-size-bytes`.
+    pub target: u64,
+    /// The finding holds under this many bytes per partition (target / 8).
+    pub fire_below: u64,
+    /// A suggested spec aims at this many bytes per partition (target / 4).
+    pub aim: u64,
+    /// Windows of data one target-size file needs (target / median).
+    pub windows_for_target: f64,
+    pub suggested_spec: Option<String>,
+    pub suggested_bytes_per_partition: Option<u64>,
+    /// One-field coarsenings and what each would give, finest first.
+    pub alternatives: Vec<SpecOption>,
+    /// The commands that apply the suggestion (evolve the spec, then rewrite the data).
+    pub commands: Vec<String>,
+    /// The numbers and the arithmetic, in words.
+    pub evidence: String,
+}
+
+/// A timed full read of the table's live data.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Probe {
+    /// What was run.
+    pub query: String,
+    pub snapshot_id: Option<i64>,
+    pub rows: u64,
+    pub batches: u64,
+    /// Planning and reading, until the last batch arrived.
+    pub elapsed_ms: u64,
+}
+
+/// Human-readable byte count.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
