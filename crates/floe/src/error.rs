@@ -99,13 +99,16 @@ pub enum Error {
     CommitConflict {
         table: String,
         attempts: u32,
-        reason: String,
+        reason: crate::commit::Conflict,
     },
 
     /// A rewrite or delete is no longer valid against the current table state
     /// (a replaced file is gone, or a new delete file applies to it). Not retryable.
     #[error("validation failed for '{table}': {reason}")]
-    ValidationFailed { table: String, reason: String },
+    ValidationFailed {
+        table: String,
+        reason: crate::commit::Conflict,
+    },
 
     /// Rows cannot be written in the table's schema: a column the table requires is missing,
     /// or a type cannot be converted (columns are matched by Iceberg field id).
