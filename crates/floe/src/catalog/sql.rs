@@ -275,7 +275,7 @@ impl SqlCatalog {
             return Err(Error::CommitConflict {
                 table: format!("{ns}.{table}"),
                 attempts: 1,
-                reason: crate::commit::Conflict::ChangedWhileDropping,
+                reason: crate::error::Conflict::ChangedWhileDropping,
             });
         }
         Ok(())

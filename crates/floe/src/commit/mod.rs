@@ -38,7 +38,6 @@
 
 pub mod action;
 mod committer;
-mod conflict;
 mod ledger;
 pub mod producer;
 pub mod retry;
@@ -49,9 +48,9 @@ use std::collections::HashMap;
 
 use iceberg::spec::{DataFile, Operation};
 
+pub use crate::error::Conflict;
 pub use crate::table::manifests::LiveFile;
 pub use committer::{CommitOutcome, Committed, Committer, Precondition, Produced};
-pub use conflict::Conflict;
 pub use ledger::Ledger;
 
 /// Builders of files for unit tests of the conflict and dangling-delete rules.

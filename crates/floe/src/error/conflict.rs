@@ -2,6 +2,7 @@
 //! floe detects. Validation conflicts (a file removed, a delete file added since the operation
 //! started) come in [`crate::Error::ValidationFailed`]; lost compare-and-swaps in
 //! [`crate::Error::CommitConflict`]. Each variant renders the message floe has always printed.
+//! Defined in the base layer (the error type carries it), re-exported as `crate::commit::Conflict`.
 
 /// Why a commit conflicts with the table as it is now.
 #[derive(Debug, Clone, PartialEq, Eq)]
