@@ -51,8 +51,9 @@ where
             let updates = std::mem::take(&mut pending);
             base = floe::commit::Committer::new(catalog, ident)
                 .on(base)
-                .commit_updates(updates)
-                .await?;
+                .commit_with(floe::commit::action::properties::on_every_attempt(updates))
+                .await?
+                .table;
             mem = base.clone();
         }
     }

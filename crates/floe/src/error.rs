@@ -8,6 +8,9 @@ use std::path::PathBuf;
 
 use crate::secrets::mask;
 
+mod conflict;
+pub use conflict::Conflict;
+
 /// A cause kept behind a floe error (`#[source]`), for callers that walk the chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -99,13 +102,13 @@ pub enum Error {
     CommitConflict {
         table: String,
         attempts: u32,
-        reason: String,
+        reason: Conflict,
     },
 
     /// A rewrite or delete is no longer valid against the current table state
     /// (a replaced file is gone, or a new delete file applies to it). Not retryable.
     #[error("validation failed for '{table}': {reason}")]
-    ValidationFailed { table: String, reason: String },
+    ValidationFailed { table: String, reason: Conflict },
 
     /// Rows cannot be written in the table's schema: a column the table requires is missing,
     /// or a type cannot be converted (columns are matched by Iceberg field id).

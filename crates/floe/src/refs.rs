@@ -18,11 +18,11 @@ use std::collections::HashMap;
 
 use iceberg::spec::{SnapshotReference, SnapshotRetention, TableMetadata, MAIN_BRANCH};
 use iceberg::table::Table;
-use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use iceberg::TableIdent;
 
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
-use crate::commit::{Committer, Produced};
+use crate::commit::{action, Committer, Produced};
 use crate::error::{Error, Result};
 use crate::table::{ident_string, refs};
 
@@ -276,20 +276,7 @@ fn plan_create(
     if existing == Some(&reference) {
         return Ok(None);
     }
-    let commit = PreparedCommit {
-        requirements: vec![
-            TableRequirement::UuidMatch { uuid: md.uuid() },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: name.to_string(),
-                snapshot_id: existing.map(|e| e.snapshot_id),
-            },
-        ],
-        updates: vec![TableUpdate::SetSnapshotRef {
-            ref_name: name.to_string(),
-            reference,
-        }],
-        written: vec![],
-    };
+    let commit = action::refs::set_ref(md, name, existing.map(|e| e.snapshot_id), reference);
     Ok(Some((commit, change)))
 }
 
@@ -345,19 +332,7 @@ fn plan_drop(
             format!("'{name}' is a {other}: use `floe table {other} drop`"),
         ));
     }
-    let commit = PreparedCommit {
-        requirements: vec![
-            TableRequirement::UuidMatch { uuid: md.uuid() },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: name.to_string(),
-                snapshot_id: Some(existing.snapshot_id),
-            },
-        ],
-        updates: vec![TableUpdate::RemoveSnapshotRef {
-            ref_name: name.to_string(),
-        }],
-        written: vec![],
-    };
+    let commit = action::refs::remove_ref(md, name, existing.snapshot_id);
     let change = RefChange {
         table: table.to_string(),
         action: "dropped",
@@ -414,17 +389,14 @@ impl Catalog {
             .commit_with(|t| async move {
                 // Each attempt checks again on the table it commits on.
                 match plan_create(table_name, t.metadata(), name, kind, snapshot_id, new)? {
-                    Some((commit, change)) => Ok(Produced {
-                        commit,
-                        plan: change,
-                    }),
+                    Some((commit, change)) => Ok(Produced::new(commit, change)),
                     None => Err(Error::CommitConflict {
                         table: table_name.clone(),
                         attempts: 1,
-                        reason: format!(
-                            "{} '{name}' was set to the same snapshot and settings by another writer meanwhile",
-                            kind.as_str()
-                        ),
+                        reason: crate::commit::Conflict::RefSetMeanwhile {
+                            kind: kind.as_str(),
+                            name: name.to_string(),
+                        },
                     }),
                 }
             })
@@ -449,10 +421,7 @@ impl Catalog {
             .on(table)
             .commit_with(|t| async move {
                 let (commit, change) = plan_drop(table_name, t.metadata(), name, kind)?;
-                Ok(Produced {
-                    commit,
-                    plan: change,
-                })
+                Ok(Produced::new(commit, change))
             })
             .await?;
         Ok(done.plan)

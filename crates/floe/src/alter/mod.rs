@@ -10,14 +10,14 @@ pub mod schema;
 
 use std::collections::HashMap;
 
-use iceberg::spec::{TableMetadata, TableMetadataBuilder};
+use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
-use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use iceberg::{TableIdent, TableUpdate};
 
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
-use crate::commit::{Committer, Produced};
-use crate::error::{Error, Result};
+use crate::commit::{action, Committer, Produced};
+use crate::error::Result;
 use crate::properties;
 use crate::table::ident_string;
 
@@ -66,44 +66,14 @@ impl Catalog {
             );
             async move {
                 writable?;
-                Ok(Produced::commit(PreparedCommit {
-                    requirements: vec![],
-                    updates,
-                    written: vec![],
-                }))
+                Ok(Produced::commit(action::properties::properties(updates)))
             }
         });
         Ok(done.await?.table)
     }
 }
 
-/// A metadata-only change planned against `md`: `change` applied through iceberg's metadata
-/// builder (which checks it, and whose change list is exactly what a catalog needs), committed
-/// under `requirements` plus the table's uuid (what the plan read). Returns the metadata the
-/// change gives and its commit; `what` names the change in errors.
-pub(crate) fn metadata_change(
-    md: &TableMetadata,
-    what: &'static str,
-    mut requirements: Vec<TableRequirement>,
-    change: impl FnOnce(TableMetadataBuilder) -> iceberg::Result<TableMetadataBuilder>,
-) -> Result<(TableMetadata, PreparedCommit)> {
-    let built = change(TableMetadataBuilder::new_from_metadata(md.clone(), None))
-        .and_then(|b| b.build())
-        .map_err(|e| Error::InvalidDefinition {
-            what,
-            fragment: md.location().to_string(),
-            reason: e.message().to_string(),
-        })?;
-    requirements.insert(0, TableRequirement::UuidMatch { uuid: md.uuid() });
-    Ok((
-        built.metadata,
-        PreparedCommit {
-            requirements,
-            updates: built.changes,
-            written: vec![],
-        },
-    ))
-}
+pub(crate) use crate::commit::action::evolve::metadata_change;
 
 impl Catalog {
     /// Commits the metadata change `plan` makes of `table`, planned again on the fresh metadata

@@ -66,7 +66,7 @@ async fn commit_sql(
             return Err(Error::CommitConflict {
                 table: name,
                 attempts: 1,
-                reason: e.message().to_string(),
+                reason: crate::error::Conflict::RequirementFailed(e.message().to_string()),
             });
         }
     }
@@ -122,7 +122,7 @@ async fn commit_sql(
         return Err(Error::CommitConflict {
             table: name,
             attempts: 1,
-            reason: "the table pointer moved during the commit".into(),
+            reason: crate::error::Conflict::PointerMoved,
         });
     }
     // The pointer has moved: the commit landed. A bad stored value must not turn it into an

@@ -338,7 +338,7 @@ impl RestBackend {
                     return Err(Error::CommitConflict {
                         table: table_name,
                         attempts: 1,
-                        reason: http_error(status, &text),
+                        reason: crate::error::Conflict::CatalogRefused(http_error(status, &text)),
                     });
                 }
                 Exchange::Answered(status, text)

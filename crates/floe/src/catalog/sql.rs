@@ -275,7 +275,7 @@ impl SqlCatalog {
             return Err(Error::CommitConflict {
                 table: format!("{ns}.{table}"),
                 attempts: 1,
-                reason: "the table changed while it was being dropped".into(),
+                reason: crate::error::Conflict::ChangedWhileDropping,
             });
         }
         Ok(())

@@ -30,8 +30,8 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::change::keys::KeyIndex;
 use crate::change::locate::{candidates, locate_known, Known};
-use crate::change::{is_nothing_left, nothing_left, prepare_owning};
-use crate::commit::{Committer, LiveFile, Produced, SnapshotUpdate};
+use crate::commit::producer::prepare_with;
+use crate::commit::{Committer, Ledger, LiveFile, Produced, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
 use crate::write::deletes::write_position_delete_file;
@@ -107,12 +107,13 @@ impl ConvertBuilder {
             let (conversion, data_files_read) = convert(&table, false).await?;
             conversion.metrics(data_files_read)
         } else {
-            let result = Committer::new(&self.catalog, &self.ident)
+            let done = Committer::new(&self.catalog, &self.ident)
                 .on(table)
                 .commit_with(|t| async move {
                     let (c, read) = convert(&t, true).await?;
                     if c.removed.is_empty() {
-                        return Err(nothing_left("convert-equality-deletes"));
+                        // Nothing convertible: report what was skipped.
+                        return Ok(Produced::nothing(c.metrics(0)));
                     }
                     let written: Vec<String> =
                         c.added.iter().map(|f| f.file_path().to_string()).collect();
@@ -122,27 +123,16 @@ impl ConvertBuilder {
                         c.added.clone(),
                         c.placement.clone(),
                     );
-                    let commit = prepare_owning(&t, &update, written).await?;
-                    Ok(Produced {
-                        commit,
-                        plan: c.metrics(read),
-                    })
+                    let commit = prepare_with(&t, &update, written).await?;
+                    Ok(Produced::new(commit, c.metrics(read)))
                 })
-                .await;
-            match result {
-                Ok(done) => {
-                    let mut m = done.plan;
-                    m.snapshot_id = done.table.metadata().current_snapshot_id();
-                    m.commit_attempts = done.attempts;
-                    m
-                }
-                Err(e) if is_nothing_left(&e) => {
-                    // Nothing convertible: report what was skipped.
-                    let t = self.catalog.load_table(&self.ident).await?;
-                    convert(&t, false).await?.0.metrics(0)
-                }
-                Err(e) => return Err(e),
+                .await?;
+            let mut m = done.plan;
+            if done.changed {
+                m.snapshot_id = done.table.metadata().current_snapshot_id();
+                m.commit_attempts = done.attempts;
             }
+            m
         };
         m.table = ident_string(&self.ident);
         m.dry_run = self.dry_run;
@@ -261,17 +251,12 @@ async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
         Ok::<_, Error>(())
     };
     if let Err(e) = step.await {
-        let written = out
+        let written: Vec<String> = out
             .added
             .iter()
             .map(|f| f.file_path().to_string())
             .collect();
-        crate::storage::delete::delete_quietly_in(
-            table.file_io(),
-            table.metadata().location(),
-            written,
-        )
-        .await;
+        Ledger::of(table).with(written).discard().await;
         return Err(e);
     }
     Ok((out, read.len()))

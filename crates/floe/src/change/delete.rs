@@ -22,9 +22,8 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::change::locate::{candidates, locate, Matched, OnFile, Searched};
 use crate::change::predicate::RowFilter;
-use crate::change::{
-    commit_row_delta_noting, is_nothing_left, nothing_left, prepare_owning, RowDelta,
-};
+use crate::change::{commit_row_delta_noting, RowDelta};
+use crate::commit::producer::prepare_with;
 use crate::commit::{Committer, Produced, SnapshotUpdate};
 use crate::compact::filter::format_now;
 use crate::error::{Error, Result};
@@ -301,7 +300,7 @@ impl DeleteBuilder {
         let planned_on = base.metadata().current_snapshot_id();
         let mut first = Some(first);
         let me = &self;
-        let result = Committer::new(&self.catalog, &self.ident)
+        let done = Committer::new(&self.catalog, &self.ident)
             .on(base)
             .commit_with(|t| {
                 let reuse = first
@@ -314,7 +313,7 @@ impl DeleteBuilder {
                         None => me.find(&t, filter).await?.0,
                     };
                     if matched.is_empty() {
-                        return Err(nothing_left("delete"));
+                        return Ok(Produced::nothing(CowOutcome::default()));
                     }
                     let (plan, data) = rewrite_without(&t, filter, &matched).await?;
                     let written: Vec<String> =
@@ -322,20 +321,19 @@ impl DeleteBuilder {
                     let removed: Vec<String> = matched.iter().map(|m| m.path.clone()).collect();
                     let update = SnapshotUpdate::overwrite(&t, removed, vec![], data)
                         .with_summary_properties(note);
-                    let commit = prepare_owning(&t, &update, written).await?;
-                    Ok(Produced { commit, plan })
+                    let commit = prepare_with(&t, &update, written).await?;
+                    Ok(Produced::new(commit, plan))
                 }
             })
-            .await;
-        match result {
-            Ok(done) => Ok(CowOutcome {
-                snapshot_id: done.table.metadata().current_snapshot_id(),
-                attempts: done.attempts,
-                ..done.plan
-            }),
-            Err(e) if is_nothing_left(&e) => Ok(CowOutcome::default()),
-            Err(e) => Err(e),
+            .await?;
+        if !done.changed {
+            return Ok(CowOutcome::default());
         }
+        Ok(CowOutcome {
+            snapshot_id: done.table.metadata().current_snapshot_id(),
+            attempts: done.attempts,
+            ..done.plan
+        })
     }
 }
 

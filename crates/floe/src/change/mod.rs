@@ -11,7 +11,8 @@
 //!        v
 //!  commit_with: every attempt locates again on the table it commits on (a concurrent commit
 //!  that added, rewrote or deleted rows is seen), so the delete and the data land together or
-//!  not at all; files written by a losing attempt are deleted.
+//!  not at all, or nothing is committed when nothing is left (`Produced::nothing`); files
+//!  written by a losing attempt are deleted, the staged data settled by the committer's ledger.
 //! ```
 //!
 //! Position deletes are the default because every reader floe supports applies them (PyIceberg
@@ -37,9 +38,9 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::catalog::Catalog;
-use crate::commit::producer::prepare;
-use crate::commit::{Committer, Produced, SnapshotUpdate};
-use crate::error::{Error, Result};
+use crate::commit::producer::prepare_with;
+use crate::commit::{Committer, Ledger, Produced, SnapshotUpdate};
+use crate::error::Result;
 use crate::write::deletes::write_position_delete_file;
 use crate::write::staged::Staged;
 use crate::write::WriteOptions;
@@ -97,57 +98,12 @@ pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes
             }
             Ok(None) => {}
             Err(e) => {
-                discard(table, out.written()).await;
+                Ledger::of(table).with(out.written()).discard().await;
                 return Err(e);
             }
         }
     }
     Ok(out)
-}
-
-/// Prepares `update` on `table` for one commit attempt that wrote `written`: if preparing
-/// fails they are deleted here; otherwise they join the commit's written files (deleted by
-/// the committer if the attempt loses).
-pub async fn prepare_owning(
-    table: &Table,
-    update: &SnapshotUpdate,
-    written: Vec<String>,
-) -> Result<crate::commit::producer::PreparedCommit> {
-    match prepare(table, update).await {
-        Ok(mut commit) => {
-            commit.written.extend(written);
-            Ok(commit)
-        }
-        Err(e) => {
-            discard(table, written).await;
-            Err(e)
-        }
-    }
-}
-
-/// The error an attempt returns when a concurrent commit left it nothing to change; see
-/// [`is_nothing_left`].
-pub(crate) fn nothing_left(operation: &str) -> Error {
-    Error::Refused {
-        operation: operation.to_string(),
-        reason: NOTHING_LEFT.into(),
-    }
-}
-
-/// True for [`nothing_left`]: the operation ends with nothing committed, not an error.
-pub(crate) fn is_nothing_left(e: &Error) -> bool {
-    matches!(e, Error::Refused { reason, .. } if reason == NOTHING_LEFT)
-}
-
-async fn discard(table: &Table, paths: Vec<String>) {
-    if !paths.is_empty() {
-        crate::storage::delete::delete_quietly_in(
-            table.file_io(),
-            table.metadata().location(),
-            paths,
-        )
-        .await;
-    }
 }
 
 /// A committed row delta.
@@ -162,9 +118,6 @@ pub struct RowDelta {
     /// The table as committed (`None` when nothing was).
     pub table: Option<Table>,
 }
-
-/// Nothing left to change at a retry (a concurrent commit deleted the rows first).
-const NOTHING_LEFT: &str = "nothing left to change (a concurrent commit changed it first)";
 
 /// Commits `data` (written already, owned: deleted if the commit finally fails) with position
 /// deletes for the rows `find` locates. Every attempt locates on the table it commits on,
@@ -265,10 +218,9 @@ where
         }
     }
     let owned: Vec<String> = data.paths();
-    let staged = data.clone();
     // Each attempt's future owns what it uses (no borrow of this frame), so the whole
     // commit stays `Send` inside spawned tasks.
-    let result = committer
+    let done = committer
         .owning(owned)
         .commit_with(move |t| {
             let reuse = first
@@ -284,23 +236,24 @@ where
             async move {
                 let (matched, searched) = search.await?;
                 let written = data.on(&t, &WriteOptions::default()).await?;
-                // Re-encoded files belong to this attempt.
-                let converted = if written.schema_id != data.schema_id {
-                    written.paths()
-                } else {
-                    vec![]
-                };
+                // Re-encoded files belong to this attempt; the staged ones are superseded.
+                let converted = written.schema_id != data.schema_id;
+                let mut attempt = Ledger::of(&t);
+                if converted {
+                    attempt.stage(written.paths());
+                }
                 let deletes = match write_deletes(&t, &matched).await {
                     Ok(d) => d,
                     Err(e) => {
-                        discard(&t, converted).await;
+                        attempt.discard().await;
                         return Err(e);
                     }
                 };
                 let data = written;
-                // Summary properties (a stream's positions) are committed even alone.
+                // Summary properties (a stream's positions) are committed even alone; a
+                // concurrent commit may have deleted the rows first: nothing to commit.
                 if deletes.is_empty() && data.files.is_empty() && summary.is_empty() {
-                    return Err(nothing_left("row delta"));
+                    return Ok(Produced::nothing(None));
                 }
                 let update = if deletes.is_empty() {
                     SnapshotUpdate::append(data.files.clone())
@@ -323,34 +276,22 @@ where
                     .with_summary_properties(summary)
                     .with_summary_properties(note)
                     .written_in(data.schema_id);
-                let mut written = deletes.written();
-                written.extend(converted);
-                let commit = prepare_owning(&t, &update, written).await?;
-                Ok(Produced {
-                    commit,
-                    plan: (deletes, searched, data.schema_id),
-                })
+                attempt.stage(deletes.written());
+                let commit = prepare_with(&t, &update, attempt.keep()).await?;
+                Ok(Produced::new(commit, Some((deletes, searched))).superseding_staged(converted))
             }
         })
-        .await;
-    match result {
-        Ok(done) => {
-            let (deletes, searched, landed_schema) = done.plan;
-            if landed_schema != staged.schema_id {
-                // The rows landed re-encoded: the files first written are referenced by nothing.
-                discard(&done.table, staged.paths()).await;
-            }
-            Ok(RowDelta {
-                snapshot_id: done.table.metadata().current_snapshot_id(),
-                attempts: done.attempts,
-                deletes,
-                searched,
-                table: Some(done.table),
-            })
-        }
-        Err(e) if is_nothing_left(&e) => Ok(RowDelta::default()),
-        Err(e) => Err(e),
-    }
+        .await?;
+    Ok(match done.plan {
+        Some((deletes, searched)) if done.changed => RowDelta {
+            snapshot_id: done.table.metadata().current_snapshot_id(),
+            attempts: done.attempts,
+            deletes,
+            searched,
+            table: Some(done.table),
+        },
+        _ => RowDelta::default(),
+    })
 }
 
 /// Compile-time check: the futures of a row delta are `Send` (an ingest runs them inside

@@ -8,16 +8,19 @@
 //!        └──── reload, backoff ◄──── conflict, budget left ◄───────────┤
 //!                                                                      ├── landed: outcome
 //!                                    outcome unknown: keep every file ◄┤
-//!                  definite failure: delete the attempt's files and,   ┘
-//!                  unless kept, the operation's own written files
+//!                  definite failure: delete the attempt's files and    ┘
+//!                  settle the operation's ledger (discard, or hand back on a conflict)
 //! ```
 //!
 //! Each attempt produces its commit against the table as it is *now*, so validation runs again
 //! on every retry; the files an attempt wrote (manifests, manifest lists) are deleted when that
 //! attempt loses. The files the operation wrote before committing (data and delete files) are
-//! deleted when the commit finally fails, unless the caller keeps them
-//! ([`Committer::keep_files_on_failure`]), and never when the outcome is unknown
-//! ([`Error::CommitStateUnknown`]): they may be referenced by a commit that landed.
+//! in its [`Ledger`], which the committer settles once: kept when the commit lands or its
+//! outcome is unknown ([`Error::CommitStateUnknown`]: a commit that landed may reference
+//! them), handed back on a conflict to a caller that lent the ledger
+//! ([`Committer::lending`]), deleted on any other failure unless the caller keeps them
+//! ([`Committer::keep_files_on_failure`]). An attempt may also find nothing to commit
+//! ([`Produced::nothing`]): the commit ends unchanged and the staged files are deleted.
 //!
 //! A bad stored value of a property the commit path reads fails the commit before anything is
 //! written, naming the table, the key and the repair command; except for property updates,
@@ -35,33 +38,63 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use iceberg::table::Table;
-use iceberg::{TableIdent, TableUpdate};
+use iceberg::TableIdent;
 
 use crate::catalog::Catalog;
 use crate::commit::producer::{self, PreparedCommit};
 use crate::commit::retry::{RetryPolicy, COMMIT_PATH_KEYS};
-use crate::commit::SnapshotUpdate;
+use crate::commit::{Ledger, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::properties;
-use crate::storage::delete::delete_quietly_in;
 use crate::table::ident_string;
 
 /// A check run against the table before every attempt (ingest's writer fence: nobody else
 /// committed under this writer id). An error stops the commit; it is not retried.
 pub type Precondition<'a> = Box<dyn Fn(&Table) -> Result<()> + Send + Sync + 'a>;
 
-/// What one attempt produced: the commit for the catalog and the plan it was made from (the
-/// plan of the attempt that landed is returned in [`Committed::plan`]).
+/// What one attempt of an action produced: a commit for the catalog (or nothing to commit:
+/// a concurrent commit already did the work) and the plan it was made from (the plan of the
+/// attempt that ended the commit is returned in [`Committed::plan`]).
 #[derive(Debug)]
 pub struct Produced<P> {
-    pub commit: PreparedCommit,
+    /// `None`: nothing to commit on this table; the commit ends without a change.
+    pub commit: Option<PreparedCommit>,
     pub plan: P,
+    /// The commit holds new files in place of the operation's staged ones (rows re-encoded in
+    /// a new schema): once it lands, the staged files are discarded, not kept.
+    pub supersedes_staged: bool,
+}
+
+impl<P> Produced<P> {
+    /// A commit, with its plan.
+    pub fn new(commit: PreparedCommit, plan: P) -> Self {
+        Self {
+            commit: Some(commit),
+            plan,
+            supersedes_staged: false,
+        }
+    }
+
+    /// Nothing to commit (the operation's staged files are discarded).
+    pub fn nothing(plan: P) -> Self {
+        Self {
+            commit: None,
+            plan,
+            supersedes_staged: false,
+        }
+    }
+
+    /// Marks the commit as holding replacements of the operation's staged files.
+    pub fn superseding_staged(mut self, supersedes: bool) -> Self {
+        self.supersedes_staged = supersedes;
+        self
+    }
 }
 
 impl Produced<()> {
     /// A commit with no plan to return.
     pub fn commit(commit: PreparedCommit) -> Self {
-        Self { commit, plan: () }
+        Self::new(commit, ())
     }
 }
 
@@ -76,12 +109,16 @@ pub struct CommitOutcome {
     pub attempts: u32,
 }
 
-/// A commit that landed, with the plan of the attempt that landed.
+/// A commit that ended: landed (`changed`), or found nothing to commit; with the plan of the
+/// attempt that ended it.
 #[derive(Debug, Clone)]
 pub struct Committed<P> {
+    /// The table as committed (as read, when nothing was committed).
     pub table: Table,
     pub attempts: u32,
     pub plan: P,
+    /// False when the last attempt had nothing to commit ([`Produced::nothing`]).
+    pub changed: bool,
 }
 
 impl<P> Committed<P> {
@@ -102,15 +139,18 @@ impl<P> Committed<P> {
 }
 
 /// Commits to one table. Build it, set what the operation needs, then call
-/// [`Committer::commit`] (a [`SnapshotUpdate`]) or [`Committer::commit_with`] (any metadata
-/// change, produced per attempt).
+/// [`Committer::commit`] (a snapshot action, [`SnapshotUpdate`]) or [`Committer::commit_with`]
+/// (any action, produced per attempt).
 pub struct Committer<'a> {
     catalog: &'a Catalog,
     ident: TableIdent,
     base: Option<Table>,
     precondition: Option<Precondition<'a>>,
     keep_files: bool,
-    owned_files: Vec<String>,
+    /// The operation's staged files, settled by the outcome ([`Ledger`]).
+    ledger: Ledger,
+    /// A caller's ledger: its files join the commit and come back to it on a conflict.
+    lent: Option<&'a mut Ledger>,
     repairing: bool,
     persistent: bool,
 }
@@ -141,7 +181,8 @@ impl<'a> Committer<'a> {
             base: None,
             precondition: None,
             keep_files: false,
-            owned_files: vec![],
+            ledger: Ledger::default(),
+            lent: None,
             repairing: false,
             persistent: false,
         }
@@ -171,15 +212,25 @@ impl<'a> Committer<'a> {
         self
     }
 
-    /// Files the operation wrote for this commit (data, delete files), deleted when the commit
-    /// finally fails. [`Committer::commit`] adds the update's own files.
+    /// Files the operation wrote for this commit (data, delete files): the committer owns them
+    /// and settles them by the outcome (kept when it lands or the outcome is unknown, deleted
+    /// otherwise). [`Committer::commit`] stages the update's own files.
     pub fn owning(mut self, paths: impl IntoIterator<Item = String>) -> Self {
-        self.owned_files.extend(paths);
+        self.ledger.stage(paths);
         self
     }
 
-    /// Leaves the operation's files in place when the commit fails: the caller owns them
-    /// (compaction retries groups one by one after a joint commit failed).
+    /// Commits the files of the caller's `ledger`, settled like [`Committer::owning`] except on
+    /// a conflict ([`Error::ValidationFailed`]): then they are handed back in `ledger`, for the
+    /// caller to commit part of them again (compaction, group by group). The ledger is empty
+    /// after any other outcome.
+    pub fn lending(mut self, ledger: &'a mut Ledger) -> Self {
+        self.lent = Some(ledger);
+        self
+    }
+
+    /// Leaves the operation's files in place when the commit fails: another process commits
+    /// them later (a group coordinator's hand-offs).
     pub fn keep_files_on_failure(mut self) -> Self {
         self.keep_files = true;
         self
@@ -192,7 +243,7 @@ impl<'a> Committer<'a> {
         self
     }
 
-    /// Commits `update` (a new snapshot).
+    /// Commits `update` (a new snapshot: a named snapshot action of [`crate::commit::action`]).
     pub async fn commit(self, update: SnapshotUpdate) -> Result<CommitOutcome> {
         let this = self.owning(update.added_paths());
         let update = &update;
@@ -204,25 +255,8 @@ impl<'a> Committer<'a> {
         Ok(done.into_outcome().0)
     }
 
-    /// Commits metadata `updates` as they are, with no requirement (a property or ref change
-    /// another engine could have made; floe's own validation is the caller's).
-    pub async fn commit_updates(self, updates: Vec<TableUpdate>) -> Result<Table> {
-        let done = self
-            .commit_with(|_| {
-                let updates = updates.clone();
-                async move {
-                    Ok(Produced::commit(PreparedCommit {
-                        requirements: vec![],
-                        updates,
-                        written: vec![],
-                    }))
-                }
-            })
-            .await?;
-        Ok(done.table)
-    }
-
-    /// Commits what `produce` makes of the table at each attempt.
+    /// Commits what `produce` makes of the table at each attempt (an action that plans per
+    /// attempt: row deltas, expiry, metadata changes).
     pub async fn commit_with<P, F, Fut>(self, produce: F) -> Result<Committed<P>>
     where
         F: FnMut(Table) -> Fut,
@@ -234,46 +268,61 @@ impl<'a> Committer<'a> {
             base,
             precondition,
             keep_files,
-            owned_files,
+            mut ledger,
+            lent,
             repairing,
             persistent,
         } = self;
-        // Where the operation's files live, known without a read when a base was given.
-        let home = base
-            .as_ref()
-            .map(|t| (t.file_io().clone(), t.metadata().location().to_string()));
+        let mut lent = lent;
+        if let Some(l) = lent.as_deref_mut() {
+            ledger.absorb(l);
+        }
+        if let Some(t) = &base {
+            ledger.locate(t);
+        }
         let result = attempt_loop(
             catalog,
             &ident,
             base,
             precondition,
             (repairing, persistent),
+            &mut ledger,
             produce,
         )
         .await;
-        if let Err(e) = &result {
-            let definite = !matches!(e, Error::CommitStateUnknown { .. });
-            if definite && !keep_files && !owned_files.is_empty() {
-                let home = match home {
-                    Some(h) => Some(h),
-                    None => catalog
-                        .load_table(&ident)
-                        .await
-                        .ok()
-                        .map(|t| (t.file_io().clone(), t.metadata().location().to_string())),
-                };
-                match home {
-                    Some((file_io, location)) => {
-                        delete_quietly_in(&file_io, &location, owned_files).await
-                    }
-                    None => tracing::warn!(
-                        table = %ident_string(&ident),
-                        "cannot reach the table to delete the files of a failed commit; they are orphans now"
-                    ),
+        match &result {
+            Ok((_, true)) => {
+                // The commit holds re-encoded copies: the staged originals are referenced by
+                // nothing.
+                ledger.discard().await;
+            }
+            Ok((done, false)) if done.changed => {
+                ledger.keep();
+            }
+            // Nothing to commit: the staged files are referenced by nothing.
+            Ok(_) => ledger.discard().await,
+            // The outcome is unknown: the files may be referenced by a commit that landed.
+            Err(Error::CommitStateUnknown { .. }) => {
+                ledger.keep();
+            }
+            Err(Error::ValidationFailed { .. }) if lent.is_some() => {
+                if let Some(l) = lent {
+                    l.absorb(&mut ledger);
                 }
             }
+            Err(_) if keep_files => {
+                ledger.keep();
+            }
+            Err(_) => {
+                if !ledger.is_empty() && !ledger.has_home() {
+                    if let Ok(t) = catalog.load_table(&ident).await {
+                        ledger.locate(&t);
+                    }
+                }
+                ledger.discard().await;
+            }
         }
-        result
+        result.map(|(done, _)| done)
     }
 }
 
@@ -283,8 +332,9 @@ async fn attempt_loop<P, F, Fut>(
     mut base: Option<Table>,
     precondition: Option<Precondition<'_>>,
     (repairing, persistent): (bool, bool),
+    ledger: &mut Ledger,
     mut produce: F,
-) -> Result<Committed<P>>
+) -> Result<(Committed<P>, bool)>
 where
     F: FnMut(Table) -> Fut,
     Fut: Future<Output = Result<Produced<P>>>,
@@ -309,6 +359,7 @@ where
             }
             _ => catalog.load_table(ident).await?,
         };
+        ledger.locate(&table);
         let policy = if repairing {
             RetryPolicy::or_defaults(&name, table.metadata().properties())
         } else {
@@ -322,28 +373,48 @@ where
         if let Some(check) = &precondition {
             check(&table)?;
         }
-        let file_io = table.file_io().clone();
         // Getters deep in the producers see only the property map: name the table here.
-        let Produced { commit, plan } = produce(table.clone())
+        let Produced {
+            commit,
+            plan,
+            supersedes_staged,
+        } = produce(table.clone())
             .await
             .map_err(|e| e.for_table(&name))?;
+        let Some(commit) = commit else {
+            let done = Committed {
+                table,
+                attempts: attempt,
+                plan,
+                changed: false,
+            };
+            return Ok((done, false));
+        };
+        // The files this attempt wrote (manifests, manifest lists, re-encoded data).
+        let mut written = Ledger::of(&table).with(commit.written);
         match catalog
             .commit(&table, &commit.requirements, commit.updates)
             .await
         {
             Ok(table) => {
                 *last_commit = table.metadata_location().map(str::to_string);
-                return Ok(Committed {
+                written.keep();
+                let done = Committed {
                     table,
                     attempts: attempt,
                     plan,
-                });
+                    changed: true,
+                };
+                return Ok((done, supersedes_staged));
             }
             // The outcome is unknown: the files may be referenced by a commit that landed.
-            Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
+            Err(e @ Error::CommitStateUnknown { .. }) => {
+                written.keep();
+                return Err(e);
+            }
             Err(e) => {
                 drop(last_commit);
-                delete_quietly_in(&file_io, table.metadata().location(), commit.written).await;
+                written.discard().await;
                 let out_of_budget = (!persistent && u64::from(attempt) > policy.num_retries)
                     || started.elapsed() >= policy.total_timeout;
                 match e {

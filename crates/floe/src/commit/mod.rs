@@ -8,10 +8,23 @@
 //! ```
 //!
 //! [`Committer`] is the one public entry: `Committer::new(&catalog, &ident)`, optionally
-//! `.on(base)`, `.with_precondition(..)`, `.owning(files)`, `.keep_files_on_failure()`, then
-//! `.commit(update)` for a snapshot or `.commit_with(produce)` for any metadata change whose
-//! plan is made per attempt (expiry, ingest). Retry, cleanup of failed attempts and the
-//! unknown-outcome rule live there once.
+//! `.on(base)`, `.with_precondition(..)`, `.owning(files)` or `.lending(&mut ledger)`, then
+//! `.commit(update)` for a snapshot action or `.commit_with(produce)` for any action planned
+//! per attempt (row deltas, expiry, metadata changes). Retry, cleanup and the unknown-outcome
+//! rule live there once.
+//!
+//! The vocabulary ([`action`]): one file per named action (append, rewrite, row delta, rewrite
+//! deletes, rewrite manifests: [`SnapshotUpdate`] constructors; properties, refs, expire,
+//! schema/spec evolution: [`producer::PreparedCommit`] builders). One file per action rather
+//! than one enum: snapshot actions share one producer and differ only in what they remove and
+//! add, while metadata actions are plain requirement + update lists; an enum would only
+//! re-dispatch to them. Every attempt yields a commit or explicitly nothing
+//! ([`Produced::nothing`]).
+//!
+//! Files an operation writes for a commit are registered in a [`Ledger`] the committer settles
+//! (kept on landing or an unknown outcome, handed back on a [`Conflict`] to a lending caller,
+//! deleted otherwise). Conflicts are a [`Conflict`] enum carried by
+//! [`crate::Error::ValidationFailed`] and [`crate::Error::CommitConflict`].
 //!
 //! Implements the Iceberg table spec v2 ("Snapshots", "Manifests", "Manifest Lists", "Sequence
 //! Numbers", "Commit Conflict Resolution and Retry"): an `append` adds a manifest of ADDED
@@ -23,7 +36,9 @@
 //! carried exactly once, removed files must be live in the parent); files an attempt wrote are
 //! deleted when the attempt loses; new files never overwrite an existing path (UUID names).
 
+pub mod action;
 mod committer;
+mod ledger;
 pub mod producer;
 pub mod retry;
 pub mod summary;
@@ -32,10 +47,11 @@ pub mod validate;
 use std::collections::HashMap;
 
 use iceberg::spec::{DataFile, Operation};
-use iceberg::table::Table;
 
+pub use crate::error::Conflict;
 pub use crate::table::manifests::LiveFile;
 pub use committer::{CommitOutcome, Committed, Committer, Precondition, Produced};
+pub use ledger::Ledger;
 
 /// Builders of files for unit tests of the conflict and dangling-delete rules.
 #[cfg(test)]
@@ -106,117 +122,6 @@ pub struct SnapshotUpdate {
 }
 
 impl SnapshotUpdate {
-    /// Append data files (never conflicts with anything but a dropped table).
-    pub fn append(files: Vec<DataFile>) -> Self {
-        Self {
-            operation: Operation::Append,
-            added_data_files: files,
-            added_delete_files: vec![],
-            removed_files: vec![],
-            data_sequence_number: None,
-            starting_snapshot_id: None,
-            summary_properties: HashMap::new(),
-            rewrite_manifests: false,
-            delete_placement: HashMap::new(),
-            written_schema_id: None,
-        }
-    }
-
-    /// Replace `removed` by `added` without changing table content (compaction). New files take
-    /// the starting snapshot's sequence number.
-    pub fn rewrite(starting: &Table, removed: Vec<String>, added: Vec<DataFile>) -> Self {
-        let start = starting.metadata().current_snapshot();
-        Self {
-            operation: Operation::Replace,
-            added_data_files: added,
-            added_delete_files: vec![],
-            removed_files: removed,
-            data_sequence_number: start.map(|s| s.sequence_number()),
-            starting_snapshot_id: start.map(|s| s.snapshot_id()),
-            summary_properties: HashMap::new(),
-            rewrite_manifests: false,
-            delete_placement: HashMap::new(),
-            // Outputs are written in the schema the operation started from.
-            written_schema_id: Some(starting.metadata().current_schema_id()),
-        }
-    }
-
-    /// Replace delete files `removed` by `added` delete files without changing table content
-    /// (`rewrite-position-delete-files`); `placement` gives each added file's partition spec
-    /// and data sequence number (by path), so it applies to exactly the data files the replaced
-    /// ones did.
-    pub fn rewrite_deletes(
-        starting: &Table,
-        removed: Vec<String>,
-        added: Vec<DataFile>,
-        placement: HashMap<String, (i32, i64)>,
-    ) -> Self {
-        let mut u = Self::changes(Operation::Replace, starting, removed, added, vec![]);
-        u.delete_placement = placement;
-        u
-    }
-
-    /// Remove data files and/or add delete files (a row-level delete, Iceberg's `delete`).
-    pub fn delete(starting: &Table, removed: Vec<String>, added_deletes: Vec<DataFile>) -> Self {
-        Self::changes(Operation::Delete, starting, removed, added_deletes, vec![])
-    }
-
-    /// Remove files and add data (and delete) files: Iceberg's `overwrite` (copy-on-write
-    /// updates and deletes).
-    pub fn overwrite(
-        starting: &Table,
-        removed: Vec<String>,
-        added_deletes: Vec<DataFile>,
-        added_data: Vec<DataFile>,
-    ) -> Self {
-        Self::changes(
-            Operation::Overwrite,
-            starting,
-            removed,
-            added_deletes,
-            added_data,
-        )
-    }
-
-    fn changes(
-        operation: Operation,
-        starting: &Table,
-        removed: Vec<String>,
-        added_deletes: Vec<DataFile>,
-        added_data: Vec<DataFile>,
-    ) -> Self {
-        let start = starting.metadata().current_snapshot();
-        Self {
-            operation,
-            added_data_files: added_data,
-            added_delete_files: added_deletes,
-            removed_files: removed,
-            data_sequence_number: None,
-            starting_snapshot_id: start.map(|s| s.snapshot_id()),
-            summary_properties: HashMap::new(),
-            rewrite_manifests: false,
-            delete_placement: HashMap::new(),
-            written_schema_id: Some(starting.metadata().current_schema_id()),
-        }
-    }
-
-    /// Rewrite the table's manifests, clustered by partition, without changing its content.
-    pub fn rewrite_manifests(starting: &Table) -> Self {
-        let start = starting.metadata().current_snapshot();
-        Self {
-            operation: Operation::Replace,
-            added_data_files: vec![],
-            added_delete_files: vec![],
-            removed_files: vec![],
-            data_sequence_number: None,
-            starting_snapshot_id: start.map(|s| s.snapshot_id()),
-            summary_properties: HashMap::new(),
-            rewrite_manifests: true,
-            delete_placement: HashMap::new(),
-            written_schema_id: None,
-        }
-    }
-
     /// Places added position delete files in the partition spec of the data files they name
     /// (by path; an older spec after partition evolution), with the new snapshot's sequence
     /// number. Unlisted delete files go in the default spec.

@@ -18,7 +18,7 @@ use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 use uuid::Uuid;
 
-use crate::commit::{summary, validate, LiveFile, SnapshotUpdate};
+use crate::commit::{summary, validate, Conflict, Ledger, LiveFile, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::properties;
 use crate::table::ident_string;
@@ -60,12 +60,27 @@ pub async fn prepare(table: &Table, update: &SnapshotUpdate) -> Result<PreparedC
             written: ctx.written,
         }),
         Err(e) => {
-            crate::storage::delete::delete_quietly_in(
-                table.file_io(),
-                table.metadata().location(),
-                ctx.written,
-            )
-            .await;
+            Ledger::of(table).with(ctx.written).discard().await;
+            Err(e)
+        }
+    }
+}
+
+/// [`prepare`] for an attempt that wrote `written` itself (delete files, re-encoded data):
+/// they join the commit's written files (deleted by the committer if the attempt loses), or
+/// are deleted here when preparing fails.
+pub async fn prepare_with(
+    table: &Table,
+    update: &SnapshotUpdate,
+    written: Vec<String>,
+) -> Result<PreparedCommit> {
+    match prepare(table, update).await {
+        Ok(mut commit) => {
+            commit.written.extend(written);
+            Ok(commit)
+        }
+        Err(e) => {
+            Ledger::of(table).with(written).discard().await;
             Err(e)
         }
     }
@@ -272,13 +287,15 @@ async fn produce(
         {
             return Err(Error::ValidationFailed {
                 table: ctx.name.clone(),
-                reason: format!("file {missing} is no longer live in the table (removed by a concurrent commit?)"),
+                reason: Conflict::RemovedConcurrently {
+                    path: missing.clone(),
+                },
             });
         }
         if found.len() != update.removed_files.len() {
             return Err(Error::ValidationFailed {
                 table: ctx.name.clone(),
-                reason: "a file to remove is listed twice, or live twice in the table".into(),
+                reason: Conflict::RemovedTwice,
             });
         }
         check_new_deletes(ctx, update, &removed, &carried).await?;

@@ -18,7 +18,7 @@ use std::collections::HashSet;
 
 use iceberg::spec::{DataContentType, DataFile, TableMetadata};
 
-use crate::commit::LiveFile;
+use crate::commit::{Conflict, LiveFile};
 use crate::error::{Error, Result};
 
 /// Snapshot ids committed after `starting` on the current branch (newest first). Fails when
@@ -44,19 +44,18 @@ pub fn snapshots_since(
     }
     Err(Error::ValidationFailed {
         table: table.to_string(),
-        reason: format!(
-            "starting snapshot {} is no longer an ancestor of the current snapshot",
-            starting.unwrap_or_default()
-        ),
+        reason: Conflict::StartingSnapshotGone {
+            snapshot_id: starting.unwrap_or_default(),
+        },
     })
 }
 
-/// Returns a description of the first new delete file that applies to a removed data file.
+/// The first new delete file that applies to a removed data file, as a conflict.
 pub fn conflicting_delete(
     removed: &[LiveFile],
     new_deletes: &[LiveFile],
     ignore_equality_deletes: bool,
-) -> Option<String> {
+) -> Option<Conflict> {
     for d in new_deletes {
         for r in removed
             .iter()
@@ -69,11 +68,10 @@ pub fn conflicting_delete(
                 r.spec_id,
                 ignore_equality_deletes,
             ) {
-                return Some(format!(
-                    "delete file {} committed concurrently applies to replaced file {}",
-                    d.file.file_path(),
-                    r.file.file_path()
-                ));
+                return Some(Conflict::DeleteAdded {
+                    delete: d.file.file_path().to_string(),
+                    replaced: r.file.file_path().to_string(),
+                });
             }
         }
     }

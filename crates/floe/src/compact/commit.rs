@@ -137,8 +137,9 @@ impl CompactBuilder {
     }
 
     /// Commits finished groups in one `replace`; if validation fails (a concurrent writer
-    /// removed or deleted from an input file), commits them one by one so only the affected
-    /// groups fail (their output is deleted by the commit path).
+    /// removed or deleted from an input file), the committer hands their output back and they
+    /// are committed one by one, so only the affected groups fail. Every output file is in a
+    /// [`Ledger`] the committer settles: no cleanup here.
     pub(super) async fn commit_groups(
         &self,
         start: &Table,
@@ -147,20 +148,15 @@ impl CompactBuilder {
         drops: &mut DeleteDrops,
         metrics: &mut CompactMetrics,
     ) -> Result<()> {
+        let mut outputs = Ledger::of(start);
+        for g in &groups {
+            outputs.stage_files(&g.files);
+        }
         // Crash tests kill the process here: outputs written, nothing committed.
         crate::fault::pause("BEFORE_COMMIT").await;
         if let Some(reason) = crate::fault::fail("COMPACT_COMMIT") {
             // Tests of partial failure: these groups fail as a conflict would fail them.
-            let written = groups
-                .iter()
-                .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
-                .collect();
-            crate::storage::delete::delete_quietly_in(
-                start.file_io(),
-                start.metadata().location(),
-                written,
-            )
-            .await;
+            outputs.discard().await;
             let all: Vec<&GroupResult> = groups.iter().collect();
             self.fail(&all, reason, metrics);
             return Ok(());
@@ -194,68 +190,53 @@ impl CompactBuilder {
         };
         let all: Vec<&GroupResult> = groups.iter().collect();
         let (joint, joint_data, joint_dropped) = update_for(&all, &*drops);
-        let joint_paths = joint.added_paths();
-        // Several groups: keep their files on failure, to retry them one by one.
-        let several = all.len() > 1;
-        let mut committer = Committer::new(&self.ctx.catalog, &self.ctx.ident);
-        if several {
-            committer = committer.keep_files_on_failure();
-        }
-        match committer.commit(joint).await {
+        // A conflict hands the outputs back in `outputs`; any other failure settles them.
+        let joint_result = Committer::new(&self.ctx.catalog, &self.ctx.ident)
+            .lending(&mut outputs)
+            .commit(joint)
+            .await;
+        match joint_result {
             Ok(outcome) => {
                 self.record(&all, outcome.snapshot_id, tasks, metrics);
                 drops.committed(joint_data, &joint_dropped, metrics);
                 Ok(())
             }
-            Err(Error::ValidationFailed { .. }) if several => {
-                // Find the groups that conflict: commit each alone (the commit path deletes the
-                // output of a group that fails).
-                for (i, g) in all.iter().enumerate() {
-                    let alone = Committer::new(&self.ctx.catalog, &self.ctx.ident);
+            Err(Error::ValidationFailed { reason, .. }) if all.len() == 1 => {
+                outputs.discard().await;
+                self.fail(&all, reason.to_string(), metrics);
+                Ok(())
+            }
+            Err(Error::ValidationFailed { .. }) => {
+                // Find the groups that conflict: commit each alone, with its own part of the
+                // ledger (the committer deletes the output of a group that fails).
+                for g in &all {
+                    let paths: Vec<String> =
+                        g.files.iter().map(|f| f.file_path().to_string()).collect();
+                    let mut mine = outputs.split_off(&paths);
                     let (update, data, dropped) = update_for(&[*g], &*drops);
-                    match alone.commit(update).await {
+                    let alone = Committer::new(&self.ctx.catalog, &self.ctx.ident)
+                        .lending(&mut mine)
+                        .commit(update)
+                        .await;
+                    match alone {
                         Ok(outcome) => {
                             self.record(&[*g], outcome.snapshot_id, tasks, metrics);
                             drops.committed(data, &dropped, metrics);
                         }
                         Err(Error::ValidationFailed { reason, .. }) => {
-                            self.fail(&[*g], reason, metrics)
+                            mine.discard().await;
+                            self.fail(&[*g], reason.to_string(), metrics)
                         }
                         Err(e) => {
-                            let rest: Vec<String> = all[i + 1..]
-                                .iter()
-                                .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
-                                .collect();
-                            crate::storage::delete::delete_quietly_in(
-                                start.file_io(),
-                                start.metadata().location(),
-                                rest,
-                            )
-                            .await;
+                            // The groups not tried yet are referenced by nothing.
+                            outputs.discard().await;
                             return Err(e);
                         }
                     }
                 }
                 Ok(())
             }
-            // One group: the committer deleted its output.
-            Err(Error::ValidationFailed { reason, .. }) => {
-                self.fail(&all, reason, metrics);
-                Ok(())
-            }
-            // Unknown outcome: the output may be live in a commit that landed; keep it.
-            Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
-            Err(e) => {
-                if several {
-                    crate::storage::delete::delete_quietly_in(
-                        start.file_io(),
-                        start.metadata().location(),
-                        joint_paths,
-                    )
-                    .await;
-                }
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 

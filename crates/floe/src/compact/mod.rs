@@ -43,7 +43,7 @@ use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::commit::{Committer, SnapshotUpdate};
+use crate::commit::{Committer, Ledger, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress};
 use crate::operations::{snapshot_of, Ctx, Operation, Planned};
@@ -845,17 +845,11 @@ impl CompactBuilder {
         drop(results);
         if let Some(e) = first_error {
             // A rewrite failed (I/O, corrupt file): remove what the unfinished groups wrote.
-            let paths: Vec<String> = done
-                .iter()
-                .chain(&partial)
-                .flat_map(|g| g.files.iter().map(|f| f.file_path().to_string()))
-                .collect();
-            crate::storage::delete::delete_quietly_in(
-                table.file_io(),
-                table.metadata().location(),
-                paths,
-            )
-            .await;
+            let mut written = Ledger::of(&table);
+            for g in done.iter().chain(&partial) {
+                written.stage_files(&g.files);
+            }
+            written.discard().await;
             return Err(e);
         }
         if !done.is_empty() {

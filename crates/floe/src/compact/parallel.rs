@@ -44,6 +44,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::SchemaDescPtr;
 
 use super::row_group_merge::{self, MergeConfig, MergeInput};
+use crate::commit::Ledger;
 use crate::error::{Error, Result};
 use crate::write::parquet_stats::{count_nans, data_file_from_parquet, FilePlacement};
 
@@ -329,12 +330,7 @@ pub(super) async fn rewrite(
     )
     .await;
     if result.is_err() {
-        crate::storage::delete::delete_quietly_in(
-            table.file_io(),
-            table.metadata().location(),
-            written,
-        )
-        .await;
+        Ledger::of(table).with(written).discard().await;
     }
     result
 }
@@ -473,12 +469,7 @@ async fn rewrite_inner(
         if out.writer.flushed_row_groups().is_empty() {
             // No row left (every input row deleted): no file.
             let _ = out.sink.close().await;
-            crate::storage::delete::delete_quietly_in(
-                table.file_io(),
-                table.metadata().location(),
-                vec![out.path],
-            )
-            .await;
+            Ledger::of(table).with([out.path]).discard().await;
         } else {
             files.push(out.finish(table, spec, partition).await?);
         }

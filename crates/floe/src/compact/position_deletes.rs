@@ -33,7 +33,7 @@ use parquet::arrow::ProjectionMask;
 use serde::Serialize;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::commit::{Committer, LiveFile, SnapshotUpdate};
+use crate::commit::{Committer, Ledger, LiveFile, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
 use crate::properties::{self, parse_bool, parse_size};
@@ -450,12 +450,9 @@ impl RewriteDeletesBuilder {
         }
         .await;
         if let Err(e) = result {
-            crate::storage::delete::delete_quietly_in(
-                table.file_io(),
-                table.metadata().location(),
-                added.iter().map(|f| f.file_path().to_string()).collect(),
-            )
-            .await;
+            let mut written = Ledger::of(&table);
+            written.stage_files(&added);
+            written.discard().await;
             return Err(e);
         }
         let mut props = HashMap::new();
@@ -588,12 +585,9 @@ async fn rewrite_group(
     }
     .await;
     if let Err(e) = written {
-        crate::storage::delete::delete_quietly_in(
-            table.file_io(),
-            table.metadata().location(),
-            out.iter().map(|f| f.file_path().to_string()).collect(),
-        )
-        .await;
+        let mut written = Ledger::of(table);
+        written.stage_files(&out);
+        written.discard().await;
         return Err(e);
     }
     Ok((out, counts, emptied))

@@ -163,12 +163,10 @@ pub async fn write_position_delete_file(
         Ok(built) => built,
         Err(e) => {
             // A failed write (a full disk) leaves no partial file behind.
-            crate::storage::delete::delete_quietly_in(
-                table.file_io(),
-                md.location(),
-                vec![path.clone()],
-            )
-            .await;
+            crate::commit::Ledger::of(table)
+                .with([path.clone()])
+                .discard()
+                .await;
             return Err(Error::Storage {
                 reason: format!("writing position delete file: {e}"),
                 location: path,

@@ -333,6 +333,9 @@ impl WriterFiles {
         }
         known.sort();
         known.dedup();
-        crate::storage::delete::delete_quietly_in(&self.file_io, &self.location, known).await;
+        crate::commit::Ledger::at(self.file_io.clone(), &self.location)
+            .with(known)
+            .discard()
+            .await;
     }
 }

@@ -6,8 +6,9 @@
 //! so an attempt on a table whose schema moved re-encodes them first ([`Staged::on`]): each file's
 //! rows are read back by field id and written in the current schema and default spec (a dropped
 //! column's values go, an added column is null, a widened type is cast). The re-encoded files
-//! belong to that attempt (deleted if it loses); the originals stay owned by the operation until
-//! one attempt lands, and are deleted then ([`Staged::superseded`]): no commit references them.
+//! belong to that attempt (deleted if it loses); the originals stay in the operation's ledger
+//! ([`crate::commit::Ledger`]) until one attempt lands, and are deleted then
+//! ([`crate::commit::Produced::superseding_staged`]): no commit references them.
 
 use std::collections::HashMap;
 
@@ -17,7 +18,6 @@ use iceberg::table::Table;
 
 use crate::commit::{producer, CommitOutcome, Committer, Produced, SnapshotUpdate};
 use crate::error::Result;
-use crate::storage::delete::delete_quietly_in;
 use crate::write::{TableWriter, WriteOptions};
 
 /// Data files of one commit and the id of the schema they were written in.
@@ -84,21 +84,12 @@ impl Staged {
         );
         Ok(Staged { files, schema_id })
     }
-
-    /// The files of `self` that `landed` (what [`Staged::on`] gave the attempt that landed)
-    /// does not hold: written, never committed, to delete.
-    pub fn superseded(&self, landed: &Staged) -> Vec<String> {
-        if landed.schema_id == self.schema_id {
-            return vec![];
-        }
-        self.paths()
-    }
 }
 
 /// Commits `staged` as an append through `committer`, with `summary` properties: an attempt on
-/// a table whose schema moved commits the rows re-encoded in it ([`Staged::on`]); the files no
-/// landed commit holds are deleted once one lands. The committer owns the staged files (deleted
-/// if the commit finally fails, kept on an unknown outcome).
+/// a table whose schema moved commits the rows re-encoded in it ([`Staged::on`]). The
+/// committer's ledger holds the staged files: kept when the commit lands as they are or its
+/// outcome is unknown, deleted when it fails or lands re-encoded (no commit holds them).
 pub async fn commit_append(
     committer: Committer<'_>,
     staged: Staged,
@@ -116,31 +107,11 @@ pub async fn commit_append(
                     .with_summary_properties(summary);
                 // Re-encoded files belong to this attempt.
                 let converted = files.schema_id != staged.schema_id;
-                let mut commit = match producer::prepare(&t, &update).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        if converted {
-                            delete_quietly_in(t.file_io(), t.metadata().location(), files.paths())
-                                .await;
-                        }
-                        return Err(e);
-                    }
-                };
-                if converted {
-                    commit.written.extend(files.paths());
-                }
-                Ok(Produced {
-                    commit,
-                    plan: files,
-                })
+                let own = if converted { files.paths() } else { vec![] };
+                let commit = producer::prepare_with(&t, &update, own).await?;
+                Ok(Produced::new(commit, ()).superseding_staged(converted))
             }
         })
         .await?;
-    let (outcome, landed) = done.into_outcome();
-    let superseded = staged.superseded(&landed);
-    if !superseded.is_empty() {
-        let md = outcome.table.metadata();
-        delete_quietly_in(outcome.table.file_io(), md.location(), superseded).await;
-    }
-    Ok(outcome)
+    Ok(done.into_outcome().0)
 }

@@ -450,3 +450,117 @@ async fn a_rewrite_of_many_files_rolls_its_manifests() {
     let live = floe::table::manifests::live_files(&t).await.unwrap();
     assert_eq!(live.len(), 101);
 }
+
+/// Data files written for `ident` (not committed) and their paths.
+async fn staged_files(fx: &Fixture, ident: &floe::iceberg::TableIdent) -> Vec<String> {
+    let t = fx.load(ident).await;
+    let files = floe::append::write_files(
+        &t,
+        vec![crate::common::make_batch(&t, 0, 10)],
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    assert!(!files.is_empty());
+    files.iter().map(|f| f.file_path().to_string()).collect()
+}
+
+fn on_disk(paths: &[String]) -> Vec<bool> {
+    paths
+        .iter()
+        .map(|p| std::path::Path::new(p.trim_start_matches("file://")).exists())
+        .collect()
+}
+
+/// A commit whose every attempt fails with `error`, over a ledger of `paths`.
+async fn failing(
+    fx: &Fixture,
+    ident: &floe::iceberg::TableIdent,
+    ledger: Option<&mut commit::Ledger>,
+    paths: &[String],
+    error: fn() -> Error,
+) -> Error {
+    let mut c = commit::Committer::new(&fx.catalog, ident).owning(paths.to_vec());
+    if let Some(l) = ledger {
+        c = c.lending(l);
+    }
+    c.commit_with(|_| async move { Err::<commit::Produced<()>, _>(error()) })
+        .await
+        .unwrap_err()
+}
+
+#[tokio::test]
+async fn the_ledger_is_discarded_on_a_definite_failure() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.t", None).await;
+    let paths = staged_files(&fx, &ident).await;
+    let err = failing(&fx, &ident, None, &paths, || Error::Refused {
+        operation: "test".into(),
+        reason: "no".into(),
+    })
+    .await;
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+    assert!(on_disk(&paths).iter().all(|e| !e), "staged files deleted");
+}
+
+#[tokio::test]
+async fn the_ledger_is_kept_on_an_unknown_outcome() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.t", None).await;
+    let paths = staged_files(&fx, &ident).await;
+    let mut lent = commit::Ledger::default();
+    let err = failing(&fx, &ident, Some(&mut lent), &paths, || {
+        Error::CommitStateUnknown {
+            table: "db.t".into(),
+            reason: "timeout".into(),
+        }
+    })
+    .await;
+    assert!(matches!(err, Error::CommitStateUnknown { .. }), "{err}");
+    assert!(on_disk(&paths).iter().all(|e| *e), "files kept");
+    assert!(
+        lent.is_empty(),
+        "nothing handed back: the files may be live"
+    );
+}
+
+#[tokio::test]
+async fn the_ledger_is_handed_back_on_a_conflict_to_a_lender_only() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.t", None).await;
+    let conflict = || Error::ValidationFailed {
+        table: "db.t".into(),
+        reason: commit::Conflict::RemovedTwice,
+    };
+    let paths = staged_files(&fx, &ident).await;
+    let mut lent = commit::Ledger::default();
+    let err = failing(&fx, &ident, Some(&mut lent), &paths, conflict).await;
+    assert!(matches!(err, Error::ValidationFailed { .. }), "{err}");
+    assert!(on_disk(&paths).iter().all(|e| *e), "files kept");
+    let mut back = lent.paths().to_vec();
+    back.sort();
+    let mut want = paths.clone();
+    want.sort();
+    assert_eq!(back, want, "handed back to the caller");
+    // Without a lender, a conflict is a definite failure.
+    failing(&fx, &ident, None, &paths, conflict).await;
+    assert!(on_disk(&paths).iter().all(|e| !e), "staged files deleted");
+}
+
+#[tokio::test]
+async fn nothing_to_commit_ends_unchanged_and_discards_the_ledger() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.t", None).await;
+    fx.append(&ident, 0, 10).await;
+    let before = fx.load(&ident).await.metadata().current_snapshot_id();
+    let paths = staged_files(&fx, &ident).await;
+    let done = commit::Committer::new(&fx.catalog, &ident)
+        .owning(paths.clone())
+        .commit_with(|_| async { Ok(commit::Produced::nothing(7)) })
+        .await
+        .unwrap();
+    assert!(!done.changed);
+    assert_eq!(done.plan, 7);
+    assert_eq!(done.table.metadata().current_snapshot_id(), before);
+    assert!(on_disk(&paths).iter().all(|e| !e), "staged files deleted");
+}

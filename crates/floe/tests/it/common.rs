@@ -340,9 +340,10 @@ pub async fn commit_raw(
     floe::commit::Committer::new(catalog, table.identifier())
         .on(table.clone())
         .repairing()
-        .commit_updates(updates)
+        .commit_with(floe::commit::action::properties::on_every_attempt(updates))
         .await
         .unwrap()
+        .table
 }
 
 /// Every regular file under `dir` (not following symlinks).
