@@ -39,7 +39,7 @@ impl IngestBuilder {
     /// After the commit of `report` landed `table`: records are read in its schema, the
     /// maintenance wakes, the debt is read for backpressure, and the commit is reported.
     pub(super) async fn after_commit(
-        &self,
+        &mut self,
         mut report: CommitReport,
         table: Table,
         writers: &mut Writers,

@@ -116,7 +116,7 @@ impl IngestBuilder {
 
     /// Starts the table's maintenance in this process (`--maintain`), its store by default a
     /// SQLite file under `spill_root`.
-    pub(super) async fn start_maintenance(&self, spill_root: &Path) -> Result<InProcess> {
+    pub(super) async fn start_maintenance(&mut self, spill_root: &Path) -> Result<InProcess> {
         let store = match &self.options.maintain_store {
             Some(uri) => uri.clone(),
             None => format!(
