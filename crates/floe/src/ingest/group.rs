@@ -41,10 +41,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
 use crate::commit::{Committer, SnapshotUpdate};
+use crate::coordination::handoffs::Handoff;
+use crate::coordination::{LeaseOutcome, Store};
 use crate::error::{Error, Result};
 use crate::ingest::source::Positions;
-use crate::maintain::store::handoffs::Handoff;
-use crate::maintain::store::{LeaseOutcome, Store};
 use crate::storage::delete::delete_quietly_in;
 use crate::table::exactly_once::{
     already_committed, chain_head, continues, current_positions, fence_group, summary,

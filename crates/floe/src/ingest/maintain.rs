@@ -39,13 +39,13 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::compact::CompactBuilder;
+use crate::coordination::Store;
 use crate::error::{Error, Result};
 use crate::maintain::facts;
 use crate::maintain::partitions::activity;
 use crate::maintain::policy::{duration, ROLL_UP_FAN_IN};
 use crate::maintain::service::{LogFn, MaintainOptions, MaintainSummary, Maintainer, Source};
 use crate::maintain::state::ServiceState;
-use crate::maintain::store::Store;
 use crate::properties::{bool_prop, u64_prop};
 use crate::table::ident_string;
 use crate::table::manifests::live_files;
