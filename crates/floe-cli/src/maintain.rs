@@ -6,13 +6,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use floe::catalog::config::CatalogKind;
+use floe::coordination::Store;
 use floe::maintain::http;
 use floe::maintain::policy::human_bytes;
 use floe::maintain::service::{
     default_holder, MaintainOptions, MaintainSummary, Maintainer, Source,
 };
 use floe::maintain::state::{Decision, ServiceState};
-use floe::maintain::store::Store;
 use floe::properties::{parse_duration, parse_size};
 
 use crate::output::Out;

@@ -272,7 +272,7 @@ async fn maintain_once(
     out: &Out,
 ) -> Result<floe::maintain::service::MaintainSummary> {
     use floe::maintain::service::{MaintainOptions, Maintainer, Source};
-    let store = std::sync::Arc::new(floe::maintain::store::Store::connect(&config.uri).await?);
+    let store = std::sync::Arc::new(floe::coordination::Store::connect(&config.uri).await?);
     let opts = MaintainOptions {
         holder: "quickstart".into(),
         ..MaintainOptions::default()

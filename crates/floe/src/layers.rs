@@ -24,6 +24,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("table", &["table"]),
     ("catalog", &["catalog"]),
     ("commit", &["commit"]),
+    // Leases, run history and ingest hand-offs in one SQL database (the SQL catalog's pool):
+    // shared by `maintain` and `ingest`.
+    ("coordination", &["coordination"]),
     ("write", &["write"]),
     (
         "operations",
@@ -41,9 +44,9 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("maintain", &["maintain"]),
-    // Getting records in: `floe ingest` runs the table's maintenance (`--maintain`) and
-    // shares its lease store (`--group`), so it sits on top of the service; `append` reads
-    // its input files with ingest's converters.
+    // Getting records in: `floe ingest` runs the table's maintenance (`--maintain`), so it
+    // sits on top of the service; its group lease store (`--group`) is the coordination
+    // layer's; `append` reads its input files with ingest's converters.
     ("ingest", &["ingest", "append"]),
 ];
 

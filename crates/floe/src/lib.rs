@@ -20,12 +20,14 @@
 //!      v
 //!  write        partitioned, size-rolled Parquet writer; deletes what a failed write left
 //!      v
+//!  coordination leases, run history and ingest hand-offs in one SQL database
+//!      v
 //!  commit       snapshot producers (append, replace, delete), validation, retry, cleanup
 //!      v
 //!  catalog      connect, load, create, drop, and the compare-and-swap of the table pointer
 //!      v        (SQLite/PostgreSQL in the Iceberg JDBC schema, or an Iceberg REST server)
-//!  table        identifiers, metadata and manifest readers, reachability, writer watermarks,
-//!      v        schema/partition text
+//!  table        identifiers, metadata and manifest readers, reachability, writer watermarks
+//!      v        and exactly-once positions, schema/partition text
 //!  storage      FileIO by scheme, S3 listing, the delete fence and the only delete functions
 //!      v
 //!  base         error, properties (every table property floe reads), secrets, fault, operation,
@@ -87,6 +89,7 @@ pub mod change;
 pub mod clean;
 pub mod commit;
 pub mod compact;
+pub mod coordination;
 pub mod diagnose;
 pub mod error;
 pub mod expire;

@@ -30,7 +30,6 @@
 //!   next; killed after it, the next one finds them committed. Hand-off files are never
 //!   deleted by a failed commit (a later coordinator commits them).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,15 +41,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
 use crate::commit::{Committer, SnapshotUpdate};
+use crate::coordination::handoffs::Handoff;
+use crate::coordination::{LeaseOutcome, Store};
 use crate::error::{Error, Result};
-use crate::ingest::options::{POSITION_PREFIX, SOURCE_KEY};
 use crate::ingest::source::Positions;
-use crate::ingest::stream::writer_positions;
-use crate::maintain::store::handoffs::Handoff;
-use crate::maintain::store::{LeaseOutcome, Store};
 use crate::storage::delete::delete_quietly_in;
+use crate::table::exactly_once::{
+    already_committed, chain_head, continues, current_positions, fence_group, summary,
+};
 use crate::table::ident_string;
-use crate::table::watermarks::FLOE_WRITER_ID;
 
 /// How a worker joins its group.
 #[derive(Debug, Clone)]
@@ -116,26 +115,8 @@ pub struct Group {
 }
 
 /// The position of every stream once `handoffs` (in order) apply on `table_positions`.
-fn chain_head(table_positions: &Positions, handoffs: &[Handoff]) -> Positions {
-    let mut head = table_positions.clone();
-    for h in handoffs {
-        for (s, p) in &h.to {
-            let e = head.entry(s.clone()).or_insert(*p);
-            *e = (*e).max(*p);
-        }
-    }
-    head
-}
-
-/// Whether `h` continues the chain at `head`: each of its streams starts where the chain is.
-fn continues(head: &Positions, h: &Handoff) -> bool {
-    h.to.keys().all(|s| head.get(s) == h.from.get(s))
-}
-
-/// Whether the table already holds `h` (every stream at or past its `to`).
-fn committed(head: &Positions, h: &Handoff) -> bool {
-    h.to.iter()
-        .all(|(s, p)| head.get(s).is_some_and(|t| t >= p))
+fn head_after(table_positions: &Positions, handoffs: &[Handoff]) -> Positions {
+    chain_head(table_positions, handoffs.iter().map(|h| &h.to))
 }
 
 impl Group {
@@ -168,10 +149,8 @@ impl Group {
     ) -> Result<Positions> {
         let waiting = self.store.handoffs(&self.scope).await?;
         let table = catalog.load_table(ident).await?;
-        let in_table = writer_positions(&table, &self.writer_id)
-            .map(|(_, p)| p)
-            .unwrap_or_default();
-        Ok(chain_head(&in_table, &waiting))
+        let in_table = current_positions(&table, &self.writer_id);
+        Ok(head_after(&in_table, &waiting))
     }
 
     /// Hands off `files` covering the streams of `to` from `from`; refused when the chain of
@@ -189,20 +168,9 @@ impl Group {
     ) -> Result<String> {
         let waiting = self.store.handoffs(&self.scope).await?;
         let table = &catalog.load_table(ident).await?;
-        let in_table = writer_positions(table, &self.writer_id)
-            .map(|(_, p)| p)
-            .unwrap_or_default();
-        let head = chain_head(&in_table, &waiting);
-        let probe = Handoff {
-            id: String::new(),
-            scope: self.scope.clone(),
-            worker: self.opts.worker.clone(),
-            created_ms: 0,
-            from: from.clone(),
-            to: to.clone(),
-            files: vec![],
-        };
-        if !continues(&head, &probe) {
+        let in_table = current_positions(table, &self.writer_id);
+        let head = head_after(&in_table, &waiting);
+        if !continues(&head, from, to) {
             return Err(Error::Refused {
                 operation: format!("hand-off of worker '{}'", self.opts.worker),
                 reason: format!(
@@ -260,17 +228,15 @@ impl Group {
             return Ok(Some(Coordinated::default()));
         }
         let table = catalog.load_table(ident).await?;
-        let start = writer_positions(&table, &self.writer_id)
-            .map(|(_, p)| p)
-            .unwrap_or_default();
+        let start = current_positions(&table, &self.writer_id);
         let mut head = start.clone();
         let mut done = Coordinated::default();
         let (mut accepted, mut drop_ids, mut refused_files) = (vec![], vec![], vec![]);
         for h in &waiting {
-            if committed(&head, h) && !h.to.is_empty() {
+            if already_committed(&head, &h.to) && !h.to.is_empty() {
                 done.already_committed += 1;
                 drop_ids.push(h.id.clone());
-            } else if continues(&head, h) {
+            } else if continues(&head, &h.from, &h.to) {
                 for (s, p) in &h.to {
                     head.insert(s.clone(), *p);
                 }
@@ -298,12 +264,7 @@ impl Group {
             done.handoffs = accepted.len() as u64;
             done.data_files = files.len() as u64;
             done.records = files.iter().map(|f| f.record_count()).sum();
-            let mut props: HashMap<String, String> = HashMap::new();
-            props.insert(FLOE_WRITER_ID.to_string(), self.writer_id.clone());
-            props.insert(SOURCE_KEY.to_string(), source.to_string());
-            for (s, p) in &head {
-                props.insert(format!("{POSITION_PREFIX}{s}"), p.to_string());
-            }
+            let props = summary(&self.writer_id, source, &head);
             let writer_id = self.writer_id.clone();
             let expected = start.clone();
             let out = Committer::new(catalog, ident)
@@ -311,19 +272,7 @@ impl Group {
                 .retrying_conflicts()
                 // A later coordinator commits these files: never delete them on failure.
                 .keep_files_on_failure()
-                .with_precondition(move |t| {
-                    let now = writer_positions(t, &writer_id)
-                        .map(|(_, p)| p)
-                        .unwrap_or_default();
-                    if now == expected {
-                        Ok(())
-                    } else {
-                        Err(Error::Refused {
-                            operation: format!("commit of group '{writer_id}'"),
-                            reason: "another coordinator committed meanwhile".into(),
-                        })
-                    }
-                })
+                .with_precondition(move |t| fence_group(t, &writer_id, &expected))
                 .commit(SnapshotUpdate::append(files).with_summary_properties(props))
                 .await?;
             done.snapshot_id = out.snapshot_id;
@@ -397,35 +346,23 @@ impl Group {
 mod tests {
     use super::*;
 
-    fn h(id: &str, from: &[(&str, i64)], to: &[(&str, i64)]) -> Handoff {
-        let p = |v: &[(&str, i64)]| v.iter().map(|(s, p)| (s.to_string(), *p)).collect();
+    fn h(to: &[(&str, i64)]) -> Handoff {
         Handoff {
-            id: id.into(),
+            id: "1".into(),
             scope: "t".into(),
             worker: "w".into(),
             created_ms: 0,
-            from: p(from),
-            to: p(to),
+            from: Positions::new(),
+            to: to.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
             files: vec![],
         }
     }
 
     #[test]
-    fn hand_offs_chain_per_stream_and_a_zombie_does_not_continue_it() {
+    fn waiting_hand_offs_overlay_the_table_positions() {
         let table: Positions = [("k:0".to_string(), 10)].into();
-        let a = h("1", &[("k:0", 10)], &[("k:0", 20)]);
-        let b = h("2", &[], &[("k:1", 5)]); // a stream read from the start
-        let c = h("3", &[("k:0", 20)], &[("k:0", 30)]);
-        assert!(continues(&table, &a) && continues(&table, &b));
-        assert!(!continues(&table, &c), "c starts where a ends");
-        let head = chain_head(&table, &[a.clone(), b.clone()]);
-        assert!(continues(&head, &c));
-        // A zombie re-reading k:0 from 10 after a took it to 20.
-        let zombie = h("4", &[("k:0", 10)], &[("k:0", 25)]);
-        assert!(!continues(&head, &zombie));
-        // Already in the table: every stream at or past `to`.
-        let in_table: Positions = [("k:0".to_string(), 20)].into();
-        assert!(committed(&in_table, &a));
-        assert!(!committed(&in_table, &c));
+        let head = head_after(&table, &[h(&[("k:0", 20)]), h(&[("k:1", 5)])]);
+        let want: Positions = [("k:0".to_string(), 20), ("k:1".to_string(), 5)].into();
+        assert_eq!(head, want);
     }
 }

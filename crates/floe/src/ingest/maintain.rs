@@ -39,13 +39,13 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::compact::CompactBuilder;
+use crate::coordination::Store;
 use crate::error::{Error, Result};
 use crate::maintain::facts;
 use crate::maintain::partitions::activity;
 use crate::maintain::policy::{duration, ROLL_UP_FAN_IN};
 use crate::maintain::service::{LogFn, MaintainOptions, MaintainSummary, Maintainer, Source};
 use crate::maintain::state::ServiceState;
-use crate::maintain::store::Store;
 use crate::properties::{bool_prop, u64_prop};
 use crate::table::ident_string;
 use crate::table::manifests::live_files;
@@ -220,16 +220,6 @@ pub fn over(d: &Debt, l: &DebtLimits) -> Vec<String> {
     out
 }
 
-/// The next commit interval: doubled (up to the maximum) while over a limit, halved back
-/// toward `base` once under every one.
-pub fn next_interval(current: Duration, base: Duration, over: bool, max: Duration) -> Duration {
-    if over {
-        (current * 2).min(max.max(base))
-    } else {
-        (current / 2).max(base)
-    }
-}
-
 /// The maintenance service of one table, running inside an ingest.
 pub struct InProcess {
     wake: Arc<tokio::sync::Notify>,
@@ -330,20 +320,6 @@ mod tests {
         }
         assert!(crate::properties::validate(MAX_TIME, "10m").is_ok());
         assert!(crate::properties::validate(MAX_TIME, "soon").is_err());
-    }
-
-    #[test]
-    fn backpressure_doubles_to_the_maximum_and_recovers_to_the_base() {
-        let (base, max) = (Duration::from_secs(5), Duration::from_secs(60));
-        let mut i = base;
-        let mut seen = vec![];
-        for over in [
-            true, true, true, true, true, false, false, false, false, false,
-        ] {
-            i = next_interval(i, base, over, max);
-            seen.push(i.as_secs());
-        }
-        assert_eq!(seen, vec![10, 20, 40, 60, 60, 30, 15, 7, 5, 5]);
     }
 
     #[test]

@@ -23,11 +23,13 @@ pub mod maintain;
 pub mod metrics;
 pub mod ndjson;
 pub mod options;
+pub mod outage;
 #[cfg(test)]
 mod proptests;
 pub mod range;
 pub mod report;
 pub mod source;
 pub mod stream;
+pub mod trigger;
 pub mod upsert;
 pub mod value;

@@ -6,10 +6,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::write::WriteOptions;
 
-/// Summary key prefix of source positions.
-pub const POSITION_PREFIX: &str = "floe.position.";
-/// Summary key of the source URI.
-pub const SOURCE_KEY: &str = "floe.source";
+pub use crate::table::exactly_once::{POSITION_PREFIX, SOURCE_KEY};
 /// Table property: write buffer budget (bytes).
 pub const WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
 /// Default write buffer budget: 256 MiB.

@@ -138,6 +138,33 @@ pub struct IngestMetrics {
     pub maintenance: Option<MaintainSummary>,
 }
 
+impl IngestMetrics {
+    /// An ingest of `table` by `writer_id` from `source`, starting at `resumed_from`.
+    pub(crate) fn start(
+        table: &str,
+        writer_id: &str,
+        source: &str,
+        resumed_from: Positions,
+    ) -> Self {
+        Self {
+            table: table.to_string(),
+            writer_id: writer_id.to_string(),
+            source: source.to_string(),
+            resumed_from,
+            positions: Positions::new(),
+            commits: 0,
+            records: 0,
+            bad_records: 0,
+            data_files: 0,
+            duration_ms: 0,
+            stopped_by: String::new(),
+            peak_rss_bytes: None,
+            throttled_ms: 0,
+            maintenance: None,
+        }
+    }
+}
+
 /// The process's peak resident set size (`VmHWM`), on Linux.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -46,8 +46,8 @@ use super::partitions::{activity, choose, PartitionActivity, PartitionChoice};
 use super::policy::{human_ms, Policy};
 use super::rates::Rates;
 use super::state::{Decision, TableStatus};
-use super::store::{LastRuns, Store};
 use super::trigger::{evaluate, Candidate, JobKind};
+use crate::coordination::{LastRuns, Store};
 
 const HOUR_MS: i64 = 3_600_000;
 const FILE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;

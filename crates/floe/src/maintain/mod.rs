@@ -25,7 +25,7 @@
 //!    readers, the cost in seconds comes from rates fitted on past runs ([`rates`]).
 //! 4. **Scheduler** ([`scheduler`]): due jobs of all tables ranked by benefit per second, run
 //!    under a budget of concurrent jobs and rewrite bytes per hour, with a fair share.
-//! 5. **Leases** ([`store`]): one runner per table across `floe maintain` instances, by
+//! 5. **Leases** ([`crate::coordination`]): one runner per table across `floe maintain` instances, by
 //!    expiring lease rows in a SQL database that also keeps the history of runs.
 //! 6. **Run** ([`service`]): the pass loop (`--once` or every `--interval`), the operation's
 //!    `execute()` under a renewed lease, the run recorded (an input of the triggers, the
@@ -50,7 +50,8 @@ pub mod rates;
 pub mod scheduler;
 pub mod service;
 pub mod state;
-pub mod store;
+/// The lease and run-history store, now the coordination layer ([`crate::coordination`]).
+pub use crate::coordination as store;
 pub mod trigger;
 
 pub use facts::{ManifestFacts, TableFacts};

@@ -5,7 +5,7 @@
 //! file it opens, writes or deletes and `bytes` every byte it reads or writes (its
 //! [`Cost`]). `a` (seconds per file: open, footer, request) and `b` (seconds per byte:
 //! decode, encode, transfer) are fitted per job kind by least squares over the last
-//! successful runs recorded in the store ([`super::store::RunRecord`]), both kept
+//! successful runs recorded in the store ([`crate::coordination::RunRecord`]), both kept
 //! non-negative. Until a kind has [`MIN_RUNS`] runs on record, a prior stands in
 //! ([`Rates::PRIOR`]: 5 ms per file, 50 MB/s), and the decision table says so; the prior is
 //! only a starting point, replaced by the measurement as soon as there is one.
@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::operation::Cost;
 
-use super::store::RunRecord;
+use crate::coordination::RunRecord;
 
 /// Runs of a kind needed before the fitted rates replace the prior.
 pub const MIN_RUNS: usize = 3;

@@ -1,6 +1,6 @@
 //! The `floe maintain` loop: every pass lists the watched tables, evaluates each
 //! ([`super::jobs::evaluate_table`]), lets the [`super::scheduler`] pick what runs under the
-//! budget, takes each picked table's lease ([`super::store`]) and runs the job in the
+//! budget, takes each picked table's lease ([`crate::coordination`]) and runs the job in the
 //! background, renewing the lease while it runs. `--once` repeats passes until no job is
 //! due and every job finished; the service waits `--interval` between passes (or less, when a
 //! job finishes and frees a slot).
@@ -34,8 +34,8 @@ use super::policy::{human_bytes, human_ms, Policy};
 use super::rates::{fit, Rates};
 use super::scheduler::{schedule, Budget, Proposal, Verdict};
 use super::state::{Decision, ServiceState};
-use super::store::{LeaseOutcome, RunRecord, Store};
 use super::trigger::JobKind;
+use crate::coordination::{LeaseOutcome, RunRecord, Store};
 
 /// Receives the service's log lines (job started, finished, failed; what it waits for).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;

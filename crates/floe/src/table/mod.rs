@@ -4,9 +4,12 @@
 //! - [`manifests`]: manifest lists and manifests of a snapshot; live data and delete files.
 //! - [`reach`]: every file a set of snapshots needs (reachability, for expiry and orphans).
 //! - [`watermarks`]: writer watermarks kept in snapshot summaries (floe, Flink).
+//! - [`exactly_once`]: a floe writer's positions in its commits, the fence against a
+//!   zombie writer, the hand-off chain of a group.
 //! - [`schema`]: schema, partition and sort-order text as users write it.
 //! - [`read_metadata`], [`refs`], [`default_spec`]: table metadata helpers.
 
+pub mod exactly_once;
 pub mod ident;
 pub mod manifests;
 pub mod reach;

@@ -283,11 +283,11 @@ async fn three_workers_of_a_group_commit_once_per_interval_exactly_once() {
         group_snapshots < handed,
         "{group_snapshots} snapshots for {handed} hand-offs: one commit per interval for all workers"
     );
-    let (_, positions) = floe::ingest::stream::writer_positions(&table, "grp").unwrap();
+    let (_, positions) = floe::table::exactly_once::writer_positions(&table, "grp").unwrap();
     assert_eq!(positions.len(), 3, "{positions:?}");
     assert_eq!(positions.values().sum::<i64>(), 1800);
     // Nothing waits, and a restarted worker reads nothing again.
-    let store = floe::maintain::store::Store::connect(&fx.config.uri)
+    let store = floe::coordination::Store::connect(&fx.config.uri)
         .await
         .unwrap();
     assert!(store

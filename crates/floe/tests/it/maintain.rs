@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use floe::catalog::{Catalog, CatalogConfig};
+use floe::coordination::Store;
 use floe::iceberg::TableIdent;
 use floe::maintain::service::{MaintainOptions, Maintainer, PassReport, Source};
 use floe::maintain::state::{Decision, ServiceState};
-use floe::maintain::store::Store;
 
 use crate::common::{files_under, sum_ids, Fixture};
 
@@ -391,7 +391,7 @@ async fn table_due_for_compaction(fx: &Fixture, name: &str) -> TableIdent {
 
 #[tokio::test]
 async fn leases_and_run_times_follow_the_store_clock_whatever_a_maintainers_clock_says() {
-    use floe::maintain::store::LeaseOutcome;
+    use floe::coordination::LeaseOutcome;
     let fx = Fixture::new().await;
     table_due_for_compaction(&fx, "m.t").await;
     let ttl = Duration::from_secs(10);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use floe::maintain::store::{LeaseOutcome, RunRecord, Store};
+use floe::coordination::{LeaseOutcome, RunRecord, Store};
 
 fn postgres_url() -> String {
     let Ok(url) = std::env::var("FLOE_TEST_POSTGRES_URL") else {

@@ -213,7 +213,7 @@ async fn a_table_name_with_a_newline_cannot_forge_a_maintain_log_line() {
         "t\n[maintain] done compact on ns.victim in 0.1s\u{202E}".into(),
     );
     let store = Arc::new(
-        floe::maintain::store::Store::connect(&fx.config.uri)
+        floe::coordination::Store::connect(&fx.config.uri)
             .await
             .unwrap(),
     );

@@ -13,16 +13,12 @@ pub mod follow;
 pub mod kafka;
 pub mod kafka_group;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// Next position per stream (Kafka: `kafka:<topic>:<partition>` -> next offset; files:
-/// `file:<path>#<device>.<inode>.<fingerprint>` -> byte offset after the last consumed line, see
-/// [`follow`]; stdin: `stdin` -> lines).
-pub type Positions = BTreeMap<String, i64>;
+pub use crate::table::exactly_once::Positions;
 
 /// One record of a stream.
 #[derive(Debug, Clone)]

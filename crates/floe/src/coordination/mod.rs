@@ -1,6 +1,8 @@
-//! The lease and run-history store of `floe maintain`, in one SQL database (SQLite or
-//! PostgreSQL): with a SQL catalog the catalog's own database, with a REST catalog the one
-//! given by `--lease-db`.
+//! The coordination layer: what several processes agree on through one SQL database (SQLite
+//! or PostgreSQL), below the operations that use it. The lease and run-history store of
+//! `floe maintain` (with a SQL catalog the catalog's own database, with a REST catalog the one
+//! given by `--lease-db`), also used by `floe ingest --maintain` and, for its coordinator
+//! lease and hand-offs, by `floe ingest --group`.
 //!
 //! ## Leases: one runner per table
 //!

@@ -1,0 +1,188 @@
+//! One micro-batch in: decoded in the table's schema, bad records to the dead-letter sink,
+//! good rows routed to the writer tasks' partition buffers.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use iceberg::table::Table;
+
+use super::IngestBuilder;
+use crate::error::{Error, Result};
+use crate::ingest::buffer::{PartitionBuffers, PartitionRouter};
+use crate::ingest::dead_letter::DeadLetter;
+use crate::ingest::decode::decode_records;
+use crate::ingest::options::Distribution;
+use crate::ingest::range::RangeDistributor;
+use crate::ingest::report::IngestMetrics;
+use crate::ingest::source::{Positions, SourceRecord};
+use crate::ingest::trigger::Window;
+
+/// The writer tasks' buffers and how rows reach them.
+pub(super) struct Writers {
+    pub(super) buffers: Vec<PartitionBuffers>,
+    router: PartitionRouter,
+    /// Records are decoded in the table's schema; after a commit that finds another schema
+    /// (`evolve-schema` meanwhile), the next records are read in that one.
+    arrow_schema: SchemaRef,
+    decoding_schema: i32,
+    distribution: Distribution,
+    rr: usize,
+    range: RangeDistributor,
+}
+
+impl Writers {
+    /// `n` writer tasks sharing `budget` bytes, spilling under `spill_root`.
+    pub(super) fn new(
+        table: &Table,
+        budget: u64,
+        distribution: Distribution,
+        n: usize,
+        spill_root: &Path,
+    ) -> Result<Self> {
+        let buffers = (0..n)
+            .map(|i| {
+                PartitionBuffers::new(
+                    (budget as usize / n).max(1),
+                    spill_root.join(format!("w{i}")),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            buffers,
+            router: PartitionRouter::new(table)?,
+            arrow_schema: Arc::new(iceberg::arrow::schema_to_arrow_schema(
+                table.metadata().current_schema(),
+            )?),
+            decoding_schema: table.metadata().current_schema_id(),
+            distribution,
+            rr: 0,
+            range: RangeDistributor::new(n),
+        })
+    }
+
+    /// Nothing buffered.
+    pub(super) fn is_empty(&self) -> bool {
+        self.buffers.iter().all(|w| w.is_empty())
+    }
+
+    /// After a commit on `table`: the range distribution starts a new window, and records
+    /// from here on are read in the table's schema when it changed (not in an upsert, whose
+    /// decoder keeps the schema it started with).
+    pub(super) fn committed(&mut self, table: &Table, name: &str, upsert: bool) -> Result<()> {
+        self.range.end_window();
+        let now_schema = table.metadata().current_schema_id();
+        if now_schema != self.decoding_schema && !upsert {
+            tracing::info!(
+                table = %name,
+                from = self.decoding_schema,
+                to = now_schema,
+                "the table's schema changed: records from here on are read in the new schema"
+            );
+            self.router = PartitionRouter::new(table)?;
+            self.arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+                table.metadata().current_schema(),
+            )?);
+            self.decoding_schema = now_schema;
+        }
+        Ok(())
+    }
+
+    /// Routes `batch` to the writers; returns the bytes spilled so far.
+    fn route(&mut self, batch: arrow::record_batch::RecordBatch) -> Result<u64> {
+        let n = self.buffers.len();
+        let pieces = self.router.split(batch)?;
+        let target_rr = self.rr;
+        self.rr = (self.rr + 1) % n;
+        for (label, piece) in pieces {
+            let w = match self.distribution {
+                Distribution::Hash => hash_of(&label) % n,
+                Distribution::None => target_rr,
+                Distribution::Range => {
+                    self.range
+                        .route(&label, piece.get_array_memory_size() as u64, target_rr)
+                }
+            };
+            self.buffers[w].push(label, piece)?;
+        }
+        Ok(self.buffers.iter().map(|w| w.spilled_bytes).sum())
+    }
+}
+
+impl IngestBuilder {
+    /// Takes in `records` read from `uri`: counts them, sends bad ones to the dead-letter sink
+    /// (stopping past `--max-bad-records`), advances `pending` and buffers the good rows.
+    pub(super) async fn accept(
+        &mut self,
+        records: &[SourceRecord],
+        writers: &mut Writers,
+        pending: &mut Positions,
+        since: &mut Window,
+        summary: &mut IngestMetrics,
+        uri: &str,
+    ) -> Result<()> {
+        let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
+        let decoded = match &mut self.changes {
+            Some(c) => c.decode(records)?,
+            None => decode_records(&writers.arrow_schema, &payloads),
+        };
+        let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
+        self.metrics
+            .records_in
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        summary.records += records.len() as u64;
+        if !decoded.bad.is_empty() {
+            let entries: Vec<DeadLetter> = decoded
+                .bad
+                .iter()
+                .map(|(i, b)| {
+                    let r = &records[*i];
+                    DeadLetter::new(uri, &r.stream, r.position, &r.payload, b.clone())
+                })
+                .collect();
+            let count = entries.len() as u64;
+            summary.bad_records += count;
+            since.bad += count;
+            self.metrics.bad_records.fetch_add(count, Ordering::Relaxed);
+            match &mut self.dead_letter {
+                Some(sink) => sink.write(&entries).await?,
+                None => {
+                    for e in &entries {
+                        tracing::warn!(stream = %e.stream, position = e.position, column = %e.column, reason = %e.reason, "bad record");
+                    }
+                }
+            }
+            if let Some(max) = self.options.max_bad_records {
+                if summary.bad_records > max {
+                    let last = entries.last().expect("not empty");
+                    return Err(Error::TooManyBadRecords {
+                        count: summary.bad_records,
+                        max,
+                        last: format!(
+                            "{} at {}: column '{}' value {}: {}",
+                            last.stream, last.position, last.column, last.value, last.reason
+                        ),
+                    });
+                }
+            }
+        }
+        for r in records {
+            pending.insert(r.stream.to_string(), r.next_position);
+        }
+        if let Some(batch) = decoded.batch {
+            since.records += batch.num_rows() as u64;
+            since.bytes += bytes;
+            let spilled = writers.route(batch)?;
+            self.metrics.spilled_bytes.store(spilled, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+fn hash_of(s: &str) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish() as usize
+}
