@@ -290,17 +290,7 @@ fn graph_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 
 /// File circles known today, each as the set of its files, until they are untangled. A
 /// listed circle that is gone fails the check too, so the list only shrinks.
-const KNOWN_FILE_CYCLES: &[&[&str]] = &[
-    // Removed when the ingest untangling (issue 30: options/group/stream) lands.
-    &[
-        "ingest/group.rs",
-        "ingest/options.rs",
-        "ingest/report.rs",
-        "ingest/stream.rs",
-    ],
-    // Found by the first file check (issue 30); ingest's, left to the ingest untangling.
-    &["ingest/source/file.rs", "ingest/source/follow.rs"],
-];
+const KNOWN_FILE_CYCLES: &[&[&str]] = &[];
 
 /// The module path of a source file: `a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs` is the
 /// crate root.

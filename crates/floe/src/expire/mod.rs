@@ -21,17 +21,16 @@
 //! location or the catalog's files; what was kept is reported. A crash between the two steps
 //! leaves only unreferenced files, which `remove-orphan-files` proves and removes.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use iceberg::spec::{SnapshotReference, SnapshotRetention, MAIN_BRANCH};
 use iceberg::table::Table;
-use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use iceberg::TableIdent;
 
 use crate::catalog::{ident_string, refs, Catalog};
 use crate::clean::check_gc_enabled;
-use crate::commit::producer::PreparedCommit;
-use crate::commit::{Committer, Produced};
+use crate::commit::{action, Committer, Produced};
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
 use crate::operations::{snapshot_of, Ctx, Operation, Planned};
@@ -329,39 +328,40 @@ impl Operation for ExpireBuilder {
         if self.clean_files {
             check_gc_enabled(&table, "delete expired files")?;
         }
-        let (plan, base, index) =
-            if report.plan.expired_snapshots.is_empty() && report.plan.expired_refs.is_empty() {
-                (report.plan.clone(), table, None)
-            } else {
-                let this = &self;
-                // Each attempt plans against the table it commits on; the plan of the attempt
-                // that landed comes back with the outcome. The manifests read for the cleanup are
-                // kept across attempts (the plan's first): a retry reads only what the commits it
-                // lost to added, so it is fast enough to land between a streaming writer's commits.
-                let shared: tokio::sync::Mutex<Option<ReachIndex>> =
-                    tokio::sync::Mutex::new(index.filter(|_| self.clean_files));
-                let shared = &shared;
-                let committed = Committer::new(&self.ctx.catalog, &self.ctx.ident)
-                    .on(table)
-                    .commit_with(|t| async move {
-                        let (p, _) = this.plan_for(&t, now_ms)?;
-                        // Read everything the cleanup needs before committing: an unreadable
-                        // manifest list or manifest aborts here, with the metadata unchanged.
-                        if this.clean_files && !p.expired_snapshots.is_empty() {
-                            let mut index = shared.lock().await;
-                            let index = index.get_or_insert_with(ReachIndex::default);
-                            index.extend_to(&t, &all_snapshot_ids(&t)).await?;
-                        }
-                        Ok(Produced {
-                            commit: expiry_commit(&t, &p),
-                            plan: (p, t),
-                        })
-                    })
-                    .await?;
-                let (p, t) = committed.plan;
-                let index = shared.lock().await.take();
-                (p, t, index)
-            };
+        let (plan, base, index) = if report.plan.expired_snapshots.is_empty()
+            && report.plan.expired_refs.is_empty()
+        {
+            (report.plan.clone(), table, None)
+        } else {
+            let this = &self;
+            // Each attempt plans against the table it commits on; the plan of the attempt
+            // that landed comes back with the outcome. The manifests read for the cleanup are
+            // kept across attempts (the plan's first): a retry reads only what the commits it
+            // lost to added, so it is fast enough to land between a streaming writer's commits.
+            let shared: tokio::sync::Mutex<Option<ReachIndex>> =
+                tokio::sync::Mutex::new(index.filter(|_| self.clean_files));
+            let shared = &shared;
+            let committed = Committer::new(&self.ctx.catalog, &self.ctx.ident)
+                .on(table)
+                .commit_with(|t| async move {
+                    let (p, _) = this.plan_for(&t, now_ms)?;
+                    // Read everything the cleanup needs before committing: an unreadable
+                    // manifest list or manifest aborts here, with the metadata unchanged.
+                    if this.clean_files && !p.expired_snapshots.is_empty() {
+                        let mut index = shared.lock().await;
+                        let index = index.get_or_insert_with(ReachIndex::default);
+                        index.extend_to(&t, &all_snapshot_ids(&t)).await?;
+                    }
+                    Ok(Produced::new(
+                        action::expire::expire(t.metadata(), &p.expired_refs, &p.expired_snapshots),
+                        (p, t),
+                    ))
+                })
+                .await?;
+            let (p, t) = committed.plan;
+            let index = shared.lock().await.take();
+            (p, t, index)
+        };
         report.plan = plan;
 
         // Files only the expired snapshots reached.
@@ -430,46 +430,6 @@ fn all_snapshot_ids(table: &Table) -> Vec<i64> {
         .snapshots()
         .map(|s| s.snapshot_id())
         .collect()
-}
-
-/// The metadata updates of an expiry: refs, snapshots and their statistics removed. The CAS
-/// on the base metadata makes the plan exact: any concurrent commit forces a re-plan.
-fn expiry_commit(table: &Table, plan: &ExpirePlan) -> PreparedCommit {
-    let md = table.metadata();
-    let mut updates: Vec<TableUpdate> = plan
-        .expired_refs
-        .iter()
-        .map(|r| TableUpdate::RemoveSnapshotRef {
-            ref_name: r.clone(),
-        })
-        .collect();
-    if !plan.expired_snapshots.is_empty() {
-        updates.push(TableUpdate::RemoveSnapshots {
-            snapshot_ids: plan.expired_snapshots.clone(),
-        });
-    }
-    let expired: BTreeSet<i64> = plan.expired_snapshots.iter().copied().collect();
-    for st in md
-        .statistics_iter()
-        .filter(|s| expired.contains(&s.snapshot_id))
-    {
-        updates.push(TableUpdate::RemoveStatistics {
-            snapshot_id: st.snapshot_id,
-        });
-    }
-    for st in md
-        .partition_statistics_iter()
-        .filter(|s| expired.contains(&s.snapshot_id))
-    {
-        updates.push(TableUpdate::RemovePartitionStatistics {
-            snapshot_id: st.snapshot_id,
-        });
-    }
-    PreparedCommit {
-        requirements: vec![TableRequirement::UuidMatch { uuid: md.uuid() }],
-        updates,
-        written: vec![],
-    }
 }
 
 #[cfg(test)]

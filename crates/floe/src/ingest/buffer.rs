@@ -239,13 +239,9 @@ pub async fn write_parts(
         match closed {
             Ok(written) => files.extend(written),
             Err(e) => {
-                let io = table.file_io().clone();
-                let location = table.metadata().location().to_string();
-                let paths = files
-                    .iter()
-                    .map(|f: &DataFile| f.file_path().to_string())
-                    .collect();
-                crate::storage::delete::delete_quietly_in(&io, &location, paths).await;
+                let mut ledger = crate::commit::Ledger::of(table);
+                ledger.stage_files(&files);
+                ledger.discard().await;
                 return Err(e);
             }
         }

@@ -40,12 +40,12 @@ use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
+use crate::commit::Ledger;
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::coordination::handoffs::Handoff;
 use crate::coordination::{LeaseOutcome, Store};
 use crate::error::{Error, Result};
 use crate::ingest::source::Positions;
-use crate::storage::delete::delete_quietly_in;
 use crate::table::exactly_once::{
     already_committed, chain_head, continues, current_positions, fence_group, summary,
 };
@@ -280,12 +280,12 @@ impl Group {
         }
         self.store.remove_handoffs(&drop_ids).await?;
         if !refused_files.is_empty() {
-            let paths = refused_files
+            let paths: Vec<String> = refused_files
                 .iter()
                 .filter_map(|stored| decode(md, "refused", stored).ok())
                 .map(|f| f.file_path().to_string())
                 .collect();
-            delete_quietly_in(table.file_io(), md.location(), paths).await;
+            Ledger::of(&table).with(paths).discard().await;
         }
         Ok(Some(done))
     }

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::file::{input_error, matching, read_lines, Unit};
+use super::lines::{input_error, matching, read_lines, Unit};
 use super::{Positions, SourceRecord};
 use crate::error::Result;
 

@@ -12,6 +12,7 @@ pub mod file;
 pub mod follow;
 pub mod kafka;
 pub mod kafka_group;
+mod lines;
 
 use std::sync::Arc;
 use std::time::Duration;

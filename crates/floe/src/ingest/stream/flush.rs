@@ -12,6 +12,7 @@ use iceberg::table::Table;
 use super::batch::Writers;
 use super::IngestBuilder;
 use crate::catalog::ident_string;
+use crate::commit::Ledger;
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::ingest::buffer::{write_parts, RowsToWrite};
@@ -21,7 +22,6 @@ use crate::ingest::source::{committed_lag, Positions};
 use crate::ingest::trigger::{Trigger, Window};
 use crate::ingest::upsert::last_changes;
 use crate::operation::{Amount, Progress};
-use crate::storage::delete::delete_quietly_in;
 use crate::table::exactly_once;
 use crate::write::staged::{commit_append, Staged};
 
@@ -161,8 +161,9 @@ impl IngestBuilder {
             }
         }
         if let Some(e) = failure {
-            let paths = files.iter().map(|f| f.file_path().to_string()).collect();
-            delete_quietly_in(table.file_io(), table.metadata().location(), paths).await;
+            let mut ledger = Ledger::of(&table);
+            ledger.stage_files(&files);
+            ledger.discard().await;
             return Err(e);
         }
         let flush_ms = flush_started.elapsed().as_millis() as u64;
