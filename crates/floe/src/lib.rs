@@ -7,8 +7,8 @@
 //! ## Architecture
 //!
 //! floe is a stack of layers. Every `use crate::` points down the stack (or sideways inside the
-//! operations layer, without cycles); `tests/layers.rs` fails the build on an import that
-//! points up or a module cycle.
+//! operations layer, without cycles); `layers.rs` (a unit test) fails the build on an import that
+//! points up, a module cycle, or a circle between the files of one module.
 //!
 //! ```text
 //!  ingest       append  ingest: records in; streams with exactly-once commits that run the
@@ -43,19 +43,30 @@
 //!           compact / expire / clean ──────┘ <── inspect / sql / diagnose <─┘
 //! ```
 //!
-//! A compaction, end to end: the CLI builds [`compact::CompactBuilder`], which loads the table
-//! through [`catalog::Catalog::load_table`], lists live files with
-//! [`table::manifests::live_files`], plans file groups ([`compact::plan`]), rewrites each group
-//! with [`write::TableWriter`], and commits a replace through [`commit::Committer`]: the
-//! producer ([`commit::producer`]) writes manifests and a manifest list, the committer retries
-//! under its [`commit::retry::RetryPolicy`] and hands each attempt to the catalog's
-//! compare-and-swap (`Catalog::commit`, crate-private), which makes the snapshot current; on a
-//! definite failure the files written are deleted through the table's fence
-//! ([`storage::delete`]).
+//! A compaction, end to end: the CLI builds [`compact::CompactBuilder`] and calls the
+//! [`operations::Operation`] contract. `plan()` loads the table through its
+//! [`operations::Ctx`], scans it once with delete files attached, and plans file groups
+//! ([`compact::plan`]): a [`compact::CompactPlan`] value, printed by `--dry-run`. `apply(plan)`
+//! rewrites each group with [`write::TableWriter`], registers the outputs in a
+//! [`commit::Ledger`], and commits a replace through [`commit::Committer`]: the producer
+//! ([`commit::producer`]) writes manifests and a manifest list, the committer retries under its
+//! [`commit::retry::RetryPolicy`] and hands each attempt to the catalog's compare-and-swap
+//! (`Catalog::commit`, crate-private), which makes the snapshot current. On a conflict
+//! ([`commit::Conflict`]) the ledger comes back and each group is committed alone with its part;
+//! on any other definite failure the committer deletes the ledger's files through the table's
+//! fence ([`storage::delete`]); on an unknown outcome it keeps them.
+//!
+//! An ingest commit: the driver (`ingest::stream`) reads the source, decodes into per-partition
+//! buffers, and when the pure trigger (`ingest::trigger`) says a window is due, writes the
+//! buffers and commits an append (or a row delta) whose summary carries the writer's positions
+//! ([`table::exactly_once`]); the committer checks the writer fence on every attempt, so a
+//! zombie writer cannot commit, and a restart resumes from the positions in the table.
 //!
 //! ## Where things live
 //!
-//! - [`operation`]: the shape every operation shares (`plan()`, `execute()`, [`operation::Cost`]).
+//! - [`operation`]: what every operation reports ([`operation::Cost`], [`operation::Progress`]).
+//! - [`operations`]: the contract every operation that changes a table implements: `plan()` a
+//!   value that changes nothing, `apply(plan)` re-validated at commit, `execute()`.
 //! - [`error`]: one error type; every variant names what to fix. [`properties`]: names,
 //!   defaults and validation of table properties. [`secrets`]: the one masking function for
 //!   everything printed. [`fault`]: fault injection for crash tests. [`server`]: the one HTTP
@@ -65,9 +76,13 @@
 //!   fence ([`storage::fence`]: nothing outside the table's own location is ever deleted) and
 //!   batched deletes ([`storage::delete`]).
 //! - [`table`]: `ns.table` identifiers and the name rule, manifests and live files,
-//!   reachability, writer watermarks, schema text.
+//!   reachability, writer watermarks, the exactly-once protocol ([`table::exactly_once`]),
+//!   schema text.
 //! - [`catalog`]: the catalogs and their configuration (`floe.toml`, environment).
-//! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers).
+//! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers): one
+//!   file per action ([`commit::action`]), the staged-files [`commit::Ledger`], conflicts as
+//!   [`commit::Conflict`].
+//! - [`coordination`]: leases, run history and ingest hand-offs in one SQL database.
 //! - [`mod@write`]: Parquet data and delete files with full column metrics.
 //! - Operations: [`compact`]
 //!   (`rewrite_data_files`), [`change`] (row-level changes: `delete --where`, upserts by key

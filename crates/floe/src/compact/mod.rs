@@ -145,6 +145,20 @@ impl CompactMetrics {
         self.live_files_after = self.live_files_before + self.added_files - self.rewritten_files;
     }
 
+    /// The run of several batches: the first batch's metrics with the others absorbed.
+    fn of_batches(batches: Vec<CompactMetrics>) -> Result<CompactMetrics> {
+        let n = batches.len();
+        let mut it = batches.into_iter();
+        let mut total = it
+            .next()
+            .ok_or_else(|| Error::Io(std::io::Error::other("compaction: no partition to plan")))?;
+        for m in it {
+            total.absorb(m);
+        }
+        total.plan_batches = n;
+        Ok(total)
+    }
+
     /// Whether every planned group failed: there was work and nothing was committed.
     pub fn all_groups_failed(&self) -> bool {
         !self.failed_groups.is_empty() && self.commits.is_empty()
@@ -395,21 +409,12 @@ impl CompactBuilder {
         snapshot_id: Option<i64>,
     ) -> Result<CompactPlan> {
         let batches = Self::batches(counts, limit);
-        let mut total: Option<CompactMetrics> = None;
+        let mut total = Vec::with_capacity(batches.len());
         for batch in &batches {
             let run = self.clone().with_partitions(Some(batch.clone()));
-            let m = run.plan_boxed().await?.report;
-            total = Some(match total {
-                None => m,
-                Some(mut t) => {
-                    t.absorb(m);
-                    t
-                }
-            });
+            total.push(run.plan_boxed().await?.report);
         }
-        let mut m = total
-            .ok_or_else(|| Error::Io(std::io::Error::other("compaction: no partition to plan")))?;
-        m.plan_batches = batches.len();
+        let mut m = CompactMetrics::of_batches(total)?;
         m.duration_ms = started.elapsed().as_millis() as u64;
         Ok(Planned::new(
             m,
@@ -431,23 +436,13 @@ impl CompactBuilder {
         planning: std::time::Duration,
     ) -> Result<CompactMetrics> {
         let started = Instant::now();
-        let n = batches.len();
-        let mut total: Option<CompactMetrics> = None;
+        let mut total = Vec::with_capacity(batches.len());
         for batch in batches {
             let run = self.clone().with_partitions(Some(batch));
             let plan = run.plan_boxed().await?;
-            let m = run.apply_boxed(plan).await?;
-            total = Some(match total {
-                None => m,
-                Some(mut t) => {
-                    t.absorb(m);
-                    t
-                }
-            });
+            total.push(run.apply_boxed(plan).await?);
         }
-        let mut m = total
-            .ok_or_else(|| Error::Io(std::io::Error::other("compaction: no partition to plan")))?;
-        m.plan_batches = n;
+        let mut m = CompactMetrics::of_batches(total)?;
         let elapsed = started.elapsed() + planning;
         m.duration_ms = elapsed.as_millis() as u64;
         m.mb_per_s = m.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);

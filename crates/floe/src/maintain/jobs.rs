@@ -532,9 +532,15 @@ fn status_of(
     }
 }
 
+/// How long a job may be held up at its start and still apply the plan it was scored with.
+const KEPT_PLAN_WAIT: Duration = Duration::from_secs(1);
+
 /// Runs one planned job on the table: applies the plan it was scored with (`partitions`, the
-/// scheduler's pick, cuts a compaction), or plans afresh when that plan was already taken.
-/// Returns what it did, or the error as the run record keeps it.
+/// scheduler's pick, cuts a compaction). A job held up at its start for longer than
+/// [`KEPT_PLAN_WAIT`] (`FLOE_FAULT_PAUSE_MAINTAIN_JOB_MS` stands in for a slow start) plans
+/// again against the table as it then is, as does one whose plan was already taken: a plan
+/// as old as the wait would leave out what was written meanwhile (a streaming table's new
+/// small files). Returns what it did, or the error as the run record keeps it.
 pub async fn run_job(
     w: &Watched,
     p: &Planned,
@@ -544,17 +550,12 @@ pub async fn run_job(
     if let Some(e) = crate::fault::fail("MAINTAIN_JOB") {
         return Err(e);
     }
+    let entered = std::time::Instant::now();
     crate::fault::pause("MAINTAIN_JOB").await;
-    run(
-        w,
-        p.job,
-        p.run.take(),
-        partitions,
-        p.roll_up.clone(),
-        policy,
-    )
-    .await
-    .map_err(|e| e.to_string())?
+    let kept = p.run.take().filter(|_| entered.elapsed() <= KEPT_PLAN_WAIT);
+    run(w, p.job, kept, partitions, p.roll_up.clone(), policy)
+        .await
+        .map_err(|e| e.to_string())?
 }
 
 /// `op.apply(plan)` with the kept plan, else `op.execute()`.
