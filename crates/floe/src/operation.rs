@@ -1,10 +1,8 @@
-//! The shape every maintenance operation shares, so that a scheduler can weigh them alike.
-//!
-//! Every operation is `XBuilder::new(&catalog, ident)` + `with_*` setters (the same
-//! `with_dry_run(bool)` everywhere) + `plan()` (what it would do, computed without changing
-//! anything: the dry run) + `execute()` returning `XMetrics`. Plans and metrics implement
-//! [`Costed`]: the files and bytes the work reads, writes and deletes. While they run, every
-//! operation reports the same [`Progress`] event through `with_progress`.
+//! What every operation reports, so that a scheduler can weigh them alike: [`Cost`] (the files
+//! and bytes the work reads, writes and deletes, given by plans and metrics through
+//! [`Costed`]) and one [`Progress`] event, reported through `with_progress` while it runs. The
+//! contract operations implement (`plan()` a value, `apply(plan)`, `execute()`) is
+//! `crate::operations::Operation`, one layer up (it needs the catalog).
 
 use std::ops::{Add, AddAssign};
 use std::sync::Arc;
