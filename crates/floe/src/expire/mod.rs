@@ -21,10 +21,9 @@
 //! location or the catalog's files; what was kept is reported. A crash between the two steps
 //! leaves only unreferenced files, which `remove-orphan-files` proves and removes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use iceberg::spec::{SnapshotReference, SnapshotRetention, MAIN_BRANCH};
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
@@ -38,7 +37,7 @@ use crate::properties;
 use crate::storage::delete::{delete_files, DeleteStats};
 use crate::storage::fence::{Fence, KeptFiles};
 use crate::table::reach::{metadata_files, reachable_from_table, FileKind, ReachIndex};
-use crate::table::watermarks::{watermarks, Watermark};
+use crate::table::watermarks::watermarks;
 
 mod older_than;
 mod retention;

@@ -2,7 +2,12 @@
 //! snapshots expire and which are protected (and why). No I/O; the builder in `mod.rs` reads
 //! the table and deletes what the plan frees.
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+
+use iceberg::spec::{SnapshotReference, SnapshotRetention, MAIN_BRANCH};
+
+use crate::error::{Error, Result};
+use crate::table::watermarks::Watermark;
 
 /// A snapshot as retention sees it.
 #[derive(Debug, Clone)]

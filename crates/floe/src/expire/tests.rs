@@ -1,4 +1,8 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use iceberg::spec::{SnapshotReference, SnapshotRetention, MAIN_BRANCH};
+
+use crate::table::watermarks::Watermark;
 
 use super::*;
 
