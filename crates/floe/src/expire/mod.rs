@@ -289,7 +289,8 @@ impl Operation for ExpireBuilder {
             let mut still = index.reachable(&kept_ids);
             still.extend(metadata_files(&table));
             let gone = index.reachable(&report.plan.expired_snapshots);
-            let (files, _, kept) = self.doomed(&table, gone.minus(&still)).await?;
+            let fence = self.fence(&table).await?;
+            let (files, _, kept) = doomed(&table, &fence, gone.minus(&still)).await;
             report.files = files;
             report.kept_outside_location = kept.outside_location;
             report.kept = kept;
@@ -371,13 +372,11 @@ impl Operation for ExpireBuilder {
             // Fresh metadata, right before deleting: includes anything committed since.
             let fresh = self.ctx.load().await?;
             let still = reachable_from_table(&fresh).await?;
-            let (files, doomed, kept) = self.doomed(&base, gone.minus(&still)).await?;
+            let fence = self.fence(&base).await?;
+            let (files, doomed, kept) = doomed(&base, &fence, gone.minus(&still)).await;
             report.files = files;
             report.kept_outside_location = kept.outside_location;
             report.kept = kept;
-            let fence = Fence::for_table(&self.ctx.catalog, &base)
-                .await?
-                .allow_external(self.delete_external);
             report.deleted =
                 delete_files(base.file_io(), &fence, doomed, self.ctx.progress.clone()).await;
         }
@@ -387,40 +386,44 @@ impl Operation for ExpireBuilder {
 }
 
 impl ExpireBuilder {
-    /// The `unreachable` files the fence lets go, counted by kind, and what it kept.
-    async fn doomed(
-        &self,
-        base: &Table,
-        unreachable: Vec<(String, crate::table::reach::Reached)>,
-    ) -> Result<(Vec<KindCount>, Vec<String>, KeptFiles)> {
-        let fence = Fence::for_table(&self.ctx.catalog, base)
+    /// The delete fence of `base`, with this expiry's rule for files outside its location.
+    async fn fence(&self, base: &Table) -> Result<Fence> {
+        Ok(Fence::for_table(&self.ctx.catalog, base)
             .await?
-            .allow_external(self.delete_external);
-        let (allowed, kept) = fence.partition(unreachable.iter().map(|(p, _)| p.clone()));
-        let allowed: HashSet<String> = allowed.into_iter().collect();
-        let mut by_kind: std::collections::BTreeMap<FileKind, KindCount> = Default::default();
-        let mut doomed = Vec::new();
-        for (path, r) in unreachable {
-            if !allowed.contains(&path) {
-                continue;
-            }
-            let k = by_kind.entry(r.kind).or_insert_with(|| KindCount {
-                kind: r.kind.name(),
-                ..Default::default()
-            });
-            k.files += 1;
-            k.bytes += match r.size {
-                Some(n) => n,
-                // Manifest lists carry no size in metadata: ask storage.
-                None => match base.file_io().new_input(&path) {
-                    Ok(input) => input.metadata().await.map(|m| m.size).unwrap_or(0),
-                    Err(_) => 0,
-                },
-            };
-            doomed.push(path);
-        }
-        Ok((by_kind.into_values().collect(), doomed, kept))
+            .allow_external(self.delete_external))
     }
+}
+
+/// The `unreachable` files `fence` lets go, counted by kind, and what it kept.
+async fn doomed(
+    base: &Table,
+    fence: &Fence,
+    unreachable: Vec<(String, crate::table::reach::Reached)>,
+) -> (Vec<KindCount>, Vec<String>, KeptFiles) {
+    let (allowed, kept) = fence.partition(unreachable.iter().map(|(p, _)| p.clone()));
+    let allowed: HashSet<String> = allowed.into_iter().collect();
+    let mut by_kind: std::collections::BTreeMap<FileKind, KindCount> = Default::default();
+    let mut doomed = Vec::new();
+    for (path, r) in unreachable {
+        if !allowed.contains(&path) {
+            continue;
+        }
+        let k = by_kind.entry(r.kind).or_insert_with(|| KindCount {
+            kind: r.kind.name(),
+            ..Default::default()
+        });
+        k.files += 1;
+        k.bytes += match r.size {
+            Some(n) => n,
+            // Manifest lists carry no size in metadata: ask storage.
+            None => match base.file_io().new_input(&path) {
+                Ok(input) => input.metadata().await.map(|m| m.size).unwrap_or(0),
+                Err(_) => 0,
+            },
+        };
+        doomed.push(path);
+    }
+    (by_kind.into_values().collect(), doomed, kept)
 }
 
 fn all_snapshot_ids(table: &Table) -> Vec<i64> {
