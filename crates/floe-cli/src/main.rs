@@ -16,9 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use floe::catalog::{config, parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
-use floe::ingest::files::InputFormat;
 use floe::operations::Operation;
 use floe::properties::parse_size;
+use floe::records::files::InputFormat;
 use floe::write::WriteOptions;
 use serde_json::json;
 

@@ -25,8 +25,8 @@ use crate::catalog::Catalog;
 use crate::change::keys::KeyIndex;
 use crate::commit::Committer;
 use crate::error::Result;
-use crate::ingest::files::{InputFormat, InputReader};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
+use crate::records::files::{InputFormat, InputReader};
 use crate::write::staged::{commit_append, Staged};
 use crate::write::{TableWriter, WriteOptions};
 

@@ -28,10 +28,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     // shared by `maintain` and `ingest`.
     ("coordination", &["coordination"]),
     ("write", &["write"]),
+    // Records in: NDJSON, CSV and Parquet input decoded into batches of the table's schema,
+    // shared by `append` and `ingest`.
+    ("records", &["records"]),
     (
         "operations",
         &[
             "operations",
+            "append",
             "alter",
             "refs",
             "compact",
@@ -46,8 +50,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("maintain", &["maintain"]),
     // Getting records in: `floe ingest` runs the table's maintenance (`--maintain`), so it
     // sits on top of the service; its group lease store (`--group`) is the coordination
-    // layer's; `append` reads its input files with ingest's converters.
-    ("ingest", &["ingest", "append"]),
+    // layer's.
+    ("ingest", &["ingest"]),
 ];
 
 /// The top-level modules a source file names through `crate::`, outside comments.

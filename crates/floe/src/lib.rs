@@ -11,12 +11,14 @@
 //! points up, a module cycle, or a circle between the files of one module.
 //!
 //! ```text
-//!  ingest       append  ingest: records in; streams with exactly-once commits that run the
+//!  ingest       records in: streams with exactly-once commits that run the
 //!      v        table's maintenance in-process (--maintain) and scale out (--group)
 //!  maintain     the self-driving service: facts, triggers, scheduling of the operations
 //!      v
-//!  operations   compact  change  expire  clean  diagnose  inspect  sql  alter  refs
+//!  operations   compact  change  expire  clean  diagnose  inspect  sql  alter  refs  append
 //!      │            each reads tables, plans, writes files and commits through the layers below
+//!      v
+//!  records      input (NDJSON, CSV, Parquet, stream payloads) decoded into the table's schema
 //!      v
 //!  write        partitioned, size-rolled Parquet writer; deletes what a failed write left
 //!      v
@@ -84,6 +86,9 @@
 //!   [`commit::Conflict`].
 //! - [`coordination`]: leases, run history and ingest hand-offs in one SQL database.
 //! - [`mod@write`]: Parquet data and delete files with full column metrics.
+//! - [`records`]: the record codec: NDJSON records, CSV and Parquet files and stream payloads
+//!   decoded into Arrow batches of a table's schema, every value converted exactly or the
+//!   record set aside with its reason (shared by `append` and `ingest`).
 //! - Operations: [`compact`]
 //!   (`rewrite_data_files`), [`change`] (row-level changes: `delete --where`, upserts by key
 //!   with position deletes), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
@@ -115,6 +120,7 @@ pub mod maintain;
 pub mod operation;
 pub mod operations;
 pub mod properties;
+pub mod records;
 pub mod refs;
 pub mod secrets;
 pub mod server;

@@ -19,7 +19,7 @@ use std::collections::HashSet;
 
 use crate::error::{Error, Result};
 use crate::ingest::debezium;
-use crate::ingest::ndjson::{parse_record, Json};
+use crate::records::ndjson::{parse_record, Json};
 
 /// How an ingest applies its records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -243,9 +243,12 @@ impl Classifier {
         {
             text.to_string()
         } else {
-            crate::ingest::ndjson::quote(text)
+            crate::records::ndjson::quote(text)
         };
-        let row = format!("{{{}:{value}}}", crate::ingest::ndjson::quote(&self.key[0]));
+        let row = format!(
+            "{{{}:{value}}}",
+            crate::records::ndjson::quote(&self.key[0])
+        );
         Change::Delete(Cow::Owned(row.into_bytes()))
     }
 }

@@ -11,7 +11,7 @@ use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandl
 use rskafka::record::Record;
 
 use crate::error::{Error, Result};
-use crate::ingest::value::BadValue;
+use crate::records::value::BadValue;
 
 /// One rejected record.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -1,7 +1,7 @@
 //! Debezium's encodings of decimals, dates, times and timestamps, read from the schema an event
 //! carries (the JSON converter with `schemas.enable=true` wraps each event as
 //! `{"schema": ..., "payload": ...}`). Each field of the row whose schema names a logical type
-//! is rewritten, exactly, into the text floe's value decoder reads ([`crate::ingest::value`]),
+//! is rewritten, exactly, into the text floe's value decoder reads ([`crate::records::value`]),
 //! which then checks it against the column (precision, scale, sub-microsecond digits):
 //!
 //! | logical type (`name`) | encoded as | rewritten as |
@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use arrow_schema::{DataType, Schema};
 use base64::Engine;
 
-use crate::ingest::ndjson::Json;
+use crate::records::ndjson::Json;
 
 type Members<'a> = Vec<(Cow<'a, str>, Json<'a>)>;
 

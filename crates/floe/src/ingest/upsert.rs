@@ -34,9 +34,9 @@ use crate::change::keys::KeyIndex;
 use crate::error::Result;
 use crate::ingest::change::{Change, Classifier, IngestMode};
 use crate::ingest::debezium;
-use crate::ingest::decode::{decode_records, Decoded};
 use crate::ingest::source::SourceRecord;
-use crate::ingest::value::BadValue;
+use crate::records::decode::{decode_records, Decoded};
+use crate::records::value::BadValue;
 
 /// The column carrying each buffered row's ordinal (stripped before writing).
 pub const ORDINAL_COLUMN: &str = "_floe_change_ordinal";

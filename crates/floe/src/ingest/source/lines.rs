@@ -44,7 +44,7 @@ pub(super) fn input_error(origin: &Path, e: impl ToString) -> Error {
     }
 }
 
-/// Sends every non-blank line of `reader` (see [`crate::ingest::ndjson::is_blank`]) as a record, counting positions from `start` in
+/// Sends every non-blank line of `reader` (see [`crate::records::ndjson::is_blank`]) as a record, counting positions from `start` in
 /// `unit`; returns the position after the last consumed line (`Err` once the receiver is gone
 /// or reading failed, the error sent first).
 pub(super) fn read_lines(
@@ -82,7 +82,7 @@ pub(super) fn read_lines(
         let body = trim_newline(&line);
         // The record rule `floe append` uses too: only JSON whitespace makes a line blank; any
         // other content is a record (and a bad one if it is not exactly one JSON object).
-        if crate::ingest::ndjson::is_blank(body) {
+        if crate::records::ndjson::is_blank(body) {
             continue;
         }
         let rec = SourceRecord {

@@ -12,12 +12,12 @@ use super::IngestBuilder;
 use crate::error::{Error, Result};
 use crate::ingest::buffer::{PartitionBuffers, PartitionRouter};
 use crate::ingest::dead_letter::DeadLetter;
-use crate::ingest::decode::decode_records;
 use crate::ingest::options::Distribution;
 use crate::ingest::range::RangeDistributor;
 use crate::ingest::report::IngestMetrics;
 use crate::ingest::source::{Positions, SourceRecord};
 use crate::ingest::trigger::Window;
+use crate::records::decode::decode_records;
 
 /// The writer tasks' buffers and how rows reach them.
 pub(super) struct Writers {

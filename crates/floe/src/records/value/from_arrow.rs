@@ -12,7 +12,7 @@ use arrow_schema::{DataType, Fields};
 use super::number::{number_to, Number};
 use super::text::text_to;
 use super::{unit_digits, BadValue, Cell, Columns, Kind, Leaf, Node, SHOW};
-use crate::ingest::ndjson::{clip, quote};
+use crate::records::ndjson::{clip, quote};
 
 /// Shows value `i` of `a` as JSON-like text for an error message.
 pub(crate) fn show(a: &dyn Array, i: usize) -> String {

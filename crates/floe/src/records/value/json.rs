@@ -1,4 +1,4 @@
-//! NDJSON records to cells: one record (see [`crate::ingest::ndjson`]) is matched to the
+//! NDJSON records to cells: one record (see [`crate::records::ndjson`]) is matched to the
 //! table's columns (duplicate keys are bad) and each JSON value is converted to its column's
 //! type, recursively for lists, structs and maps.
 
@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use super::number::{number_to, Number};
 use super::text::text_to;
 use super::{BadValue, Cell, Columns, Kind, Leaf, Node, SHOW};
-use crate::ingest::ndjson::{self, quote, Json};
+use crate::records::ndjson::{self, quote, Json};
 
-/// Decodes one NDJSON record (see [`crate::ingest::ndjson`]) into one cell per column.
+/// Decodes one NDJSON record (see [`crate::records::ndjson`]) into one cell per column.
 pub(crate) fn decode_record<'a>(
     cols: &Columns,
     payload: &'a [u8],

@@ -1,6 +1,6 @@
 //! Input files for `floe append`: NDJSON, CSV (with a header) and Parquet, read in batches and
-//! converted to the table schema by the checked rules of [`crate::ingest::value`] (NDJSON
-//! lines by the record rule of [`crate::ingest::ndjson`], the one `floe ingest` uses). A record
+//! converted to the table schema by the checked rules of [`crate::records::value`] (NDJSON
+//! lines by the record rule of [`crate::records::ndjson`], the one `floe ingest` uses). A record
 //! that does not fit names file, line/row, column and value.
 
 use std::fs::File;
@@ -13,10 +13,10 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
 use crate::error::{Error, Result};
-use crate::ingest::convert::{conform, Origin, TextSource};
-use crate::ingest::ndjson;
-pub use crate::ingest::value::BadValue;
-use crate::ingest::value::Plan;
+use crate::records::convert::{conform, Origin, TextSource};
+use crate::records::ndjson;
+pub use crate::records::value::BadValue;
+use crate::records::value::Plan;
 
 /// Records per batch read from an input file.
 pub use crate::write::BATCH_ROWS;
@@ -204,7 +204,7 @@ impl InputReader {
     }
 
     /// Up to [`BATCH_ROWS`] records, each line decoded by the shared NDJSON record rule
-    /// ([`crate::ingest::ndjson`]); the first bad line fails the file.
+    /// ([`crate::records::ndjson`]); the first bad line fails the file.
     fn next_ndjson(&mut self) -> Result<Option<RecordBatch>> {
         let Source::Ndjson { reader } = &mut self.source else {
             unreachable!("called on ndjson only")

@@ -13,7 +13,7 @@
 //!   same column) is a bad record: keeping either value would silently drop the other.
 //!
 //! The parser keeps every number as its exact source text so that the checked conversions of
-//! [`crate::ingest::value`] see the digits that were written, not an `f64` rounding of them.
+//! [`crate::records::value`] see the digits that were written, not an `f64` rounding of them.
 
 use std::borrow::Cow;
 

@@ -4,7 +4,7 @@
 //! Input columns are matched to table columns by name (exact, then the one column equal up to
 //! ASCII case); missing optional columns become nulls; two input columns matching one table
 //! column, or an input with none of the table's columns, is an error (either would drop data
-//! silently). Values go through the checked conversions of [`crate::ingest::value`], the same
+//! silently). Values go through the checked conversions of [`crate::records::value`], the same
 //! rules NDJSON records follow; an input column already of the column's exact type is kept as
 //! is. A value that does not fit, or a null in a required column, is an [`Error::BadRecord`]
 //! with the file, the line/row, the column and the value.
@@ -15,9 +15,9 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use arrow_schema::DataType;
 
 use crate::error::{Error, Result};
-use crate::ingest::value::{arrow_value, build, match_columns, BadValue, Cell, Node, Plan};
+use crate::records::value::{arrow_value, build, match_columns, BadValue, Cell, Node, Plan};
 
-pub use crate::ingest::value::TextSource;
+pub use crate::records::value::TextSource;
 
 /// Where a batch came from, to name bad records.
 #[derive(Debug, Clone)]
@@ -71,7 +71,7 @@ pub fn conform(batch: &RecordBatch, plan: &Plan, origin: &Origin) -> Result<Reco
                         i,
                         BadValue {
                             column: f.name().clone(),
-                            value: crate::ingest::value::show(s, i),
+                            value: crate::records::value::show(s, i),
                             reason: "contains a NUL byte".into(),
                         },
                     );
@@ -157,7 +157,7 @@ fn convert_column(node: &Node, input: &ArrayRef, text: TextSource) -> Result<Con
                     i,
                     BadValue {
                         column: name.clone(),
-                        value: crate::ingest::value::show(d, i),
+                        value: crate::records::value::show(d, i),
                         reason: format!(
                             "out of range for decimal({p},{s}) (at most {} digit(s) before the decimal point)",
                             *p as i64 - *s as i64

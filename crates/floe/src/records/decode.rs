@@ -3,13 +3,13 @@
 //! the dead-letter sink; the stream goes on).
 //!
 //! Each payload goes through the same record rule and checked conversions as `floe append`'s
-//! NDJSON lines ([`crate::ingest::ndjson`], [`crate::ingest::value`]): exactly one JSON object,
+//! NDJSON lines ([`crate::records::ndjson`], [`crate::records::value`]): exactly one JSON object,
 //! every value stored exactly or the whole record set aside.
 
 use arrow::record_batch::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use crate::ingest::value::{BadValue, Plan};
+use crate::records::value::{BadValue, Plan};
 
 /// A decoded micro-batch: the good records as one batch, and the index and reason of every bad
 /// record.

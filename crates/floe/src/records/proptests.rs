@@ -13,10 +13,10 @@ use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use proptest::prelude::*;
 
-use crate::ingest::convert::{conform, Origin, TextSource};
-use crate::ingest::decode::decode_records;
-use crate::ingest::files::{InputFormat, InputReader};
-use crate::ingest::value::Plan;
+use crate::records::convert::{conform, Origin, TextSource};
+use crate::records::decode::decode_records;
+use crate::records::files::{InputFormat, InputReader};
+use crate::records::value::Plan;
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

@@ -40,7 +40,7 @@ use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, FieldRef, Fields, SchemaRef, TimeUnit};
 
 use crate::error::Result;
-use crate::ingest::ndjson::clip;
+use crate::records::ndjson::clip;
 
 mod build;
 mod from_arrow;
@@ -317,7 +317,7 @@ impl Plan {
         }
     }
 
-    /// Decodes one NDJSON record (the rule of [`crate::ingest::ndjson`]).
+    /// Decodes one NDJSON record (the rule of [`crate::records::ndjson`]).
     pub fn decode_record<'a>(
         &self,
         payload: &'a [u8],
