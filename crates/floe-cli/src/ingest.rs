@@ -279,8 +279,11 @@ pub async fn run(
         Some(addr) => Some(floe::ingest::metrics::serve(addr, metrics.clone()).await?),
         None => None,
     };
+    // The table's maintenance (with --maintain or floe.ingest.maintain) and the debt measure
+    // of backpressure, logged on stderr as `[maintain] ...`.
     let mut b = IngestBuilder::new(catalog, ident, source, o)
         .with_metrics(metrics)
+        .with_maintenance(floe::maintain::in_stream::InStream::new())
         .with_shutdown(shutdown_signal());
     if let Some(dl) = &a.dead_letter {
         b = b.with_dead_letter(DeadLetterSink::open(dl).await?);

@@ -96,7 +96,7 @@ where
         }
         eprintln!(
             "[maintain] waiting: {what} unreachable: {e:#}; retrying in {}",
-            floe::maintain::policy::human_ms(wait.as_millis() as u64)
+            floe::properties::human_ms(wait.as_millis() as u64)
         );
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}

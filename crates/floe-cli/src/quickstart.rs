@@ -321,12 +321,10 @@ fn stream_ingest(
     let mut options = floe::ingest::stream::IngestOptions::new("quickstart-stream");
     options.commit_records = Some(ROWS_PER_BATCH as u64);
     let source = floe::ingest::source::open(&events.display().to_string(), false)?;
-    Ok(floe::ingest::stream::IngestBuilder::new(
-        catalog,
-        ident.clone(),
-        source,
-        options,
-    ))
+    Ok(
+        floe::ingest::stream::IngestBuilder::new(catalog, ident.clone(), source, options)
+            .with_maintenance(floe::maintain::in_stream::InStream::new()),
+    )
 }
 
 struct Shape {

@@ -1,8 +1,8 @@
-//! Backpressure (crates/floe/src/ingest/maintain.rs): with the in-process maintenance made
-//! slow (every job pauses 4 s), `floe ingest --maintain` stretches its commit interval while
-//! the compaction debt is over `floe.ingest.max-small-files-per-partition`, keeps the debt near
-//! the limit instead of a file per commit, and comes back once the debt is paid; memory stays
-//! bounded by the write buffer.
+//! Backpressure (crates/floe/src/ingest/debt.rs, crates/floe/src/maintain/in_stream.rs): with the
+//! in-process maintenance made slow (every job pauses 4 s), `floe ingest --maintain` stretches its
+//! commit interval while the compaction debt is over `floe.ingest.max-small-files-per-partition`,
+//! keeps the debt near the limit instead of a file per commit, and comes back once the debt is
+//! paid; memory stays bounded by the write buffer.
 
 mod common;
 

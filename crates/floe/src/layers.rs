@@ -47,11 +47,13 @@ const LAYERS: &[(&str, &[&str])] = &[
             "sql",
         ],
     ),
-    ("maintain", &["maintain"]),
-    // Getting records in: `floe ingest` runs the table's maintenance (`--maintain`), so it
-    // sits on top of the service; its group lease store (`--group`) is the coordination
-    // layer's.
+    // Getting records in: `floe ingest` streams into tables; its group lease store
+    // (`--group`) is the coordination layer's. The maintenance it runs in-process
+    // (`--maintain`) is given by its caller through its hook (`ingest::hook`), so it imports
+    // no maintenance code.
     ("ingest", &["ingest"]),
+    // The self-driving service; `maintain::in_stream` implements ingest's hook.
+    ("maintain", &["maintain"]),
 ];
 
 /// The top-level modules a source file names through `crate::`, outside comments.

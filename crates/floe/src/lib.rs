@@ -11,10 +11,10 @@
 //! points up, a module cycle, or a circle between the files of one module.
 //!
 //! ```text
-//!  ingest       records in: streams with exactly-once commits that run the
-//!      v        table's maintenance in-process (--maintain) and scale out (--group)
-//!  maintain     the self-driving service: facts, triggers, scheduling of the operations
-//!      v
+//!  maintain     the self-driving service: facts, triggers, scheduling of the operations;
+//!      v        in_stream: the maintenance `floe ingest --maintain` runs, through ingest's hook
+//!  ingest       records in: streams with exactly-once commits, backpressure on compaction
+//!      v        debt, scale-out (--group); the maintenance beside it is its caller's hook
 //!  operations   compact  change  expire  clean  diagnose  inspect  sql  alter  refs  append
 //!      │            each reads tables, plans, writes files and commits through the layers below
 //!      v
@@ -96,11 +96,14 @@
 //!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
 //!   DataFusion), [`alter`] (table property updates), [`refs`] (create and drop tags and
 //!   branches).
+//! - [`append`]: input files in one commit.
+//! - [`ingest`]: `floe ingest`, streams with exactly-once commits, backpressure on compaction
+//!   debt, and scale-out over worker processes with one coordinator (`--group`); the table's
+//!   maintenance run in the same process through one committer (`--maintain`) is given by the
+//!   caller through [`ingest::hook`].
 //! - [`maintain`]: `floe maintain`, which decides per table which operation is due (policy
-//!   from `floe.maintain.*` properties, facts from metadata, triggers) and runs them.
-//! - [`append`] (input files in one commit) and [`ingest`]: `floe ingest`, streams with exactly-once commits, the table's maintenance run
-//!   in the same process through one committer (`--maintain`), backpressure on compaction debt,
-//!   and scale-out over worker processes with one coordinator (`--group`).
+//!   from `floe.maintain.*` properties, facts from metadata, triggers) and runs them;
+//!   [`maintain::in_stream`] is the same service for one table inside `floe ingest`.
 
 pub mod alter;
 pub mod append;

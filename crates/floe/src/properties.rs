@@ -137,7 +137,7 @@ pub const COMPACT_PREFIX: &str = "floe.compact.";
 pub const INGEST_PREFIX: &str = "floe.ingest.";
 /// `floe.ingest.write-buffer-size`: the ingest buffer budget, in bytes.
 pub const INGEST_WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
-/// Every `floe.ingest.*` property (`crate::ingest::maintain` documents the others).
+/// Every `floe.ingest.*` property (`crate::ingest::debt` documents the others).
 pub const INGEST_PROPERTIES: [&str; 7] = [
     INGEST_WRITE_BUFFER_SIZE,
     "floe.ingest.maintain",
@@ -605,6 +605,69 @@ pub fn bool_prop(props: &HashMap<String, String>, key: &str, default: bool) -> R
             .map(|b| b == "true")
             .map_err(|expected| stored_error(None, key, v, expected)),
     }
+}
+
+/// Reads a duration property such as `5m`, `1h` or `3d`, of at least `min_ms`, in
+/// milliseconds, or its default when unset; a bad stored value is an
+/// [`Error::InvalidTableProperty`].
+pub fn duration_prop(
+    props: &HashMap<String, String>,
+    key: &str,
+    default: u64,
+    min_ms: u64,
+) -> Result<u64> {
+    let Some(v) = props.get(key) else {
+        return Ok(default);
+    };
+    if let Some(r) = rule(key) {
+        r.check(v)
+            .map_err(|expected| stored_error(None, key, v, expected))?;
+    }
+    let ms = parse_duration(key, v)
+        .map_err(|_| {
+            stored_error(
+                None,
+                key,
+                v,
+                "expected a duration such as 30s, 15m, 1h or 3d".into(),
+            )
+        })?
+        .as_millis();
+    let ms =
+        u64::try_from(ms).map_err(|_| stored_error(None, key, v, "duration too long".into()))?;
+    if ms < min_ms {
+        return Err(stored_error(
+            None,
+            key,
+            v,
+            format!("expected a duration of at least {}", human_ms(min_ms)),
+        ));
+    }
+    Ok(ms)
+}
+
+/// A duration for messages: its largest unit and the next one, `1h30m`, `2m13s`, `5d`, `250ms`.
+pub fn human_ms(ms: u64) -> String {
+    const UNITS: [(u64, &str); 5] = [
+        (DAY_MS, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+        (1, "ms"),
+    ];
+    for (i, (unit, name)) in UNITS.iter().enumerate() {
+        if ms >= *unit || *unit == 1 {
+            let mut out = format!("{}{name}", ms / unit);
+            if let Some((next, next_name)) = UNITS.get(i + 1).filter(|_| *unit > 1000) {
+                let rest = (ms % unit) / next;
+                if rest > 0 {
+                    out.push_str(&format!("{rest}{next_name}"));
+                }
+            }
+            return out;
+        }
+    }
+    format!("{ms}ms")
 }
 
 /// Parses `true` / `false` (any case), naming `option` when it is neither.

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::ingest::maintain::Debt;
+use crate::ingest::debt::Debt;
+use crate::ingest::hook::MetricsFn;
 use crate::ingest::source::StreamLag;
-use crate::maintain::state::ServiceState;
 use crate::server;
 use crate::server::exposition::{self, Family};
 
@@ -51,7 +51,7 @@ pub struct Metrics {
     /// Time the interval was stretched beyond `--commit-interval`, summed.
     pub throttled_ms: AtomicU64,
     debt: Mutex<Option<Debt>>,
-    maintenance: Mutex<Option<Arc<ServiceState>>>,
+    maintenance: Mutex<Option<MetricsFn>>,
     size_buckets: Mutex<[u64; SIZE_BUCKETS.len() + 1]>,
     size_sum: AtomicU64,
     lag: Mutex<Vec<StreamLag>>,
@@ -89,8 +89,8 @@ impl Metrics {
     }
 
     /// Adds the in-process maintenance's metrics to the exposition.
-    pub fn attach_maintenance(&self, state: Arc<ServiceState>) {
-        *self.maintenance.lock().expect("not poisoned") = Some(state);
+    pub fn attach_maintenance(&self, render: MetricsFn) {
+        *self.maintenance.lock().expect("not poisoned") = Some(render);
     }
 
     /// Replaces the lag gauges.
@@ -265,8 +265,8 @@ impl Metrics {
             out.push(f);
         }
         let mut s = exposition::encode(out);
-        if let Some(state) = self.maintenance.lock().expect("not poisoned").as_ref() {
-            s.push_str(&state.render_metrics());
+        if let Some(render) = self.maintenance.lock().expect("not poisoned").as_ref() {
+            s.push_str(&(render.0)());
         }
         s
     }

@@ -1,10 +1,9 @@
 //! What an ingest reports: its plan (where it resumes, the settings in effect), one report per
 //! commit, and its metrics when it stops.
 
-use crate::ingest::maintain::Debt;
+use crate::ingest::debt::Debt;
 use crate::ingest::options::Distribution;
 use crate::ingest::source::{Positions, StreamLag};
-use crate::maintain::service::MaintainSummary;
 
 /// What one commit did (for the per-commit progress line).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -112,7 +111,7 @@ pub struct IngestPlan {
     /// `floe.ingest.maintain`).
     pub maintain: bool,
     /// The backpressure limits in effect.
-    pub debt_limits: crate::ingest::maintain::DebtLimits,
+    pub debt_limits: crate::ingest::debt::DebtLimits,
 }
 
 /// What an ingest did when it stopped.
@@ -134,8 +133,9 @@ pub struct IngestMetrics {
     pub peak_rss_bytes: Option<u64>,
     /// Time the commit interval was stretched by backpressure (ms beyond `--commit-interval`).
     pub throttled_ms: u64,
-    /// What the in-process maintenance did (`--maintain`).
-    pub maintenance: Option<MaintainSummary>,
+    /// What the in-process maintenance did (`--maintain`), as it reports it
+    /// ([`crate::ingest::hook::AfterCommit::stop`]).
+    pub maintenance: Option<serde_json::Value>,
 }
 
 impl IngestMetrics {

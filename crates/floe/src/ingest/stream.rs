@@ -31,14 +31,14 @@ use crate::catalog::{ident_string, Catalog};
 use crate::error::Result;
 use crate::ingest::change::IngestMode;
 use crate::ingest::dead_letter::DeadLetterSink;
+use crate::ingest::debt::{maintain_enabled, DebtLimits};
 use crate::ingest::group::{Coordinated, Group};
-use crate::ingest::maintain::{maintain_enabled, DebtLimits};
+use crate::ingest::hook::Maintenance;
 use crate::ingest::metrics::Metrics;
 use crate::ingest::outage::Outage;
 use crate::ingest::source::{committed_lag, Source};
 use crate::ingest::trigger::{Trigger, Window};
 use crate::ingest::upsert::ChangeState;
-use crate::maintain::service::LogFn;
 use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use batch::Writers;
 use flush::After;
@@ -69,7 +69,8 @@ pub struct IngestBuilder {
     on_coordinate: Option<OnCoordinate>,
     on_source_status: Option<OnSourceStatus>,
     progress: Option<ProgressFn>,
-    maintenance_log: Option<LogFn>,
+    /// The table's maintenance (`--maintain`) and the debt measure of backpressure.
+    maintenance: Option<Arc<dyn Maintenance>>,
     group: Option<Group>,
     /// `--mode upsert|cdc`: the current window's changes by key.
     changes: Option<ChangeState>,
@@ -95,7 +96,7 @@ impl IngestBuilder {
             on_coordinate: None,
             on_source_status: None,
             progress: None,
-            maintenance_log: None,
+            maintenance: None,
             group: None,
             changes: None,
             shutdown: None,
@@ -128,10 +129,13 @@ impl IngestBuilder {
         self
     }
 
-    /// Where the in-process maintenance (`--maintain`) logs its jobs (default: stderr,
-    /// prefixed `[maintain]`).
-    pub fn with_maintenance_log(mut self, log: LogFn) -> Self {
-        self.maintenance_log = Some(log);
+    /// The table's maintenance: run in this process when the ingest maintains its table
+    /// (`--maintain` or `floe.ingest.maintain`), and the measure of the table's compaction
+    /// debt for backpressure (`floe ingest` gives `floe::maintain::in_stream::InStream`).
+    /// Without one, an ingest that should maintain its table fails at the start, and no
+    /// debt is measured.
+    pub fn with_maintenance(mut self, m: impl Maintenance + 'static) -> Self {
+        self.maintenance = Some(Arc::new(m));
         self
     }
 
@@ -184,7 +188,7 @@ impl IngestBuilder {
             .map_err(|e| e.for_table(&name))?;
         let mut outage = Outage::new(self.source_timeout(&table)?);
         let resumed = self.resume(&table).await?;
-        let maintenance = match maintaining {
+        let mut maintenance = match maintaining {
             true => Some(self.start_maintenance(spill_root.path()).await?),
             false => None,
         };
@@ -252,7 +256,7 @@ impl IngestBuilder {
                     let (report, table) = self.commit(w, p, c, &uri, &since, seq).await?;
                     let after = After {
                         name: &name,
-                        maintenance: maintenance.as_ref(),
+                        maintenance: maintenance.as_mut(),
                         limits: &limits,
                         trigger: &mut trigger,
                         summary: &mut summary,

@@ -43,11 +43,12 @@ use crate::table::manifests::{current_manifests, live_files_of};
 
 use super::facts::{self, ManifestFacts, TableFacts};
 use super::partitions::{activity, choose, PartitionActivity, PartitionChoice};
-use super::policy::{human_ms, Policy};
+use super::policy::Policy;
 use super::rates::Rates;
 use super::state::{Decision, TableStatus};
 use super::trigger::{evaluate, Candidate, JobKind};
 use crate::coordination::{LastRuns, Store};
+use crate::properties::human_ms;
 
 const HOUR_MS: i64 = 3_600_000;
 const FILE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;

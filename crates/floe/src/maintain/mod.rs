@@ -40,9 +40,14 @@
 //!   history; the jobs; the last pass) and its Prometheus exposition.
 //! - [`http`]: `/metrics`, the JSON API (`/api/status`, `/api/tables`, `/api/tables/{name}`,
 //!   `/api/jobs`) and the dashboard page on `--listen`.
+//!
+//! [`in_stream`]: the service of one table run inside `floe ingest --maintain`, given to the
+//! ingest as its maintenance hook ([`crate::ingest::hook`]), and the compaction debt its
+//! backpressure reads.
 
 pub mod facts;
 pub mod http;
+pub mod in_stream;
 pub mod jobs;
 pub mod partitions;
 pub mod policy;

@@ -16,7 +16,8 @@ use iceberg::table::Table;
 
 use crate::table::manifests::LiveFile;
 
-use super::policy::{human_bytes, human_ms, CompactTriggers};
+use super::policy::{human_bytes, CompactTriggers};
+use crate::properties::human_ms;
 
 /// The live files of one partition, as the compaction trigger sees them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::properties::{self, bool_prop, parse_duration, parse_size, u64_prop};
+use crate::properties::{self, bool_prop, duration_prop, parse_size, u64_prop};
 
 /// Prefix of every maintenance property.
 pub const PREFIX: &str = "floe.maintain.";
@@ -189,9 +189,9 @@ impl Policy {
                     c.eq_delete_file_count,
                     0,
                 )?,
-                interval_ms: duration(props, INTERVAL, c.interval_ms, 0)?,
-                rate_limit_ms: duration(props, RATE_LIMIT, c.rate_limit_ms, 0)?,
-                partition_idle_time_ms: duration(
+                interval_ms: duration_prop(props, INTERVAL, c.interval_ms, 0)?,
+                rate_limit_ms: duration_prop(props, RATE_LIMIT, c.rate_limit_ms, 0)?,
+                partition_idle_time_ms: duration_prop(
                     props,
                     PARTITION_IDLE_TIME,
                     c.partition_idle_time_ms,
@@ -220,8 +220,13 @@ impl Policy {
                 d.min_snapshots_to_keep,
             )?,
             gc_enabled: bool_prop(props, properties::GC_ENABLED, d.gc_enabled)?,
-            orphans_interval_ms: duration(props, ORPHANS_INTERVAL, d.orphans_interval_ms, DAY_MS)?,
-            orphans_older_than_ms: duration(
+            orphans_interval_ms: duration_prop(
+                props,
+                ORPHANS_INTERVAL,
+                d.orphans_interval_ms,
+                DAY_MS,
+            )?,
+            orphans_older_than_ms: duration_prop(
                 props,
                 ORPHANS_OLDER_THAN,
                 d.orphans_older_than_ms,
@@ -298,55 +303,6 @@ fn size(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64>
             parse_size(key, v).map_err(|_| bad(key, v, "expected a size such as 512MiB or 1048576"))
         }
     }
-}
-
-/// A duration such as `5m`, `1h` or `3d`, of at least `min_ms`; in milliseconds.
-pub(crate) fn duration(
-    props: &HashMap<String, String>,
-    key: &str,
-    default: u64,
-    min_ms: u64,
-) -> Result<u64> {
-    let Some(v) = props.get(key) else {
-        return Ok(default);
-    };
-    check_rule(key, v)?;
-    let ms = parse_duration(key, v)
-        .map_err(|_| bad(key, v, "expected a duration such as 30s, 15m, 1h or 3d"))?
-        .as_millis();
-    let ms = u64::try_from(ms).map_err(|_| bad(key, v, "duration too long"))?;
-    if ms < min_ms {
-        return Err(bad(
-            key,
-            v,
-            format!("expected a duration of at least {}", human_ms(min_ms)),
-        ));
-    }
-    Ok(ms)
-}
-
-/// A duration for messages: its largest unit and the next one, `1h30m`, `2m13s`, `5d`, `250ms`.
-pub fn human_ms(ms: u64) -> String {
-    const UNITS: [(u64, &str); 5] = [
-        (DAY_MS, "d"),
-        (HOUR_MS, "h"),
-        (MINUTE_MS, "m"),
-        (1000, "s"),
-        (1, "ms"),
-    ];
-    for (i, (unit, name)) in UNITS.iter().enumerate() {
-        if ms >= *unit || *unit == 1 {
-            let mut out = format!("{}{name}", ms / unit);
-            if let Some((next, next_name)) = UNITS.get(i + 1).filter(|_| *unit > 1000) {
-                let rest = (ms % unit) / next;
-                if rest > 0 {
-                    out.push_str(&format!("{rest}{next_name}"));
-                }
-            }
-            return out;
-        }
-    }
-    format!("{ms}ms")
 }
 
 /// A size for messages, in the largest binary unit it reaches (`512MiB`, `1.5GiB`, `300B`).

@@ -30,12 +30,13 @@ use crate::storage::listing::glob_match as glob;
 use crate::table::ident::{ident_string, printable};
 
 use super::jobs::{evaluate_table, run_job, Planned, TableEvaluation, Watched};
-use super::policy::{human_bytes, human_ms, Policy};
+use super::policy::{human_bytes, Policy};
 use super::rates::{fit, Rates};
 use super::scheduler::{schedule, Budget, Proposal, Verdict};
 use super::state::{Decision, ServiceState};
 use super::trigger::JobKind;
 use crate::coordination::{LeaseOutcome, RunRecord, Store};
+use crate::properties::human_ms;
 
 /// Receives the service's log lines (job started, finished, failed; what it waits for).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::facts::TableFacts;
-use super::policy::{human_bytes, human_ms, Policy, ENABLED, EXPIRE_ENABLED};
+use super::policy::{human_bytes, Policy, ENABLED, EXPIRE_ENABLED};
+use crate::properties::human_ms;
 
 /// The maintenance jobs `floe maintain` schedules, in the order it considers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

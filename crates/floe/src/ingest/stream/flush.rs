@@ -16,7 +16,8 @@ use crate::commit::Ledger;
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::ingest::buffer::{write_parts, RowsToWrite};
-use crate::ingest::maintain::{measure, DebtLimits, InProcess};
+use crate::ingest::debt::DebtLimits;
+use crate::ingest::hook::AfterCommit;
 use crate::ingest::report::{CommitReport, IngestMetrics};
 use crate::ingest::source::{committed_lag, Positions};
 use crate::ingest::trigger::{Trigger, Window};
@@ -28,7 +29,7 @@ use crate::write::staged::{commit_append, Staged};
 /// What a commit updates after it lands, besides the table.
 pub(super) struct After<'a> {
     pub(super) name: &'a str,
-    pub(super) maintenance: Option<&'a InProcess>,
+    pub(super) maintenance: Option<&'a mut Box<dyn AfterCommit>>,
     pub(super) limits: &'a DebtLimits,
     pub(super) trigger: &'a mut Trigger,
     pub(super) summary: &'a mut IngestMetrics,
@@ -47,7 +48,7 @@ impl IngestBuilder {
     ) -> Result<()> {
         writers.committed(&table, a.name, self.changes.is_some())?;
         if let Some(m) = a.maintenance {
-            m.wake();
+            m.after_commit(&table);
         }
         let extra = a.trigger.throttled_ms();
         if extra > 0 {
@@ -57,9 +58,11 @@ impl IngestBuilder {
                 .fetch_add(extra, Ordering::Relaxed);
         }
         // The debt is read after a commit, at most every 2 s (one read of the live files).
-        if a.limits.any() && a.trigger.debt_due(Instant::now()) {
+        let meter = self.maintenance.clone().filter(|_| a.limits.any());
+        if let Some(meter) = meter.filter(|_| a.trigger.debt_due(Instant::now())) {
             let now = chrono::Utc::now().timestamp_millis();
-            match measure(&self.catalog, &self.ident, &table, a.limits, now).await {
+            let measured = meter.measure(&self.catalog, &self.ident, &table, a.limits, now);
+            match measured.await {
                 Ok(d) => {
                     let max = Duration::from_millis(a.limits.max_commit_interval_ms);
                     if let Some(next) = a.trigger.backpressure(!d.over.is_empty(), max) {

@@ -2,7 +2,6 @@
 //! or its group's), and the in-process maintenance.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use iceberg::table::Table;
@@ -10,16 +9,16 @@ use iceberg::table::Table;
 use super::IngestBuilder;
 use crate::catalog::ident_string;
 use crate::error::{Error, Result};
+use crate::ingest::debt::{maintain_enabled, DebtLimits};
 use crate::ingest::group::Group;
-use crate::ingest::maintain::{maintain_enabled, DebtLimits, InProcess};
+use crate::ingest::hook::{AfterCommit, Start};
 use crate::ingest::options::{
     Distribution, SOURCE_TIMEOUT, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT,
     WRITE_DISTRIBUTION_MODE,
 };
 use crate::ingest::report::IngestPlan;
 use crate::ingest::source::Positions;
-use crate::maintain::policy::duration;
-use crate::properties::u64_prop;
+use crate::properties::{duration_prop, u64_prop};
 use crate::table::exactly_once::writer_positions;
 
 impl IngestBuilder {
@@ -86,7 +85,7 @@ impl IngestBuilder {
         let name = ident_string(&self.ident);
         let props = table.metadata().properties();
         Ok(
-            match duration(props, SOURCE_TIMEOUT, 0, 1).map_err(|e| e.for_table(&name))? {
+            match duration_prop(props, SOURCE_TIMEOUT, 0, 1).map_err(|e| e.for_table(&name))? {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },
@@ -116,7 +115,17 @@ impl IngestBuilder {
 
     /// Starts the table's maintenance in this process (`--maintain`), its store by default a
     /// SQLite file under `spill_root`.
-    pub(super) async fn start_maintenance(&mut self, spill_root: &Path) -> Result<InProcess> {
+    pub(super) async fn start_maintenance(
+        &mut self,
+        spill_root: &Path,
+    ) -> Result<Box<dyn AfterCommit>> {
+        let Some(maintenance) = self.maintenance.clone() else {
+            return Err(Error::invalid_option(
+                "--maintain",
+                "true",
+                "this ingest was built without a maintenance (IngestBuilder::with_maintenance)",
+            ));
+        };
         let store = match &self.options.maintain_store {
             Some(uri) => uri.clone(),
             None => format!(
@@ -124,23 +133,16 @@ impl IngestBuilder {
                 spill_root.join("maintain.db").display()
             ),
         };
-        let log = self
-            .maintenance_log
-            .clone()
-            .unwrap_or_else(|| Arc::new(|line: &str| eprintln!("[maintain] {line}")));
         // Named after the writer id alone: a restarted ingest takes back the lease of the one it
         // replaces (a second process under the same id is refused at its first commit).
         let holder = format!("ingest {}", self.options.writer_id);
-        let m = InProcess::start(
-            &self.catalog,
-            &self.ident,
-            &store,
+        let start = Start {
+            store,
             holder,
-            self.options.maintain_interval,
-            log,
-        )
-        .await?;
-        self.metrics.attach_maintenance(m.state());
+            interval: self.options.maintain_interval,
+        };
+        let m = maintenance.start(&self.catalog, &self.ident, start).await?;
+        self.metrics.attach_maintenance(m.metrics());
         Ok(m)
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::properties::human_ms;
 
 fn props(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
