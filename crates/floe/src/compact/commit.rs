@@ -3,7 +3,16 @@
 //! whose every target the commit removes; dangling deletes removed; the metrics and failures
 //! recorded.
 
-use super::*;
+use std::collections::{BTreeSet, HashMap};
+
+use iceberg::scan::FileScanTask;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+
+use super::plan::FileGroup;
+use super::{dangling, position_deletes, CompactBuilder, CompactMetrics, FailedGroup, GroupResult};
+use crate::commit::{Committer, Ledger, SnapshotUpdate};
+use crate::error::{Error, Result};
 
 /// Position delete files a compaction may remove, and what its commits removed so far.
 #[derive(Default)]

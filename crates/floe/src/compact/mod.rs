@@ -33,9 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::record_batch::RecordBatch;
-use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
@@ -43,12 +41,12 @@ use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::catalog::{ident_string, Catalog};
-use crate::commit::{Committer, Ledger, SnapshotUpdate};
+use crate::commit::Ledger;
 use crate::error::{Error, Result};
 use crate::operation::{Amount, Cost, Costed, Phase, Progress};
 use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::properties;
-use crate::write::{TableWriter, WriteOptions};
+use crate::write::WriteOptions;
 pub use options::{CompactOptions, RowGroupMerge};
 pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
 pub use rewrite::partition_path;

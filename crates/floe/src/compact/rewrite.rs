@@ -2,7 +2,18 @@
 //! plan file per task, and one job of a file group read (deletes applied), sorted if asked and
 //! written rolled at the target size.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use arrow::record_batch::RecordBatch;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::scan::FileScanTask;
+use iceberg::table::Table;
+
+use super::plan::PlanFile;
+use super::{filter, parallel, sort, GroupResult};
+use crate::error::{Error, Result};
+use crate::write::{TableWriter, WriteOptions};
 
 /// What the planning scan kept.
 pub(super) enum Scanned {
