@@ -89,8 +89,8 @@
 //!   with position deletes), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
 //!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
 //!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
-//!   DataFusion), [`alter`] (table property updates), [`refs`] (create and drop tags and
-//!   branches).
+//!   DataFusion), [`alter`] (property updates, schema and partition-spec evolution),
+//!   [`refs`] (create and drop tags and branches).
 //! - [`maintain`]: `floe maintain`, which decides per table which operation is due (policy
 //!   from `floe.maintain.*` properties, facts from metadata, triggers) and runs them.
 //! - [`append`] (input files in one commit) and [`ingest`]: `floe ingest`, streams with exactly-once commits, the table's maintenance run
