@@ -96,16 +96,9 @@ async fn build(
     )
     .await?;
     let ident = table.identifier().clone();
-    catalog
-        .set_properties(
-            &ident,
-            [(
-                "write.parquet.row-group-size-bytes".to_string(),
-                "1073741824".to_string(),
-            )]
-            .into(),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(catalog, ident.clone())
+        .with_property("write.parquet.row-group-size-bytes", "1073741824")
+        .execute()
         .await?;
     for f in 0..files {
         let from = f as i64 * rows;

@@ -174,15 +174,9 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         ("floe.maintain.compact.trigger.commit-count", "5"),
         ("history.expire.max-snapshot-age-ms", "0"),
     ];
-    catalog
-        .set_properties(
-            &ident,
-            policy
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
+        .with_properties(policy)
+        .execute()
         .await?;
     out.say(format!(
         "\nfloe table set-property {TABLE} {}",

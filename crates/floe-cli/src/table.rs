@@ -4,7 +4,7 @@
 
 use super::*;
 use floe::operations::Operation;
-use floe::refs::{NewRef, RefKind};
+use floe::refs::{CreateRefBuilder, DropRefBuilder, NewRef, RefKind};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum CatalogCmd {
@@ -105,6 +105,9 @@ pub(crate) enum TableCmd {
         set: Vec<String>,
         #[arg(long, value_name = "K")]
         unset: Vec<String>,
+        /// Check the update and show the properties it leaves; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     // --- snapshot references (tags and branches) ---
     /// Tags: named snapshots kept by expire-snapshots (create, drop, list).
@@ -133,9 +136,18 @@ pub(crate) enum TagCmd {
         /// Replace a tag of this name instead of refusing.
         #[arg(long)]
         replace: bool,
+        /// Check and show the tag; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Drops a tag (its snapshot is left to expire-snapshots).
-    Drop { table: String, name: String },
+    Drop {
+        table: String,
+        name: String,
+        /// Check and show the tag to drop; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Lists the tags.
     List { table: String },
 }
@@ -166,9 +178,18 @@ pub(crate) enum BranchCmd {
         /// Replace a branch of this name instead of refusing.
         #[arg(long)]
         replace: bool,
+        /// Check and show the branch; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Drops a branch (not main; its snapshots are left to expire-snapshots).
-    Drop { table: String, name: String },
+    Drop {
+        table: String,
+        name: String,
+        /// Check and show the branch to drop; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Lists the branches (main included).
     List { table: String },
 }
@@ -380,9 +401,13 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             dry_run,
         } => {
             let change = floe::alter::partition::PartitionEvolution { spec, add, remove };
-            let r = catalog
-                .evolve_partition(&parse_table_ident(&table)?, &change, dry_run)
-                .await?;
+            let r = floe::alter::partition::AlterPartitionBuilder::new(
+                &catalog,
+                parse_table_ident(&table)?,
+            )
+            .with_evolution(change)
+            .run(dry_run)
+            .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 let show = |s: &str| {
                     if s.is_empty() {
@@ -446,9 +471,11 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             for c in drop_column {
                 changes.push(SchemaChange::DropColumn { path: c });
             }
-            let r = catalog
-                .evolve_schema(&parse_table_ident(&table)?, &changes, dry_run)
-                .await?;
+            let r =
+                floe::alter::schema::AlterSchemaBuilder::new(&catalog, parse_table_ident(&table)?)
+                    .with_changes(changes)
+                    .run(dry_run)
+                    .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 let mut text = format!(
                     "{}schema of {table}: {} -> {}",
@@ -462,17 +489,38 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                 text
             });
         }
-        TableCmd::SetProperty { table, set, unset } => {
+        TableCmd::SetProperty {
+            table,
+            set,
+            unset,
+            dry_run,
+        } => {
             if set.is_empty() && unset.is_empty() {
                 anyhow::bail!("nothing to change: give KEY=VALUE pairs and/or --unset KEY");
             }
-            let t = catalog
-                .set_properties(&parse_table_ident(&table)?, parse_kv(&set)?, unset)
+            let set = parse_kv(&set)?;
+            let mut keys: Vec<&String> = set.keys().collect();
+            keys.sort();
+            let r = floe::alter::AlterPropertiesBuilder::new(&catalog, parse_table_ident(&table)?)
+                .with_properties(set.clone())
+                .with_unsets(unset.clone())
+                .run(dry_run)
                 .await?;
-            out.result(
-                &json!({"table": table, "properties": t.metadata().properties()}),
-                || format!("updated properties of {table}"),
-            );
+            out.result(&serde_json::to_value(&r)?, || {
+                if !r.dry_run {
+                    return format!("updated properties of {table}");
+                }
+                // The values as they would be stored (canonical form).
+                let mut text = format!("would update properties of {table}:");
+                for k in keys {
+                    let v = r.properties.get(k).map(String::as_str).unwrap_or_default();
+                    text.push_str(&format!("\n  set {k}={v}"));
+                }
+                for k in &unset {
+                    text.push_str(&format!("\n  unset {k}"));
+                }
+                text
+            });
         }
         TableCmd::Tag(cmd) => ref_cmd(&catalog, RefCmd::from(cmd), out).await?,
         TableCmd::Branch(cmd) => ref_cmd(&catalog, RefCmd::from(cmd), out).await?,
@@ -491,11 +539,13 @@ enum RefCmd {
         new: NewRef,
         retain: Option<String>,
         max_snapshot_age: Option<String>,
+        dry_run: bool,
     },
     Drop {
         kind: RefKind,
         table: String,
         name: String,
+        dry_run: bool,
     },
     List {
         kind: RefKind,
@@ -513,6 +563,7 @@ impl From<TagCmd> for RefCmd {
                 snapshot_id,
                 retain,
                 replace,
+                dry_run,
             } => RefCmd::Create {
                 kind,
                 table,
@@ -524,8 +575,18 @@ impl From<TagCmd> for RefCmd {
                 },
                 retain,
                 max_snapshot_age: None,
+                dry_run,
             },
-            TagCmd::Drop { table, name } => RefCmd::Drop { kind, table, name },
+            TagCmd::Drop {
+                table,
+                name,
+                dry_run,
+            } => RefCmd::Drop {
+                kind,
+                table,
+                name,
+                dry_run,
+            },
             TagCmd::List { table } => RefCmd::List { kind, table },
         }
     }
@@ -543,6 +604,7 @@ impl From<BranchCmd> for RefCmd {
                 max_snapshot_age,
                 min_snapshots_to_keep,
                 replace,
+                dry_run,
             } => RefCmd::Create {
                 kind,
                 table,
@@ -555,8 +617,18 @@ impl From<BranchCmd> for RefCmd {
                 },
                 retain,
                 max_snapshot_age,
+                dry_run,
             },
-            BranchCmd::Drop { table, name } => RefCmd::Drop { kind, table, name },
+            BranchCmd::Drop {
+                table,
+                name,
+                dry_run,
+            } => RefCmd::Drop {
+                kind,
+                table,
+                name,
+                dry_run,
+            },
             BranchCmd::List { table } => RefCmd::List { kind, table },
         }
     }
@@ -581,16 +653,23 @@ async fn ref_cmd(catalog: &Catalog, cmd: RefCmd, out: &Out) -> Result<()> {
             mut new,
             retain,
             max_snapshot_age,
+            dry_run,
         } => {
             new.max_ref_age_ms = duration_ms("--retain", retain)?;
             new.max_snapshot_age_ms = duration_ms("--max-snapshot-age", max_snapshot_age)?;
-            let c = catalog
-                .create_ref(&parse_table_ident(&table)?, &name, kind, new)
+            let c = CreateRefBuilder::new(catalog, parse_table_ident(&table)?)
+                .with_ref(kind, name)
+                .with_new_ref(new)
+                .run(dry_run)
                 .await?;
             out.result(&serde_json::to_value(&c)?, || {
+                let verb = match (c.dry_run, c.action) {
+                    (true, "created") => "would create",
+                    (true, "replaced") => "would replace",
+                    (_, action) => action,
+                };
                 format!(
-                    "{} {} '{}' of {} at snapshot {}",
-                    c.action,
+                    "{verb} {} '{}' of {} at snapshot {}",
                     kind.as_str(),
                     c.reference.name,
                     c.table,
@@ -598,13 +677,24 @@ async fn ref_cmd(catalog: &Catalog, cmd: RefCmd, out: &Out) -> Result<()> {
                 )
             });
         }
-        RefCmd::Drop { kind, table, name } => {
-            let c = catalog
-                .drop_ref(&parse_table_ident(&table)?, &name, kind)
+        RefCmd::Drop {
+            kind,
+            table,
+            name,
+            dry_run,
+        } => {
+            let c = DropRefBuilder::new(catalog, parse_table_ident(&table)?)
+                .with_ref(kind, name)
+                .run(dry_run)
                 .await?;
             out.result(&serde_json::to_value(&c)?, || {
+                let (verb, names) = if c.dry_run {
+                    ("would drop", "names")
+                } else {
+                    ("dropped", "named")
+                };
                 format!(
-                    "dropped {} '{}' of {} (it named snapshot {})",
+                    "{verb} {} '{}' of {} (it {names} snapshot {})",
                     kind.as_str(),
                     c.reference.name,
                     c.table,

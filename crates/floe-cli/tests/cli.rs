@@ -1074,6 +1074,21 @@ fn set_property_refuses_a_bad_value_and_a_bad_stored_one_is_repaired() {
     assert!(described["properties"]
         .get("commit.retry.num-retries")
         .is_none());
+    // --dry-run checks the update and shows the properties it leaves, committing nothing.
+    let planned = ok_json(
+        d,
+        &[
+            "table",
+            "set-property",
+            "n.p",
+            "gc.enabled=TRUE",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(planned["dry_run"], true, "{planned}");
+    assert_eq!(planned["properties"]["gc.enabled"], "true", "{planned}");
+    let described = ok_json(d, &["table", "describe", "n.p"]);
+    assert!(described["properties"].get("gc.enabled").is_none());
     std::fs::write(d.join("a.ndjson"), "{\"id\": 1}\n").unwrap();
     ok_json(d, &["append", "n.p", "a.ndjson"]);
 
@@ -1646,6 +1661,36 @@ fn tags_and_branches_from_the_command_line() {
             "{args:?}: {err}"
         );
     }
+
+    // --dry-run shows the change and commits nothing.
+    let planned = ok_json(d, &["table", "tag", "create", "db.t", "v2", "--dry-run"]);
+    assert_eq!(
+        (
+            &planned["action"],
+            &planned["dry_run"],
+            &planned["ref"]["snapshot_id"]
+        ),
+        (&"created".into(), &true.into(), &ids[2].into()),
+        "{planned}"
+    );
+    let planned = ok_json(d, &["table", "tag", "drop", "db.t", "v1", "--dry-run"]);
+    assert_eq!(
+        (&planned["action"], &planned["dry_run"]),
+        (&"dropped".into(), &true.into()),
+        "{planned}"
+    );
+    let text = String::from_utf8_lossy(
+        &floe(
+            d,
+            &["table", "branch", "drop", "db.t", "audit", "--dry-run"],
+        )
+        .stdout,
+    )
+    .to_string();
+    assert!(text.starts_with("would drop branch 'audit'"), "{text}");
+    let tags = ok_json(d, &["table", "tag", "list", "db.t"]);
+    assert_eq!(tags.as_array().unwrap().len(), 1, "{tags}");
+    assert_eq!(tags[0]["name"], "v1");
 
     // Expiry keeps the tagged snapshot and the branch's two; dropping them frees them.
     let e = ok_json(d, &["expire-snapshots", "db.t", "--older-than", "0s"]);

@@ -94,8 +94,8 @@
 //!   with position deletes), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
 //!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
 //!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
-//!   DataFusion), [`alter`] (table property updates), [`refs`] (create and drop tags and
-//!   branches).
+//!   DataFusion), [`alter`] (property updates, schema and partition-spec evolution),
+//!   [`refs`] (create and drop tags and branches).
 //! - [`append`]: input files in one commit.
 //! - [`ingest`]: `floe ingest`, streams with exactly-once commits, backpressure on compaction
 //!   debt, and scale-out over worker processes with one coordinator (`--group`); the table's

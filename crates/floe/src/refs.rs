@@ -9,10 +9,13 @@
 //! one namespace; `main` is the table's current state and is neither created nor dropped here.
 //! `expire-snapshots` applies these settings ([`crate::expire`]).
 //!
-//! Each change is one metadata-only commit through [`Committer`]: `SetSnapshotRef` or
-//! `RemoveSnapshotRef`, required to find the ref as this command saw it
-//! (`assert-ref-snapshot-id`), so a concurrent change to the same ref is never overwritten.
-//! Written as an `impl Catalog` block in this operation module, like [`crate::alter`].
+//! [`CreateRefBuilder`] and [`DropRefBuilder`] run on the operation contract
+//! ([`crate::operations::Operation`]): `plan()` reads the table and decides (every refusal,
+//! naming the ref, comes from it) and reports the change ([`RefChange`]) without committing;
+//! `apply(plan)` makes it in one metadata-only commit through [`Committer`]: `SetSnapshotRef`
+//! or `RemoveSnapshotRef`, required to find the ref as the plan saw it
+//! (`assert-ref-snapshot-id`), and checked again at every attempt against the ref as it then is:
+//! a ref created, moved, re-set or dropped since the plan is refused, never overwritten.
 
 use std::collections::HashMap;
 
@@ -24,6 +27,8 @@ use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
 use crate::commit::{action, Committer, Produced};
 use crate::error::{Error, Result};
+use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::table::{ident_string, refs};
 
 /// A branch or a tag.
@@ -103,10 +108,11 @@ impl RefInfo {
     }
 }
 
-/// What a create or drop did.
+/// What a create or drop did (or, in a dry run, would do).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RefChange {
     pub table: String,
+    pub dry_run: bool,
     /// `created`, `replaced`, `unchanged` (a replace with identical settings: no commit) or
     /// `dropped`.
     pub action: &'static str,
@@ -115,6 +121,14 @@ pub struct RefChange {
     pub reference: RefInfo,
     /// The ref a replace replaced.
     pub previous: Option<RefInfo>,
+}
+
+impl Costed for RefChange {
+    /// A metadata-only change: no data or manifest file is read, written or deleted (the
+    /// snapshots a dropped ref kept are `expire-snapshots`' work).
+    fn cost(&self) -> Cost {
+        Cost::default()
+    }
 }
 
 /// Every ref of `table`, `main` first, then by name.
@@ -180,17 +194,17 @@ fn check_retention(kind: RefKind, new: &NewRef) -> Result<()> {
     Ok(())
 }
 
-/// The commit creating (or replacing) ref `name` on `md`, and what it reports; `None` when a
-/// replace would change nothing. `snapshot_id` is resolved (the default taken) by the caller.
+/// The commit creating (or replacing) ref `name` on `md`, whose refs are `all`, and what it
+/// reports; `None` when a replace would change nothing. `snapshot_id` is resolved (the default
+/// taken) by the caller.
 fn plan_create(
     table: &str,
     md: &TableMetadata,
-    name: &str,
-    kind: RefKind,
+    all: &HashMap<String, SnapshotReference>,
+    (name, kind): (&str, RefKind),
     snapshot_id: i64,
     new: &NewRef,
 ) -> Result<Option<(PreparedCommit, RefChange)>> {
-    let all: HashMap<String, SnapshotReference> = refs(md)?;
     let existing = all.get(name);
     if let Some(e) = existing.filter(|e| RefKind::of(e) != kind) {
         return Err(refused(
@@ -265,6 +279,7 @@ fn plan_create(
     let previous = existing.map(|e| RefInfo::new(md, name, e));
     let change = RefChange {
         table: table.to_string(),
+        dry_run: true,
         action: if existing.is_some() {
             "replaced"
         } else {
@@ -280,12 +295,13 @@ fn plan_create(
     Ok(Some((commit, change)))
 }
 
-/// The commit dropping ref `name` of `kind` from `md`, and what it reports.
+/// The commit dropping ref `name` of `kind` from `md`, whose refs are `all`, and what it
+/// reports.
 fn plan_drop(
     table: &str,
     md: &TableMetadata,
-    name: &str,
-    kind: RefKind,
+    all: &HashMap<String, SnapshotReference>,
+    (name, kind): (&str, RefKind),
 ) -> Result<(PreparedCommit, RefChange)> {
     if name == MAIN_BRANCH {
         return Err(refused(
@@ -296,7 +312,6 @@ fn plan_drop(
             "'main' is the table's current state; it cannot be dropped".into(),
         ));
     }
-    let all = refs(md)?;
     let Some(existing) = all.get(name) else {
         let mut same: Vec<&String> = all
             .iter()
@@ -335,6 +350,7 @@ fn plan_drop(
     let commit = action::refs::remove_ref(md, name, existing.snapshot_id);
     let change = RefChange {
         table: table.to_string(),
+        dry_run: true,
         action: "dropped",
         reference: RefInfo::new(md, name, existing),
         previous: None,
@@ -342,23 +358,155 @@ fn plan_drop(
     Ok((commit, change))
 }
 
-impl Catalog {
-    /// Creates (or, with [`NewRef::replace`], replaces) the tag or branch `name` of `ident`
-    /// in one metadata-only commit. The snapshot defaults to the current one when the command
-    /// starts; a table without snapshots, an unknown snapshot id, an existing name, a tag
-    /// named like a branch (or the reverse), and moving `main` are refused.
-    pub async fn create_ref(
-        &self,
-        ident: &TableIdent,
-        name: &str,
-        kind: RefKind,
-        new: NewRef,
-    ) -> Result<RefChange> {
+/// A ref as a refusal names it: its kind and snapshot (`none`: no ref of that name).
+fn describe(r: Option<&SnapshotReference>) -> String {
+    match r {
+        None => "none".to_string(),
+        Some(r) => format!(
+            "a {} at snapshot {}",
+            RefKind::of(r).as_str(),
+            r.snapshot_id
+        ),
+    }
+}
+
+/// Refuses unless ref `name` is now (`now`) what the plan decided on (`planned`; `None`: no
+/// ref of that name): a change decided on one state of a ref is not made on another.
+fn check_as_planned(
+    table: &str,
+    action: &str,
+    (name, kind): (&str, RefKind),
+    planned: Option<&SnapshotReference>,
+    now: Option<&SnapshotReference>,
+) -> Result<()> {
+    if now == planned {
+        return Ok(());
+    }
+    let what = match (planned, now) {
+        (Some(p), Some(n))
+            if RefKind::of(p) == RefKind::of(n) && p.snapshot_id == n.snapshot_id =>
+        {
+            "its retention settings changed".to_string()
+        }
+        _ => format!("then: {}; now: {}", describe(planned), describe(now)),
+    };
+    Err(refused(
+        table,
+        action,
+        kind,
+        name,
+        format!("it changed after this was planned ({what}); plan it again"),
+    ))
+}
+
+/// `table tag|branch create`: creates (or, with [`NewRef::replace`], replaces) one tag or
+/// branch in one metadata-only commit. The snapshot defaults to the current one when planned;
+/// a table without snapshots, an unknown snapshot id, an existing name, a tag named like a
+/// branch (or the reverse), and moving `main` are refused.
+#[derive(Clone)]
+pub struct CreateRefBuilder {
+    ctx: Ctx,
+    kind: RefKind,
+    name: String,
+    new: NewRef,
+}
+
+impl CreateRefBuilder {
+    /// A ref to create on `ident`; name it with [`Self::with_tag`] or [`Self::with_branch`].
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
+        Self {
+            ctx: Ctx::new(catalog, ident),
+            kind: RefKind::Tag,
+            name: String::new(),
+            new: NewRef::default(),
+        }
+    }
+
+    /// Creates the tag `name`.
+    pub fn with_tag(self, name: impl Into<String>) -> Self {
+        self.with_ref(RefKind::Tag, name)
+    }
+
+    /// Creates the branch `name`.
+    pub fn with_branch(self, name: impl Into<String>) -> Self {
+        self.with_ref(RefKind::Branch, name)
+    }
+
+    /// Creates the ref `name` of `kind`.
+    pub fn with_ref(mut self, kind: RefKind, name: impl Into<String>) -> Self {
+        self.kind = kind;
+        self.name = name.into();
+        self
+    }
+
+    /// The snapshot, retention settings and replace flag, all at once.
+    pub fn with_new_ref(mut self, new: NewRef) -> Self {
+        self.new = new;
+        self
+    }
+
+    /// The snapshot the ref names (default: the current snapshot).
+    pub fn with_snapshot_id(mut self, id: i64) -> Self {
+        self.new.snapshot_id = Some(id);
+        self
+    }
+
+    /// `max-ref-age-ms` ([`NewRef::max_ref_age_ms`]).
+    pub fn with_max_ref_age_ms(mut self, ms: i64) -> Self {
+        self.new.max_ref_age_ms = Some(ms);
+        self
+    }
+
+    /// Branches only: `max-snapshot-age-ms` ([`NewRef::max_snapshot_age_ms`]).
+    pub fn with_max_snapshot_age_ms(mut self, ms: i64) -> Self {
+        self.new.max_snapshot_age_ms = Some(ms);
+        self
+    }
+
+    /// Branches only: `min-snapshots-to-keep` ([`NewRef::min_snapshots_to_keep`]).
+    pub fn with_min_snapshots_to_keep(mut self, n: i32) -> Self {
+        self.new.min_snapshots_to_keep = Some(n);
+        self
+    }
+
+    /// Replaces a ref of the same kind and name instead of refusing.
+    pub fn with_replace(mut self, replace: bool) -> Self {
+        self.new.replace = replace;
+        self
+    }
+}
+
+/// What a create's `apply` needs: the table planned on, the snapshot resolved, and the ref of
+/// that name as the plan found it.
+pub struct CreateRefWork {
+    table: Table,
+    snapshot_id: i64,
+    existing: Option<SnapshotReference>,
+}
+
+impl std::fmt::Debug for CreateRefWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CreateRefWork(snapshot {})", self.snapshot_id)
+    }
+}
+
+/// A create's plan: the ref it makes (or `unchanged`).
+pub type CreateRefPlan = Planned<RefChange, CreateRefWork>;
+
+impl Operation for CreateRefBuilder {
+    type Plan = CreateRefPlan;
+    type Metrics = RefChange;
+
+    /// Checks the name and settings, resolves the snapshot and decides against the table's
+    /// refs; commits nothing.
+    async fn plan(&self) -> Result<CreateRefPlan> {
+        let (kind, name, new) = (self.kind, self.name.as_str(), &self.new);
         check_name(name, kind)?;
-        check_retention(kind, &new)?;
-        let table_name = ident_string(ident);
-        let table = self.load_table(ident).await?;
-        let snapshot_id = match (new.snapshot_id, table.metadata().current_snapshot_id()) {
+        check_retention(kind, new)?;
+        let table_name = ident_string(&self.ctx.ident);
+        let table = self.ctx.load().await?;
+        let md = table.metadata();
+        let snapshot_id = match (new.snapshot_id, md.current_snapshot_id()) {
             (Some(id), _) => id,
             (None, Some(current)) => current,
             (None, None) => {
@@ -372,23 +520,51 @@ impl Catalog {
                 ))
             }
         };
-        // Checked on the table the command read, so an "unchanged" replace commits nothing.
-        if plan_create(&table_name, table.metadata(), name, kind, snapshot_id, &new)?.is_none() {
-            let r = refs(table.metadata())?;
-            let info = RefInfo::new(table.metadata(), name, &r[name]);
+        let all = refs(md)?;
+        let report = match plan_create(&table_name, md, &all, (name, kind), snapshot_id, new)? {
+            Some((_, change)) => change,
+            None => {
+                let info = RefInfo::new(md, name, &all[name]);
+                RefChange {
+                    table: table_name,
+                    dry_run: true,
+                    action: "unchanged",
+                    reference: info.clone(),
+                    previous: Some(info),
+                }
+            }
+        };
+        let work = CreateRefWork {
+            snapshot_id,
+            existing: all.get(name).cloned(),
+            table,
+        };
+        Ok(Planned::new(report, snapshot_of(&work.table), work))
+    }
+
+    /// Sets the ref (nothing for an `unchanged` plan). Each attempt checks the ref is still as
+    /// planned and the plan still holds on the table it commits on.
+    async fn apply(self, plan: CreateRefPlan) -> Result<RefChange> {
+        let planned = plan.report;
+        if planned.action == "unchanged" {
             return Ok(RefChange {
-                table: table_name,
-                action: "unchanged",
-                reference: info.clone(),
-                previous: Some(info),
+                dry_run: false,
+                ..planned
             });
         }
-        let (table_name, new) = (&table_name, &new);
-        let done = Committer::new(self, ident)
+        let CreateRefWork {
+            table,
+            snapshot_id,
+            existing,
+        } = plan.work;
+        let (kind, name, new) = (self.kind, self.name.as_str(), &self.new);
+        let (table_name, existing) = (&planned.table, existing.as_ref());
+        let done = Committer::new(&self.ctx.catalog, &self.ctx.ident)
             .on(table)
             .commit_with(|t| async move {
-                // Each attempt checks again on the table it commits on.
-                match plan_create(table_name, t.metadata(), name, kind, snapshot_id, new)? {
+                let (md, all) = (t.metadata(), refs(t.metadata())?);
+                check_as_planned(table_name, "create", (name, kind), existing, all.get(name))?;
+                match plan_create(table_name, md, &all, (name, kind), snapshot_id, new)? {
                     Some((commit, change)) => Ok(Produced::new(commit, change)),
                     None => Err(Error::CommitConflict {
                         table: table_name.clone(),
@@ -401,30 +577,111 @@ impl Catalog {
                 }
             })
             .await?;
-        Ok(done.plan)
+        Ok(RefChange {
+            dry_run: false,
+            ..done.plan
+        })
+    }
+}
+
+/// `table tag|branch drop`: drops one tag or branch in one metadata-only commit. Dropping
+/// `main`, a ref that does not exist, or a ref of the other kind is refused. The snapshots it
+/// kept are left to `expire-snapshots`.
+#[derive(Clone)]
+pub struct DropRefBuilder {
+    ctx: Ctx,
+    kind: RefKind,
+    name: String,
+}
+
+impl DropRefBuilder {
+    /// A ref to drop from `ident`; name it with [`Self::with_tag`] or [`Self::with_branch`].
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
+        Self {
+            ctx: Ctx::new(catalog, ident),
+            kind: RefKind::Tag,
+            name: String::new(),
+        }
     }
 
-    /// Drops the tag or branch `name` of `ident` in one metadata-only commit. Dropping `main`,
-    /// a ref that does not exist, or a ref of the other kind is refused. The snapshots it kept
-    /// are left to `expire-snapshots`.
-    pub async fn drop_ref(
-        &self,
-        ident: &TableIdent,
-        name: &str,
-        kind: RefKind,
-    ) -> Result<RefChange> {
-        let table_name = ident_string(ident);
-        let table = self.load_table(ident).await?;
-        plan_drop(&table_name, table.metadata(), name, kind)?;
-        let table_name = &table_name;
-        let done = Committer::new(self, ident)
+    /// Drops the tag `name`.
+    pub fn with_tag(self, name: impl Into<String>) -> Self {
+        self.with_ref(RefKind::Tag, name)
+    }
+
+    /// Drops the branch `name`.
+    pub fn with_branch(self, name: impl Into<String>) -> Self {
+        self.with_ref(RefKind::Branch, name)
+    }
+
+    /// Drops the ref `name` of `kind`.
+    pub fn with_ref(mut self, kind: RefKind, name: impl Into<String>) -> Self {
+        self.kind = kind;
+        self.name = name.into();
+        self
+    }
+}
+
+/// What a drop's `apply` needs: the table planned on and the ref as the plan found it.
+pub struct DropRefWork {
+    table: Table,
+    existing: SnapshotReference,
+}
+
+impl std::fmt::Debug for DropRefWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DropRefWork(snapshot {})", self.existing.snapshot_id)
+    }
+}
+
+/// A drop's plan: the ref it removes.
+pub type DropRefPlan = Planned<RefChange, DropRefWork>;
+
+impl Operation for DropRefBuilder {
+    type Plan = DropRefPlan;
+    type Metrics = RefChange;
+
+    /// Finds the ref and checks it may be dropped; commits nothing.
+    async fn plan(&self) -> Result<DropRefPlan> {
+        let (kind, name) = (self.kind, self.name.as_str());
+        let table_name = ident_string(&self.ctx.ident);
+        let table = self.ctx.load().await?;
+        let md = table.metadata();
+        let mut all = refs(md)?;
+        let (_, report) = plan_drop(&table_name, md, &all, (name, kind))?;
+        let existing = all.remove(name).expect("plan_drop found it");
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            report,
+            snapshot_id,
+            DropRefWork { table, existing },
+        ))
+    }
+
+    /// Removes the ref. Each attempt checks it is still as planned on the table it commits on.
+    async fn apply(self, plan: DropRefPlan) -> Result<RefChange> {
+        let DropRefWork { table, existing } = plan.work;
+        let (kind, name) = (self.kind, self.name.as_str());
+        let (table_name, existing) = (&plan.report.table, &existing);
+        let done = Committer::new(&self.ctx.catalog, &self.ctx.ident)
             .on(table)
             .commit_with(|t| async move {
-                let (commit, change) = plan_drop(table_name, t.metadata(), name, kind)?;
+                let (md, all) = (t.metadata(), refs(t.metadata())?);
+                check_as_planned(
+                    table_name,
+                    "drop",
+                    (name, kind),
+                    Some(existing),
+                    all.get(name),
+                )?;
+                let (commit, change) = plan_drop(table_name, md, &all, (name, kind))?;
                 Ok(Produced::new(commit, change))
             })
             .await?;
-        Ok(done.plan)
+        Ok(RefChange {
+            dry_run: false,
+            ..done.plan
+        })
     }
 }
 

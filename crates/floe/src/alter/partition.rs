@@ -9,6 +9,10 @@
 //! id after `last-partition-id`. Removed fields simply leave the new spec (v2; v1 tables would
 //! need `void` placeholders, which floe does not write: it refuses them). Two time transforms
 //! of one column (`hour(ts)` and `day(ts)`) are redundant and refused, as Iceberg does.
+//!
+//! [`AlterPartitionBuilder`] runs it on the operation contract: `plan()` builds the new spec
+//! and reports it ([`EvolvedSpec`], what `--dry-run` prints); `apply(plan)` commits it,
+//! requiring the default spec and last partition id it was built on (see [`crate::alter`]).
 
 use std::collections::HashMap;
 
@@ -23,6 +27,8 @@ use serde::Serialize;
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
 use crate::error::{Error, Result};
+use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::table::ident_string;
 use crate::table::schema::parse_partition;
 
@@ -376,7 +382,7 @@ async fn files_in_other_specs(table: &Table, spec_id: i32) -> Result<u64> {
 
 /// The change that makes the spec `change` asks for the default of `md`: the metadata it gives
 /// and its commit (requirements: the default spec and last partition id it was planned on).
-fn plan(
+fn prepare(
     md: &TableMetadata,
     change: &PartitionEvolution,
 ) -> Result<(TableMetadata, PreparedCommit)> {
@@ -399,43 +405,142 @@ fn plan(
     )
 }
 
-impl Catalog {
-    /// Makes a new partition spec the table's default (see the module doc). With `dry_run`,
-    /// reports the spec that would be committed and commits nothing.
-    pub async fn evolve_partition(
-        &self,
-        ident: &TableIdent,
-        change: &PartitionEvolution,
-        dry_run: bool,
-    ) -> Result<EvolvedSpec> {
-        let table = self.load_table(ident).await?;
+/// The default spec of `md`: its id and its text.
+fn default_spec(md: &TableMetadata) -> (i32, String) {
+    (
+        md.default_partition_spec_id(),
+        spec_text(md.default_partition_spec(), md.current_schema()),
+    )
+}
+
+impl Costed for EvolvedSpec {
+    /// A metadata-only change: no data or manifest file is written or deleted (the files in
+    /// older specs are `floe compact`'s work).
+    fn cost(&self) -> Cost {
+        Cost::default()
+    }
+}
+
+/// `table evolve-partition`: a new default partition spec for one table (see the module doc).
+#[derive(Clone)]
+pub struct AlterPartitionBuilder {
+    ctx: Ctx,
+    change: PartitionEvolution,
+}
+
+impl AlterPartitionBuilder {
+    /// An evolution of `ident`'s partition spec; give the new spec, or fields to add and
+    /// remove.
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
+        Self {
+            ctx: Ctx::new(catalog, ident),
+            change: PartitionEvolution::default(),
+        }
+    }
+
+    /// The whole new spec, as `table create --partition` writes it ('' = unpartitioned).
+    pub fn with_spec(mut self, spec: impl Into<String>) -> Self {
+        self.change.spec = Some(spec.into());
+        self
+    }
+
+    /// A field to add to the current spec: `day(ts)`, `bucket(8, id)`, `col`, `expr AS name`.
+    pub fn with_add_field(mut self, field: impl Into<String>) -> Self {
+        self.change.add.push(field.into());
+        self
+    }
+
+    /// A field to remove from the current spec, by expression (`hour(ts)`) or name
+    /// (`ts_hour`).
+    pub fn with_remove_field(mut self, field: impl Into<String>) -> Self {
+        self.change.remove.push(field.into());
+        self
+    }
+
+    /// The whole change at once, in place of what was given before.
+    pub fn with_evolution(mut self, change: PartitionEvolution) -> Self {
+        self.change = change;
+        self
+    }
+}
+
+/// The table a partition evolution was planned on.
+pub struct AlterPartitionWork {
+    table: Table,
+}
+
+impl std::fmt::Debug for AlterPartitionWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AlterPartitionWork")
+    }
+}
+
+/// A partition evolution's plan: the spec it would commit.
+pub type AlterPartitionPlan = Planned<EvolvedSpec, AlterPartitionWork>;
+
+/// The report on `spec_md`'s default spec replacing spec `before`, with the live files of
+/// `table` in other specs.
+async fn report(
+    name: String,
+    (before_id, before): (i32, String),
+    spec_md: &TableMetadata,
+    table: &Table,
+    dry_run: bool,
+) -> Result<EvolvedSpec> {
+    let spec = spec_md.default_partition_spec();
+    let schema = spec_md.current_schema();
+    Ok(EvolvedSpec {
+        table: name,
+        changed: spec.spec_id() != before_id,
+        dry_run,
+        spec_id_before: before_id,
+        spec_id: spec.spec_id(),
+        before,
+        after: spec_text(spec, schema),
+        fields: spec_fields(spec, schema),
+        files_in_other_specs: files_in_other_specs(table, spec.spec_id()).await?,
+    })
+}
+
+impl Operation for AlterPartitionBuilder {
+    type Plan = AlterPartitionPlan;
+    type Metrics = EvolvedSpec;
+
+    /// Builds the new spec on the table's metadata (a refusal names the field) and counts the
+    /// live files in other specs; commits nothing.
+    async fn plan(&self) -> Result<AlterPartitionPlan> {
+        let table = self.ctx.load().await?;
         let md = table.metadata();
-        let before_id = md.default_partition_spec_id();
-        let before = spec_text(md.default_partition_spec(), md.current_schema());
-        let (after_md, _) = plan(md, change)?;
-        let changed = after_md.default_partition_spec_id() != before_id;
-        let (table, spec_md) = if changed && !dry_run {
-            let table = self
-                .commit_metadata(ident, table, |md| Ok(plan(md, change)?.1))
-                .await?;
-            let md = table.metadata().clone();
-            (table, md)
-        } else {
-            (table, after_md)
-        };
-        let spec = spec_md.default_partition_spec();
-        let schema = spec_md.current_schema();
-        Ok(EvolvedSpec {
-            table: ident_string(ident),
-            changed,
-            dry_run,
-            spec_id_before: before_id,
-            spec_id: spec.spec_id(),
-            before,
-            after: spec_text(spec, schema),
-            fields: spec_fields(spec, schema),
-            files_in_other_specs: files_in_other_specs(&table, spec.spec_id()).await?,
+        let (after, _) = prepare(md, &self.change)?;
+        let name = ident_string(&self.ctx.ident);
+        let report = report(name, default_spec(md), &after, &table, true).await?;
+        Ok(Planned::new(
+            report,
+            snapshot_of(&table),
+            AlterPartitionWork { table },
+        ))
+    }
+
+    /// Commits the new default spec. An attempt that finds the spec changed since the plan
+    /// builds the new spec again from the one it finds: refused, naming the field, when the
+    /// change no longer applies; nothing to commit when it is in place already.
+    async fn apply(self, plan: AlterPartitionPlan) -> Result<EvolvedSpec> {
+        let planned = plan.report;
+        if !planned.changed {
+            return Ok(EvolvedSpec {
+                dry_run: false,
+                ..planned
+            });
+        }
+        let change = &self.change;
+        let done = super::commit_metadata(&self.ctx, plan.work.table, |md| {
+            let (after, commit) = prepare(md, change)?;
+            let changed = after.default_partition_spec_id() != md.default_partition_spec_id();
+            Ok((changed.then_some(commit), default_spec(md)))
         })
+        .await?;
+        let md = done.table.metadata();
+        report(planned.table, done.plan, md, &done.table, false).await
     }
 }
 
@@ -448,7 +553,7 @@ mod tests {
     }
 
     fn evolve(md: &TableMetadata, change: PartitionEvolution) -> Result<TableMetadata> {
-        Ok(plan(md, &change)?.0)
+        Ok(prepare(md, &change)?.0)
     }
 
     fn text(md: &TableMetadata) -> String {

@@ -13,11 +13,17 @@
 //!
 //! A nested column is named by its path (`payload.device`; a list's element and a map's
 //! value as `element` / `value`, or implied when the next name is the struct's field).
+//!
+//! [`AlterSchemaBuilder`] runs it on the operation contract: `plan()` applies the changes to
+//! the current schema in memory and reports the result ([`EvolvedSchema`], what `--dry-run`
+//! prints); `apply(plan)` commits it, requiring the schema id and last column id it was built
+//! on (see [`crate::alter`]).
 
 use iceberg::spec::{
     ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType,
     TableMetadata, Type,
 };
+use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement};
 use serde::Serialize;
 use std::sync::Arc;
@@ -25,6 +31,8 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::commit::producer::PreparedCommit;
 use crate::error::{Error, Result};
+use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::table::ident_string;
 use crate::table::schema::{parse_primitive, parse_schema};
 
@@ -369,7 +377,7 @@ pub fn evolve(md: &TableMetadata, changes: &[SchemaChange]) -> Result<(Schema, V
 /// The change that makes `changes` of `md`'s current schema the new current schema: the
 /// metadata it gives, its commit (requirements: the schema and last column id it was planned
 /// on) and a line per change.
-fn plan(
+fn prepare(
     md: &TableMetadata,
     changes: &[SchemaChange],
 ) -> Result<(TableMetadata, PreparedCommit, Vec<String>)> {
@@ -390,37 +398,108 @@ fn plan(
     Ok((after, commit, applied))
 }
 
-impl Catalog {
-    /// Applies `changes` as one new current schema (see the module doc). With `dry_run`,
-    /// reports the schema that would be committed and commits nothing.
-    pub async fn evolve_schema(
-        &self,
-        ident: &TableIdent,
-        changes: &[SchemaChange],
-        dry_run: bool,
-    ) -> Result<EvolvedSchema> {
-        let table = self.load_table(ident).await?;
+impl Costed for EvolvedSchema {
+    /// A metadata-only change: no data or manifest file is read, written or deleted.
+    fn cost(&self) -> Cost {
+        Cost::default()
+    }
+}
+
+/// `table evolve-schema`: the changes of one table's schema, committed as one new current
+/// schema (see the module doc).
+#[derive(Clone)]
+pub struct AlterSchemaBuilder {
+    ctx: Ctx,
+    changes: Vec<SchemaChange>,
+}
+
+impl AlterSchemaBuilder {
+    /// An evolution of `ident`'s schema; give its changes with [`Self::with_change`].
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
+        Self {
+            ctx: Ctx::new(catalog, ident),
+            changes: Vec::new(),
+        }
+    }
+
+    /// Adds `change`, applied after the ones given before.
+    pub fn with_change(mut self, change: SchemaChange) -> Self {
+        self.changes.push(change);
+        self
+    }
+
+    /// Adds `changes`, in order.
+    pub fn with_changes(mut self, changes: impl IntoIterator<Item = SchemaChange>) -> Self {
+        self.changes.extend(changes);
+        self
+    }
+}
+
+/// The table a schema evolution was planned on.
+pub struct AlterSchemaWork {
+    table: Table,
+}
+
+impl std::fmt::Debug for AlterSchemaWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AlterSchemaWork")
+    }
+}
+
+/// A schema evolution's plan: the schema it would commit.
+pub type AlterSchemaPlan = Planned<EvolvedSchema, AlterSchemaWork>;
+
+impl Operation for AlterSchemaBuilder {
+    type Plan = AlterSchemaPlan;
+    type Metrics = EvolvedSchema;
+
+    /// Applies the changes to the current schema in memory (a refusal names the column);
+    /// commits nothing.
+    async fn plan(&self) -> Result<AlterSchemaPlan> {
+        let table = self.ctx.load().await?;
         let md = table.metadata();
-        let before_id = md.current_schema_id();
-        let (after, _, applied) = plan(md, changes)?;
-        let changed = after.current_schema_id() != before_id;
-        let schema = if changed && !dry_run {
-            let table = self
-                .commit_metadata(ident, table, |md| Ok(plan(md, changes)?.1))
-                .await?;
-            table.metadata().current_schema().as_ref().clone()
-        } else {
-            after.current_schema().as_ref().clone()
-        };
-        Ok(EvolvedSchema {
-            table: ident_string(ident),
-            changed,
-            dry_run,
-            schema_id_before: before_id,
+        let (after, _, applied) = prepare(md, &self.changes)?;
+        let schema = after.current_schema().as_ref().clone();
+        let report = EvolvedSchema {
+            table: ident_string(&self.ctx.ident),
+            changed: after.current_schema_id() != md.current_schema_id(),
+            dry_run: true,
+            schema_id_before: md.current_schema_id(),
             schema_id: schema.schema_id(),
             applied,
             schema,
+        };
+        Ok(Planned::new(
+            report,
+            snapshot_of(&table),
+            AlterSchemaWork { table },
+        ))
+    }
+
+    /// Commits the new schema. An attempt that finds the schema changed since the plan applies
+    /// the changes again to the schema it finds: refused, naming the column, when they no
+    /// longer apply; nothing to commit when they are in place already.
+    async fn apply(self, plan: AlterSchemaPlan) -> Result<EvolvedSchema> {
+        let mut report = plan.report;
+        report.dry_run = false;
+        if !report.changed {
+            return Ok(report);
+        }
+        let changes = &self.changes;
+        let done = super::commit_metadata(&self.ctx, plan.work.table, |md| {
+            let (after, commit, applied) = prepare(md, changes)?;
+            let changed = after.current_schema_id() != md.current_schema_id();
+            Ok((changed.then_some(commit), (md.current_schema_id(), applied)))
         })
+        .await?;
+        let (before_id, applied) = done.plan;
+        let schema = done.table.metadata().current_schema().as_ref().clone();
+        report.changed = done.changed;
+        report.schema_id_before = before_id;
+        report.schema_id = schema.schema_id();
+        report.applied = applied;
+        report.schema = schema;
+        Ok(report)
     }
 }
 
@@ -436,7 +515,7 @@ mod tests {
     }
 
     fn apply(md: &TableMetadata, changes: &[SchemaChange]) -> Result<TableMetadata> {
-        Ok(plan(md, changes)?.0)
+        Ok(prepare(md, changes)?.0)
     }
 
     #[test]

@@ -609,8 +609,9 @@ async fn deletes_of_rows_in_an_older_partition_spec_go_in_that_spec() {
         spec: Some("bucket(4, id)".into()),
         ..Default::default()
     };
-    fx.catalog
-        .evolve_partition(&ident, &change, false)
+    floe::alter::partition::AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+        .with_evolution(change)
+        .execute()
         .await
         .unwrap();
     let second = upsert(

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use floe::commit::{self, SnapshotUpdate};
 use floe::iceberg::spec::Operation;
+use floe::operations::Operation as _;
 use floe::table::manifests::live_files;
 use floe::Error;
 
@@ -15,8 +16,9 @@ use crate::common::{count_and_sum, rewrite_all, sum_ids, Fixture};
 async fn more_retries(fx: &Fixture, ident: &floe::iceberg::TableIdent) {
     let mut props = HashMap::new();
     props.insert("commit.retry.num-retries".to_string(), "20".to_string());
-    fx.catalog
-        .set_properties(ident, props, vec![])
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_properties(props)
+        .execute()
         .await
         .unwrap();
 }
@@ -89,8 +91,9 @@ async fn appends_merge_small_manifests_past_min_count_to_merge() {
         "commit.manifest.min-count-to-merge".to_string(),
         "4".to_string(),
     );
-    fx.catalog
-        .set_properties(&ident, props, vec![])
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_properties(props)
+        .execute()
         .await
         .unwrap();
     for i in 0..10 {
@@ -333,8 +336,9 @@ async fn old_metadata_files_are_deleted_past_previous_versions_max() {
         "write.metadata.previous-versions-max".to_string(),
         "2".to_string(),
     );
-    fx.catalog
-        .set_properties(&ident, props, vec![])
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_properties(props)
+        .execute()
         .await
         .unwrap();
     for i in 0..6 {

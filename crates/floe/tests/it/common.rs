@@ -13,6 +13,7 @@ use arrow::record_batch::RecordBatch;
 use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
 use floe::iceberg::table::Table;
 use floe::iceberg::TableIdent;
+use floe::operations::Operation as _;
 
 pub struct Fixture {
     pub _dir: tempfile::TempDir,
@@ -83,8 +84,9 @@ impl Fixture {
     /// Sets one table property.
     pub async fn set_property(&self, ident: &TableIdent, key: &str, value: &str) {
         let props = std::collections::HashMap::from([(key.to_string(), value.to_string())]);
-        self.catalog
-            .set_properties(ident, props, vec![])
+        floe::alter::AlterPropertiesBuilder::new(&self.catalog, ident.clone())
+            .with_properties(props)
+            .execute()
             .await
             .unwrap();
     }

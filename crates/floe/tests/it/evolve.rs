@@ -2,10 +2,11 @@
 //! older files into them, and floe, PyIceberg and DuckDB read the same rows before and after.
 
 use arrow::array::Int64Array;
-use floe::alter::partition::PartitionEvolution;
-use floe::alter::schema::SchemaChange;
+use floe::alter::partition::{AlterPartitionBuilder, PartitionEvolution};
+use floe::alter::schema::{AlterSchemaBuilder, SchemaChange};
 use floe::compact::CompactBuilder;
 use floe::iceberg::TableIdent;
+use floe::operation::Costed;
 use floe::operations::Operation;
 
 use crate::common::{count_and_sum, read_with_python, rows, Fixture};
@@ -52,9 +53,9 @@ async fn hour_partitions_evolve_to_day_and_compaction_moves_old_files_into_the_n
         spec: Some("day(ts)".into()),
         ..Default::default()
     };
-    let dry = fx
-        .catalog
-        .evolve_partition(&ident, &change, true)
+    let dry = AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+        .with_evolution(change.clone())
+        .run(true)
         .await
         .unwrap();
     assert!(dry.changed && dry.dry_run, "{dry:?}");
@@ -63,9 +64,9 @@ async fn hour_partitions_evolve_to_day_and_compaction_moves_old_files_into_the_n
         old_spec,
         "a dry run commits nothing"
     );
-    let r = fx
-        .catalog
-        .evolve_partition(&ident, &change, false)
+    let r = AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+        .with_evolution(change.clone())
+        .execute()
         .await
         .unwrap();
     assert_eq!(
@@ -75,9 +76,9 @@ async fn hour_partitions_evolve_to_day_and_compaction_moves_old_files_into_the_n
     assert_eq!(r.files_in_other_specs, 24);
     assert_ne!(r.spec_id, old_spec);
     // The same spec again changes nothing.
-    let again = fx
-        .catalog
-        .evolve_partition(&ident, &change, false)
+    let again = AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+        .with_evolution(change.clone())
+        .execute()
         .await
         .unwrap();
     assert!(!again.changed);
@@ -126,17 +127,13 @@ async fn removing_a_bucket_and_adding_fields_keeps_ids_and_reads_the_same() {
         .table("evo.buckets", Some("day(ts), bucket(8, id)"))
         .await;
     append(&fx, &ident, 0, 200).await;
-    let r = fx
-        .catalog
-        .evolve_partition(
-            &ident,
-            &PartitionEvolution {
-                remove: vec!["id_bucket".into()],
-                add: vec!["truncate(4, name) AS name_prefix".into()],
-                ..Default::default()
-            },
-            false,
-        )
+    let r = AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+        .with_evolution(PartitionEvolution {
+            remove: vec!["id_bucket".into()],
+            add: vec!["truncate(4, name) AS name_prefix".into()],
+            ..Default::default()
+        })
+        .execute()
         .await
         .unwrap();
     assert_eq!(r.after, "day(ts), truncate(4, name) AS name_prefix");
@@ -156,16 +153,12 @@ async fn removing_a_bucket_and_adding_fields_keeps_ids_and_reads_the_same() {
         .all(|s| *s == r.spec_id));
     readers_agree(&fx, &ident, "evo.buckets").await;
     // A refused change names the field and commits nothing.
-    let e = fx
-        .catalog
-        .evolve_partition(
-            &ident,
-            &PartitionEvolution {
-                add: vec!["hour(ts)".into()],
-                ..Default::default()
-            },
-            false,
-        )
+    let e = AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+        .with_evolution(PartitionEvolution {
+            add: vec!["hour(ts)".into()],
+            ..Default::default()
+        })
+        .execute()
         .await
         .unwrap_err()
         .to_string();
@@ -182,31 +175,23 @@ async fn a_growing_schema_reads_the_same_in_every_reader_before_and_after_compac
     let ident = fx.table("evo.schema", Some("day(ts)")).await;
     append(&fx, &ident, 0, 100).await;
     // A stream grows a column, then renames one.
-    let r = fx
-        .catalog
-        .evolve_schema(
-            &ident,
-            &[
-                SchemaChange::add("n int").unwrap(),
-                SchemaChange::add("device string comment 'sender'").unwrap(),
-            ],
-            false,
-        )
+    let r = AlterSchemaBuilder::new(&fx.catalog, ident.clone())
+        .with_changes([
+            SchemaChange::add("n int").unwrap(),
+            SchemaChange::add("device string comment 'sender'").unwrap(),
+        ])
+        .execute()
         .await
         .unwrap();
     assert!(r.changed);
     assert_eq!(r.applied.len(), 2, "{:?}", r.applied);
     append(&fx, &ident, 100, 200).await;
-    let r2 = fx
-        .catalog
-        .evolve_schema(
-            &ident,
-            &[
-                SchemaChange::set_type("n bigint").unwrap(),
-                SchemaChange::rename("name=label").unwrap(),
-            ],
-            false,
-        )
+    let r2 = AlterSchemaBuilder::new(&fx.catalog, ident.clone())
+        .with_changes([
+            SchemaChange::set_type("n bigint").unwrap(),
+            SchemaChange::rename("name=label").unwrap(),
+        ])
+        .execute()
         .await
         .unwrap();
     assert_ne!(r2.schema_id, r.schema_id);
@@ -244,20 +229,16 @@ async fn a_growing_schema_reads_the_same_in_every_reader_before_and_after_compac
     readers_agree(&fx, &ident, "evo.schema").await;
 
     // Refused: a narrowing, a required new column, dropping the partition source.
-    let e = fx
-        .catalog
-        .evolve_schema(&ident, &[SchemaChange::set_type("n int").unwrap()], false)
+    let e = AlterSchemaBuilder::new(&fx.catalog, ident.clone())
+        .with_changes([SchemaChange::set_type("n int").unwrap()])
+        .execute()
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot be promoted"), "{e}");
-    let e = fx
-        .catalog
-        .evolve_schema(
-            &ident,
-            &[SchemaChange::DropColumn { path: "ts".into() }],
-            false,
-        )
+    let e = AlterSchemaBuilder::new(&fx.catalog, ident.clone())
+        .with_changes([SchemaChange::DropColumn { path: "ts".into() }])
+        .execute()
         .await
         .unwrap_err()
         .to_string();
@@ -324,8 +305,9 @@ async fn a_table_with_no_commit_after_a_schema_change_is_read_deleted_and_compac
     for k in 0..3 {
         append(&fx, &ident, k * 10, k * 10 + 10).await;
     }
-    fx.catalog
-        .evolve_schema(&ident, &every_kind_of_change(), false)
+    AlterSchemaBuilder::new(&fx.catalog, ident.clone())
+        .with_changes(every_kind_of_change())
+        .execute()
         .await
         .unwrap();
     // No data commit since the change: reads go through the new schema by field id.
@@ -383,9 +365,9 @@ async fn an_ingest_commit_racing_a_schema_change_lands_its_rows_by_field_id_in_t
     let ingest = floe::ingest::stream::IngestBuilder::new(&fx.catalog, ident.clone(), src, o);
     let run = tokio::spawn(ingest.execute());
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    fx.second_connection()
-        .await
-        .evolve_schema(&ident, &every_kind_of_change(), false)
+    AlterSchemaBuilder::new(&fx.second_connection().await, ident.clone())
+        .with_changes(every_kind_of_change())
+        .execute()
         .await
         .unwrap();
     let summary = run.await.unwrap().unwrap();
@@ -433,4 +415,177 @@ async fn an_ingest_commit_racing_a_schema_change_lands_its_rows_by_field_id_in_t
         .count();
     assert_eq!(on_disk, live.len(), "files on disk vs live files");
     readers_agree(&fx, &ident, "race.t").await;
+}
+
+/// The metadata location of `ident`: a plan must leave it as it is.
+async fn location(fx: &Fixture, ident: &TableIdent) -> String {
+    fx.load(ident)
+        .await
+        .metadata_location()
+        .unwrap()
+        .to_string()
+}
+
+/// A report as JSON without the fields that name the table and the run (for comparing the
+/// same change on two tables, planned or applied).
+fn outcome(report: &impl serde::Serialize) -> serde_json::Value {
+    let mut v = serde_json::to_value(report).unwrap();
+    let o = v.as_object_mut().unwrap();
+    o.remove("table");
+    o.remove("dry_run");
+    v
+}
+
+#[tokio::test]
+async fn a_schema_plan_commits_nothing_and_apply_revalidates_on_the_schema_as_it_then_is() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("plan.s", Some("day(ts)")).await;
+    let twin = fx.table("plan.twin", Some("day(ts)")).await;
+    let current = fx.append(&ident, 0, 10).await;
+    fx.append(&twin, 0, 10).await;
+    let changes = || {
+        vec![
+            SchemaChange::add("device string").unwrap(),
+            SchemaChange::rename("name=label").unwrap(),
+            SchemaChange::DropColumn {
+                path: "amount".into(),
+            },
+        ]
+    };
+    let before = location(&fx, &ident).await;
+    let evolve = AlterSchemaBuilder::new(&fx.catalog, ident.clone()).with_changes(changes());
+    let plan = evolve.plan().await.unwrap();
+    assert_eq!(
+        location(&fx, &ident).await,
+        before,
+        "a plan commits nothing"
+    );
+    assert_eq!(plan.snapshot_id, Some(current));
+    assert!(
+        plan.report.dry_run && plan.report.changed,
+        "{:?}",
+        plan.report
+    );
+    assert!(plan.cost().is_zero(), "metadata only");
+    let planned = outcome(&plan);
+    let applied = evolve.apply(plan).await.unwrap();
+    assert!(!applied.dry_run);
+    assert_eq!(
+        outcome(&applied),
+        planned,
+        "apply commits what the plan said"
+    );
+    assert_eq!(
+        *fx.load(&ident).await.metadata().current_schema().as_ref(),
+        applied.schema
+    );
+    // The same change in one go (plan, then apply at once) gives the same result.
+    let executed = AlterSchemaBuilder::new(&fx.catalog, twin.clone())
+        .with_changes(changes())
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome(&executed), planned);
+
+    // Changed meanwhile so that the plan no longer fits: refused at apply, naming the column.
+    let other = fx.second_connection().await;
+    let add = |c: &floe::Catalog, def: &str| {
+        AlterSchemaBuilder::new(c, ident.clone()).with_change(SchemaChange::add(def).unwrap())
+    };
+    let region = add(&fx.catalog, "region string");
+    let plan = region.plan().await.unwrap();
+    add(&other, "region int").execute().await.unwrap();
+    let at = location(&fx, &ident).await;
+    let e = region.apply(plan).await.unwrap_err().to_string();
+    assert!(e.contains("region") && e.contains("already exists"), "{e}");
+    assert_eq!(location(&fx, &ident).await, at, "nothing committed");
+
+    // Changed meanwhile so that the plan still fits: applied to the new schema, the new
+    // column taking the next free id (the one the plan had chosen went to the other column).
+    let zone = add(&fx.catalog, "zone string");
+    let plan = zone.plan().await.unwrap();
+    let planned_id = plan.report.schema.field_by_name("zone").unwrap().id;
+    add(&other, "site string").execute().await.unwrap();
+    let r = zone.apply(plan).await.unwrap();
+    let t = fx.load(&ident).await;
+    let schema = t.metadata().current_schema();
+    let site = schema.field_by_name("site").unwrap().id;
+    let zone = schema.field_by_name("zone").unwrap().id;
+    assert_eq!((site, zone), (planned_id, planned_id + 1));
+    assert_eq!(r.applied, [format!("added column zone string (id {zone})")]);
+    assert_eq!(r.schema_id, schema.schema_id());
+}
+
+#[tokio::test]
+async fn a_spec_plan_commits_nothing_and_apply_revalidates_on_the_spec_as_it_then_is() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("plan.p", Some("hour(ts)")).await;
+    let twin = fx.table("plan.ptwin", Some("hour(ts)")).await;
+    let current = fx.append(&ident, 0, 10).await;
+    fx.append(&twin, 0, 10).await;
+    let before = location(&fx, &ident).await;
+    let evolve = AlterPartitionBuilder::new(&fx.catalog, ident.clone()).with_spec("day(ts)");
+    let plan = evolve.plan().await.unwrap();
+    assert_eq!(
+        location(&fx, &ident).await,
+        before,
+        "a plan commits nothing"
+    );
+    assert_eq!(plan.snapshot_id, Some(current));
+    let r = &plan.report;
+    assert!(r.dry_run && r.changed, "{r:?}");
+    assert_eq!(
+        (r.before.as_str(), r.after.as_str()),
+        ("hour(ts)", "day(ts)")
+    );
+    assert!(r.files_in_other_specs > 0, "{r:?}");
+    let planned = outcome(&plan);
+    let applied = evolve.apply(plan).await.unwrap();
+    assert!(!applied.dry_run);
+    assert_eq!(
+        outcome(&applied),
+        planned,
+        "apply commits what the plan said"
+    );
+    assert_eq!(
+        fx.load(&ident).await.metadata().default_partition_spec_id(),
+        applied.spec_id
+    );
+    // The same change in one go, given as fields to remove and add: the same result.
+    let executed = AlterPartitionBuilder::new(&fx.catalog, twin.clone())
+        .with_remove_field("ts_hour")
+        .with_add_field("day(ts)")
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome(&executed), planned);
+
+    // Changed meanwhile so that the plan no longer fits: refused at apply, naming the field.
+    let other = fx.second_connection().await;
+    let bucket = |c: &floe::Catalog| {
+        AlterPartitionBuilder::new(c, ident.clone()).with_add_field("bucket(4, id)")
+    };
+    let mine = bucket(&fx.catalog);
+    let plan = mine.plan().await.unwrap();
+    bucket(&other).execute().await.unwrap();
+    let at = location(&fx, &ident).await;
+    let e = mine.apply(plan).await.unwrap_err().to_string();
+    assert!(
+        e.contains("bucket(4, id)") && e.contains("already has this field"),
+        "{e}"
+    );
+    assert_eq!(location(&fx, &ident).await, at, "nothing committed");
+
+    // Made meanwhile by another writer: apply finds it in place and commits nothing.
+    let back =
+        |c: &floe::Catalog| AlterPartitionBuilder::new(c, ident.clone()).with_spec("day(ts)");
+    let mine = back(&fx.catalog);
+    let plan = mine.plan().await.unwrap();
+    assert!(plan.report.changed);
+    let theirs = back(&other).execute().await.unwrap();
+    let at = location(&fx, &ident).await;
+    let r = mine.apply(plan).await.unwrap();
+    assert!(!r.changed, "{r:?}");
+    assert_eq!(r.spec_id, theirs.spec_id);
+    assert_eq!(location(&fx, &ident).await, at, "nothing committed");
 }

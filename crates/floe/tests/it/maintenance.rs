@@ -391,12 +391,9 @@ async fn orphan_removal_refuses_unsafe_requests() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("outside the table location"), "{e}");
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([("gc.enabled".into(), "false".into())]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("gc.enabled", "false")
+        .execute()
         .await
         .unwrap();
     let e = OrphanBuilder::new(&fx.catalog, ident.clone())
@@ -433,12 +430,9 @@ async fn orphan_removal_keeps_files_differing_only_by_scheme_unless_told() {
 async fn clean_metadata_removes_only_files_out_of_the_log() {
     let fx = Fixture::new().await;
     let ident = fx.table("h.meta", None).await;
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([("write.metadata.previous-versions-max".into(), "2".into())]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("write.metadata.previous-versions-max", "2")
+        .execute()
         .await
         .unwrap();
     for k in 0..6 {
@@ -598,12 +592,9 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
 async fn expiry_racing_appends_loses_nothing() {
     let fx = Fixture::new().await;
     let ident = fx.table("h.race", Some("day(ts)")).await;
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([("commit.retry.num-retries".into(), "50".into())]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("commit.retry.num-retries", "50")
+        .execute()
         .await
         .unwrap();
     fx.append(&ident, 0, 10).await;

@@ -180,12 +180,9 @@ async fn inputs_with_deletes_an_older_schema_or_a_sort_are_decoded() {
     for i in 0..3 {
         fx.append(&ident, i * 1000, i * 1000 + 1000).await;
     }
-    fx.catalog
-        .evolve_schema(
-            &ident,
-            &[floe::alter::schema::SchemaChange::add("n int").unwrap()],
-            false,
-        )
+    floe::alter::schema::AlterSchemaBuilder::new(&fx.catalog, ident.clone())
+        .with_changes([floe::alter::schema::SchemaChange::add("n int").unwrap()])
+        .execute()
         .await
         .unwrap();
     for i in 3..5 {

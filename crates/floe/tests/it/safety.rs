@@ -651,8 +651,9 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
     // 2. A property commit and a table create on a full disk: no metadata.json left behind.
     let filler = disk.fill();
     let props = std::collections::HashMap::from([("k".to_string(), "v".to_string())]);
-    let err = catalog
-        .set_properties(&ident, props.clone(), vec![])
+    let err = floe::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
+        .with_properties(props.clone())
+        .execute()
         .await
         .expect_err("the disk is full");
     let msg = err.to_string().to_lowercase();
@@ -676,7 +677,12 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
 
     // 3. With space again, the next commit takes the next version and the table reads.
     std::fs::remove_file(filler).unwrap();
-    let t = catalog.set_properties(&ident, props, vec![]).await.unwrap();
+    floe::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
+        .with_properties(props)
+        .execute()
+        .await
+        .unwrap();
+    let t = catalog.load_table(&ident).await.unwrap();
     assert!(
         t.metadata_location().unwrap().contains("/00001-"),
         "{:?}",

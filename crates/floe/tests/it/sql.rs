@@ -1,6 +1,7 @@
 //! SQL over tables and metadata tables, with Iceberg's column names.
 
 use arrow::array::{Array, Int64Array, StringArray};
+use floe::operations::Operation;
 
 use crate::common::{sum_ids, Fixture};
 
@@ -239,8 +240,9 @@ async fn files_shows_each_file_partition_in_its_own_spec_after_partition_evoluti
         spec: Some("bucket(4, id)".into()),
         ..Default::default()
     };
-    fx.catalog
-        .evolve_partition(&ident, &change, false)
+    floe::alter::partition::AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+        .with_evolution(change)
+        .execute()
         .await
         .unwrap();
     fx.append(&ident, 30, 60).await;

@@ -74,13 +74,9 @@ async fn set_property_refuses_a_bad_value_of_a_known_key_and_commits_nothing() {
         ("floe.compact.no-such-option", "1"),
         ("floe.ingest.write-buffer-size", "-5"),
     ] {
-        let e = fx
-            .catalog
-            .set_properties(
-                &ident,
-                HashMap::from([(key.to_string(), value.to_string())]),
-                vec![],
-            )
+        let e = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+            .with_property(key, value)
+            .execute()
             .await
             .unwrap_err();
         assert!(matches!(e, Error::InvalidOption { .. }), "{key}: {e:?}");
@@ -98,16 +94,13 @@ async fn set_property_refuses_a_bad_value_of_a_known_key_and_commits_nothing() {
         .to_string();
     assert_eq!(before, after, "no commit for a refused update");
     // Valid values still go through, in canonical form.
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([
-                ("commit.retry.num-retries".to_string(), "+7".to_string()),
-                ("gc.enabled".to_string(), "TRUE".to_string()),
-                ("owner".to_string(), "anything at all".to_string()),
-            ]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_properties(HashMap::from([
+            ("commit.retry.num-retries".to_string(), "+7".to_string()),
+            ("gc.enabled".to_string(), "TRUE".to_string()),
+            ("owner".to_string(), "anything at all".to_string()),
+        ]))
+        .execute()
         .await
         .unwrap();
     let t = fx.load(&ident).await;
@@ -145,28 +138,18 @@ async fn a_bad_stored_retry_setting_fails_commits_by_name_and_unsetting_it_repai
     );
 
     // Another property update still commits (with Iceberg's default retries)...
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([("owner".to_string(), "me".to_string())]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("owner", "me")
+        .execute()
         .await
         .unwrap();
     // ...and so does the repair.
-    let t = fx
-        .catalog
-        .set_properties(
-            &ident,
-            HashMap::new(),
-            vec!["commit.retry.num-retries".into()],
-        )
+    let r = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_unset("commit.retry.num-retries")
+        .execute()
         .await
         .unwrap();
-    assert!(!t
-        .metadata()
-        .properties()
-        .contains_key("commit.retry.num-retries"));
+    assert!(!r.properties.contains_key("commit.retry.num-retries"));
     try_append(&fx, &ident, 10, 20).await.unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (20, (0..20).sum()));
 }
@@ -182,12 +165,9 @@ async fn a_bad_stored_value_can_be_replaced_by_a_valid_one() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("commit.retry.max-wait-ms"), "{e}");
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([("commit.retry.max-wait-ms".to_string(), "2000".to_string())]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("commit.retry.max-wait-ms", "2000")
+        .execute()
         .await
         .unwrap();
     // The next bad value read on the commit path is named in turn, with the table.
@@ -199,12 +179,9 @@ async fn a_bad_stored_value_can_be_replaced_by_a_valid_one() {
         e.contains("commit.manifest.min-count-to-merge") && e.contains("props.replace"),
         "{e}"
     );
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::new(),
-            vec!["commit.manifest.min-count-to-merge".to_string()],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_unset("commit.manifest.min-count-to-merge")
+        .execute()
         .await
         .unwrap();
     try_append(&fx, &ident, 0, 10).await.unwrap();
@@ -223,12 +200,9 @@ async fn bad_stored_metadata_settings_never_turn_a_landed_commit_into_an_error()
     )
     .await;
     // A property update lands and reports success (the old metadata files are kept).
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([("owner".to_string(), "me".to_string())]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("owner", "me")
+        .execute()
         .await
         .unwrap();
     assert_eq!(fx.load(&ident).await.metadata().properties()["owner"], "me");
@@ -243,12 +217,9 @@ async fn bad_stored_metadata_settings_never_turn_a_landed_commit_into_an_error()
     );
     assert_eq!(fx.count_and_sum(&ident).await, (10, (0..10).sum()));
 
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::new(),
-            vec!["write.metadata.delete-after-commit.enabled".to_string()],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_unset("write.metadata.delete-after-commit.enabled")
+        .execute()
         .await
         .unwrap();
     try_append(&fx, &ident, 10, 20).await.unwrap();
@@ -302,12 +273,9 @@ async fn a_metadata_codec_iceberg_cannot_write_blocks_every_commit_but_its_repai
             .await
             .unwrap_err()
             .to_string(),
-        fx.catalog
-            .set_properties(
-                &ident,
-                HashMap::from([("owner".to_string(), "you".to_string())]),
-                vec![],
-            )
+        floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+            .with_property("owner", "you")
+            .execute()
             .await
             .unwrap_err()
             .to_string(),
@@ -318,15 +286,9 @@ async fn a_metadata_codec_iceberg_cannot_write_blocks_every_commit_but_its_repai
             "{e}"
         );
     }
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::from([(
-                "write.metadata.compression-codec".to_string(),
-                "none".to_string(),
-            )]),
-            vec![],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("write.metadata.compression-codec", "none")
+        .execute()
         .await
         .unwrap();
     try_append(&fx, &ident, 10, 20).await.unwrap();
@@ -361,15 +323,12 @@ async fn a_bad_value_written_by_pyiceberg_is_repaired_by_floe() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("history.expire.min-snapshots-to-keep"), "{e}");
-    fx.catalog
-        .set_properties(
-            &ident,
-            HashMap::new(),
-            vec![
-                "commit.retry.num-retries".to_string(),
-                "history.expire.min-snapshots-to-keep".to_string(),
-            ],
-        )
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_unsets(vec![
+            "commit.retry.num-retries".to_string(),
+            "history.expire.min-snapshots-to-keep".to_string(),
+        ])
+        .execute()
         .await
         .unwrap();
     try_append(&fx, &ident, 10, 20).await.unwrap();
@@ -418,4 +377,71 @@ async fn a_bad_stored_value_names_its_table_in_the_repair_command_of_every_opera
             "{err}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_property_plan_commits_nothing_and_apply_validates_again_on_the_properties_it_finds() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("props.plan", None).await;
+    let location = |t: floe::iceberg::table::Table| t.metadata_location().unwrap().to_string();
+    let before = location(fx.load(&ident).await);
+    let update = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("gc.enabled", "TRUE")
+        .with_property("owner", "me");
+    let plan = update.plan().await.unwrap();
+    assert_eq!(
+        location(fx.load(&ident).await),
+        before,
+        "a plan commits nothing"
+    );
+    assert!(plan.report.dry_run);
+    // The report shows the properties as they would be stored (canonical form).
+    assert_eq!(plan.report.properties["gc.enabled"], "true");
+    let planned = plan.report.properties.clone();
+    let applied = update.apply(plan).await.unwrap();
+    assert!(!applied.dry_run);
+    assert_eq!(
+        applied.properties, planned,
+        "apply commits what the plan said"
+    );
+    assert_eq!(*fx.load(&ident).await.metadata().properties(), planned);
+
+    // Another writer's update of other keys merges with a planned one.
+    let other = fx.second_connection().await;
+    let mine = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("team", "data");
+    let plan = mine.plan().await.unwrap();
+    floe::alter::AlterPropertiesBuilder::new(&other, ident.clone())
+        .with_property("cost-center", "42")
+        .execute()
+        .await
+        .unwrap();
+    let r = mine.apply(plan).await.unwrap();
+    assert_eq!(
+        (
+            r.properties["team"].as_str(),
+            r.properties["cost-center"].as_str()
+        ),
+        ("data", "42")
+    );
+
+    // A compaction setting valid with the target the plan saw, but not with the one another
+    // writer set meanwhile: refused at apply, naming the key.
+    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("write.target-file-size-bytes", (2u64 << 30).to_string())
+        .execute()
+        .await
+        .unwrap();
+    let min = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        .with_property("floe.compact.min-file-size-bytes", (1u64 << 30).to_string());
+    let plan = min.plan().await.unwrap();
+    floe::alter::AlterPropertiesBuilder::new(&other, ident.clone())
+        .with_property("write.target-file-size-bytes", (256u64 << 20).to_string())
+        .execute()
+        .await
+        .unwrap();
+    let at = location(fx.load(&ident).await);
+    let e = min.apply(plan).await.unwrap_err().to_string();
+    assert!(e.contains("floe.compact.min-file-size-bytes"), "{e}");
+    assert_eq!(location(fx.load(&ident).await), at, "nothing committed");
 }

@@ -1,6 +1,6 @@
 //! Properties: set and remove table properties, with no requirement (a property change
 //! another engine could have made concurrently merges; floe's validation of the values is the
-//! caller's, `Catalog::set_properties`).
+//! caller's, [`crate::alter::AlterPropertiesBuilder`]).
 
 use iceberg::TableUpdate;
 
