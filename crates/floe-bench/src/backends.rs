@@ -6,7 +6,7 @@
 //! Operations: build (N small files over S commits), diagnose, compact, expire-snapshots
 //! (`--older-than 0s --retain-last 1`), remove-orphan-files dry run.
 
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -173,7 +173,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         eprintln!("{}: built in {build_s:.2} s", b.name);
         let (s, r, _) = measure(b, || async {
             Ok(floe::diagnose::DiagnoseBuilder::new(c, ident.clone())
-                .execute()
+                .query()
                 .await?)
         })
         .await?;

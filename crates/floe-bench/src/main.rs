@@ -21,6 +21,7 @@ use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondAr
 use arrow::record_batch::RecordBatch;
 use clap::{Parser, Subcommand};
 use floe::catalog::{Catalog, CatalogConfig};
+use floe::operations::{Operation, Query};
 use serde_json::json;
 
 mod backends;
@@ -221,11 +222,12 @@ async fn append_latency(
         let mut floe_s = vec![];
         for k in 0..appends {
             let t = Instant::now();
-            floe::append::append_batches(
+            floe::append::AppendBuilder::from_batches(
                 &catalog,
-                &ident,
+                ident.clone(),
                 vec![batch(&arrow_schema, 1_000_000 + (k * 10) as i64, 10)],
             )
+            .execute()
             .await?;
             floe_s.push(t.elapsed().as_secs_f64());
         }
@@ -260,7 +262,9 @@ async fn append_latency(
             }
         };
         // The result must be right: every appended row is there.
-        let rows = floe::sql::query(&catalog, "SELECT count(*) FROM bench.events").await?;
+        let rows = floe::sql::SqlBuilder::new(&catalog, "SELECT count(*) FROM bench.events")
+            .query()
+            .await?;
         let count = rows[0]
             .column(0)
             .as_any()

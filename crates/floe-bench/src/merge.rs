@@ -109,7 +109,9 @@ async fn build(
             batches.push(crate::batch(&schema, from + at, n));
             at += n;
         }
-        floe::append::append_batches(catalog, &ident, batches).await?;
+        floe::append::AppendBuilder::from_batches(catalog, ident.clone(), batches)
+            .execute()
+            .await?;
     }
     Ok(ident)
 }

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use floe::catalog::{parse_table_ident, Catalog};
 use floe::diagnose::render;
 use floe::expire::OlderThan;
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use floe::properties::parse_duration;
 
 use crate::output::{human_bytes, Out};
@@ -135,7 +135,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             let spinner = out.spinner(format!("diagnosing {table}"));
             let report = floe::diagnose::DiagnoseBuilder::new(catalog, parse_table_ident(&table)?)
                 .with_probe(probe || save.is_some() || compare.is_some())
-                .execute()
+                .query()
                 .await;
             spinner.finish_and_clear();
             let report = report?;
@@ -362,8 +362,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         }
         HealthCmd::ConvertEqualityDeletes { table, dry_run } => {
             let r = floe::change::convert::ConvertBuilder::new(catalog, parse_table_ident(&table)?)
-                .with_dry_run(dry_run)
-                .execute()
+                .run(dry_run)
                 .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 let mut s = match r.snapshot_id {
@@ -409,9 +408,8 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 parse_table_ident(&table)?,
             )
             .with_options(opts)
-            .with_dry_run(dry_run)
             .with_progress(progress)
-            .execute()
+            .run(dry_run)
             .await;
             bar.finish_and_clear();
             let r = r?;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use floe::catalog::{config, parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use floe::properties::parse_size;
 use floe::records::files::InputFormat;
 use floe::write::WriteOptions;
@@ -296,9 +296,8 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 .with_write_options(options)
                 .with_mode(mode)
                 .with_key(key)
-                .with_dry_run(dry_run)
                 .with_progress(progress)
-                .execute()
+                .run(dry_run)
                 .await;
             bar.finish_and_clear();
             let m = metrics?;
@@ -344,9 +343,8 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             let (bar, progress) = out.progress("data files");
             let metrics = floe::change::delete::DeleteBuilder::new(&catalog, ident, filter)
                 .with_mode(mode)
-                .with_dry_run(dry_run)
                 .with_progress(progress)
-                .execute()
+                .run(dry_run)
                 .await;
             bar.finish_and_clear();
             let m = metrics?;
@@ -482,7 +480,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 anyhow::bail!("--csv and --json are two output formats: give one");
             }
             let catalog = connect(g).await?;
-            let batches = floe::sql::query(&catalog, &query).await?;
+            let batches = floe::sql::SqlBuilder::new(&catalog, query).query().await?;
             out.batches(&batches, csv)
         }
     }

@@ -6,7 +6,7 @@
 //! crashed job's leftover file), diagnoses again, streams on, maintains again, and prints a
 //! before/after table.
 
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -125,7 +125,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     ];
     let mut results = serde_json::Map::new();
     for (name, q) in &queries {
-        let batches = floe::sql::query(&catalog, q).await?;
+        let batches = floe::sql::SqlBuilder::new(&catalog, q).query().await?;
         if out.is_json() {
             let mut buf = Vec::new();
             {
@@ -159,7 +159,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     let probe = format!("SELECT kind, count(*) AS n, sum(amount) AS amount FROM {TABLE} GROUP BY kind ORDER BY kind");
     let before = shape(&catalog, &ident, &probe).await?;
     let report_before = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
-        .execute()
+        .query()
         .await?;
     out.say(format!(
         "\nfloe diagnose {TABLE}\n{}",
@@ -197,7 +197,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     }
     out.say("same query answer before and after maintenance");
     let report_after = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
-        .execute()
+        .query()
         .await?;
     out.say(format!(
         "\nfloe diagnose {TABLE}  (after maintenance; observations only)\n{}",
@@ -401,7 +401,7 @@ async fn shape(catalog: &Catalog, ident: &floe::iceberg::TableIdent, probe: &str
     let mut answer = String::new();
     for _ in 0..3 {
         let t = std::time::Instant::now();
-        let batches = floe::sql::query(catalog, probe).await?;
+        let batches = floe::sql::SqlBuilder::new(catalog, probe).query().await?;
         best = best.min(t.elapsed().as_secs_f64() * 1000.0);
         answer = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
     }

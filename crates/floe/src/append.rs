@@ -2,8 +2,12 @@
 //!
 //! Reads every input (NDJSON, CSV, Parquet), converts records to the table schema, partitions by
 //! the default spec, rolls files at `write.target-file-size-bytes`, and commits once. Any bad
-//! record aborts the whole call: written files are deleted and nothing is committed. A dry run
-//! reads and checks every record the same way and writes nothing.
+//! record aborts the whole call: written files are deleted and nothing is committed.
+//!
+//! [`AppendBuilder`] is an [`Operation`]: `plan()` (the `--dry-run` report) reads and checks
+//! every record the same way and writes nothing; `apply()` reads, writes and commits;
+//! `execute()` does both in one pass over the inputs. [`AppendBuilder::from_batches`] appends
+//! (or upserts) batches already in memory.
 //!
 //! `--mode upsert` (Iceberg's upsert by key, PyIceberg's `table.upsert()`): a first pass over
 //! the inputs records each key's last row ([`crate::change::keys::KeyIndex`]: the distinct keys
@@ -16,8 +20,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use iceberg::spec::DataFile;
+use iceberg::table::Table;
 use iceberg::TableIdent;
 use serde::Serialize;
 
@@ -25,7 +31,8 @@ use crate::catalog::Catalog;
 use crate::change::keys::KeyIndex;
 use crate::commit::Committer;
 use crate::error::Result;
-use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
+use crate::operation::{Amount, Cost, Costed, Phase, Progress};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::records::files::{InputFormat, InputReader};
 use crate::write::staged::{commit_append, Staged};
 use crate::write::{TableWriter, WriteOptions};
@@ -140,32 +147,46 @@ impl AppendMetrics {
     }
 }
 
-/// Builder of an append of input files.
+/// What an append reads: input files, or batches already in memory.
+#[derive(Clone)]
+enum Source {
+    Files(Vec<PathBuf>),
+    /// Already in the table's Arrow schema.
+    Batches(Vec<RecordBatch>),
+}
+
+/// Builder of an append (or upsert) of input files ([`AppendBuilder::new`] and
+/// [`AppendBuilder::with_inputs`]) or of in-memory batches ([`AppendBuilder::from_batches`]).
+/// `plan()` reads and checks every record and counts what would land (the dry run), writing
+/// nothing; `apply()` reads them again, writes the data files and commits.
 #[derive(Clone)]
 pub struct AppendBuilder {
-    catalog: Catalog,
-    ident: TableIdent,
-    inputs: Vec<PathBuf>,
+    ctx: Ctx,
+    source: Source,
     format: Option<InputFormat>,
     options: WriteOptions,
-    dry_run: bool,
-    progress: Option<ProgressFn>,
     mode: AppendMode,
     key: Option<Vec<String>>,
 }
 
 impl AppendBuilder {
+    /// Appends input files (see [`AppendBuilder::with_inputs`]) to `ident`.
     pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog: catalog.clone(),
-            ident,
-            inputs: vec![],
+            ctx: Ctx::new(catalog, ident),
+            source: Source::Files(vec![]),
             format: None,
             options: WriteOptions::default(),
-            dry_run: false,
-            progress: None,
             mode: AppendMode::Append,
             key: None,
+        }
+    }
+
+    /// Appends in-memory batches (already in the table's Arrow schema) in one commit.
+    pub fn from_batches(catalog: &Catalog, ident: TableIdent, batches: Vec<RecordBatch>) -> Self {
+        Self {
+            source: Source::Batches(batches),
+            ..Self::new(catalog, ident)
         }
     }
 
@@ -181,29 +202,15 @@ impl AppendBuilder {
         self
     }
 
-    /// Reads and checks every input record, writes and commits nothing.
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
     /// Receives progress events: the write phase, one step per input file.
     pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
-        self.progress = Some(std::sync::Arc::new(f));
+        self.ctx.progress = Some(Arc::new(f));
         self
-    }
-
-    /// What [`AppendBuilder::execute`] would do: the dry run (every input read and checked,
-    /// rows counted), changing nothing.
-    pub async fn plan(&self) -> Result<AppendMetrics> {
-        let mut dry = self.clone().with_dry_run(true);
-        dry.progress = None;
-        dry.execute().await
     }
 
     /// Input files.
     pub fn with_inputs(mut self, inputs: Vec<PathBuf>) -> Self {
-        self.inputs = inputs;
+        self.source = Source::Files(inputs);
         self
     }
 
@@ -219,52 +226,89 @@ impl AppendBuilder {
         self
     }
 
-    /// Runs the append (or, with `with_dry_run`, only reads and checks the inputs).
-    pub async fn execute(self) -> Result<AppendMetrics> {
-        let started = Instant::now();
-        let table = self.catalog.load_table(&self.ident).await?;
-        let sizes: Vec<u64> = self
-            .inputs
-            .iter()
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .collect();
-        let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
-            table.metadata().current_schema(),
-        )?);
-        // Upsert, pass one: each key's last input row (every record read and checked).
-        let keys = match self.mode {
-            AppendMode::Append => None,
-            AppendMode::Upsert => {
-                let mut keys = KeyIndex::for_table(&table, self.key.as_deref())?;
-                for path in &self.inputs {
-                    let mut reader = InputReader::open(path, self.format, arrow_schema.clone())?;
+    /// Upsert, pass one: each key's last input row (every record read and checked).
+    fn keys(&self, table: &Table, schema: &SchemaRef) -> Result<Option<Arc<KeyIndex>>> {
+        if self.mode == AppendMode::Append {
+            return Ok(None);
+        }
+        let mut keys = KeyIndex::for_table(table, self.key.as_deref())?;
+        match &self.source {
+            Source::Files(inputs) => {
+                for path in inputs {
+                    let mut reader = InputReader::open(path, self.format, schema.clone())?;
                     while let Some(batch) = reader.next_batch()? {
                         keys.observe(&batch)?;
                     }
                 }
-                Some(Arc::new(keys))
+            }
+            Source::Batches(batches) => {
+                for b in batches {
+                    keys.observe(b)?;
+                }
+            }
+        }
+        Ok(Some(Arc::new(keys)))
+    }
+
+    /// One pass over the inputs: every record read and checked, and, with `write`, written
+    /// (the written files are deleted on failure); progress is reported with `report`. Returns the counts, the data files and the
+    /// upsert's keys.
+    async fn pass(&self, table: &Table, write: bool, report: bool) -> Result<Pass> {
+        let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+            table.metadata().current_schema(),
+        )?);
+        let keys = self.keys(table, &arrow_schema)?;
+        let key = keys.as_ref().map(|k| k.names.clone()).unwrap_or_default();
+        let mut m = AppendMetrics::new(&self.ctx.ident, self.mode, key);
+        let inputs = match &self.source {
+            Source::Files(inputs) => inputs,
+            Source::Batches(batches) => {
+                let total: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+                let mut ordinal = 0u64;
+                let mut last = Vec::with_capacity(batches.len());
+                for b in batches {
+                    last.push(match &keys {
+                        Some(k) => {
+                            let mask = k.last_rows(b, &mut ordinal)?;
+                            arrow::compute::filter_record_batch(b, &mask)?
+                        }
+                        None => b.clone(),
+                    });
+                }
+                m.rows = last.iter().map(|b| b.num_rows() as u64).sum();
+                m.duplicate_rows = total - m.rows;
+                let files = if write {
+                    write_files(table, last, &self.options).await?
+                } else {
+                    vec![]
+                };
+                m.wrote(&files);
+                return Ok(Pass { m, files, keys });
             }
         };
+        let sizes: Vec<u64> = inputs
+            .iter()
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .collect();
         let mut progress = Progress::start(
             Phase::Write,
             Amount {
-                steps: self.inputs.len() as u64,
-                files: self.inputs.len() as u64,
+                steps: inputs.len() as u64,
+                files: inputs.len() as u64,
                 bytes: sizes.iter().sum(),
                 rows: 0,
             },
         );
-        let report = |p: &Progress| {
-            if let Some(f) = &self.progress {
-                f(p)
+        let progress_to = |p: &Progress| {
+            if report {
+                self.ctx.report(p)
             }
         };
-        report(&progress);
-        // One pass over the inputs: every record read and checked; written unless dry run.
-        let mut writer = if self.dry_run {
-            None
+        progress_to(&progress);
+        let mut writer = if write {
+            Some(TableWriter::new(table, &self.options).await?)
         } else {
-            Some(TableWriter::new(&table, &self.options).await?)
+            None
         };
         let schema = match &writer {
             Some(w) => w.arrow_schema().clone(),
@@ -272,7 +316,7 @@ impl AppendBuilder {
         };
         let mut ordinal = 0u64;
         let mut written_rows = 0u64;
-        for (path, size) in self.inputs.iter().zip(&sizes) {
+        for (path, size) in inputs.iter().zip(&sizes) {
             let step = async {
                 let mut rows = 0u64;
                 let mut reader = InputReader::open(path, self.format, schema.clone())?;
@@ -304,42 +348,40 @@ impl AppendBuilder {
                 bytes: *size,
                 rows,
             };
-            report(&progress);
+            progress_to(&progress);
         }
         let files = match writer {
             Some(w) => w.close().await?,
             None => vec![],
         };
-        let key = keys.as_ref().map(|k| k.names.clone()).unwrap_or_default();
-        let mut m = AppendMetrics::new(&self.ident, self.mode, key);
-        m.dry_run = self.dry_run;
-        m.input_files = self.inputs.len();
+        m.input_files = inputs.len();
         m.input_bytes = progress.total.bytes;
         m.rows = written_rows;
         m.duplicate_rows = progress.done.rows - written_rows;
         m.wrote(&files);
-        match (&keys, self.dry_run) {
-            (None, true) => {}
-            (None, false) => {
+        Ok(Pass { m, files, keys })
+    }
+
+    /// Writes the inputs into `table` and commits them: an `append`, or for an upsert a row
+    /// delta that deletes the keys' live rows (located again on each commit attempt).
+    async fn write_and_commit(&self, table: Table, started: Instant) -> Result<AppendMetrics> {
+        let Pass { mut m, files, keys } = self.pass(&table, true, true).await?;
+        match keys {
+            None => {
                 if !files.is_empty() {
                     let staged = Staged::new(files, table.metadata().current_schema_id());
-                    let committer = Committer::new(&self.catalog, &self.ident).on(table);
+                    let committer = Committer::new(&self.ctx.catalog, &self.ctx.ident).on(table);
                     let outcome =
                         commit_append(committer, staged, Default::default(), &self.options).await?;
                     m.snapshot_id = Some(outcome.snapshot_id);
                     m.commit_attempts = outcome.attempts;
                 }
             }
-            (Some(keys), true) => {
-                let (matched, searched) = crate::change::keys::locate_keys(&table, keys).await?;
-                m.replaced_rows = matched.iter().map(|x| x.positions.len() as u64).sum();
-                m.removed_data_files = matched.iter().filter(|x| x.all_live_rows()).count();
-                m.files_scanned = searched.files;
-            }
-            (Some(keys), false) => {
+            Some(keys) => {
+                let keys = &keys;
                 let delta = crate::change::commit_row_delta(
-                    &self.catalog,
-                    &self.ident,
+                    &self.ctx.catalog,
+                    &self.ctx.ident,
                     table,
                     files,
                     None,
@@ -354,87 +396,85 @@ impl AppendBuilder {
     }
 }
 
-async fn commit_files(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    base: iceberg::table::Table,
-    files: Vec<DataFile>,
-    rows: u64,
-    started: Instant,
-) -> Result<AppendMetrics> {
-    let mut m = AppendMetrics::new(ident, AppendMode::Append, vec![]);
-    m.rows = rows;
-    m.wrote(&files);
-    if !files.is_empty() {
-        let staged = Staged::new(files, base.metadata().current_schema_id());
-        let committer = Committer::new(catalog, ident).on(base);
-        let outcome = commit_append(
-            committer,
-            staged,
-            Default::default(),
-            &WriteOptions::default(),
-        )
-        .await?;
-        m.snapshot_id = Some(outcome.snapshot_id);
-        m.commit_attempts = outcome.attempts;
+impl AppendBuilder {
+    /// The plan: one pass that reads and checks every record, reporting progress with
+    /// `report`.
+    async fn check(&self, report: bool) -> Result<AppendPlan> {
+        let started = Instant::now();
+        let table = self.ctx.load().await?;
+        let Pass { mut m, keys, .. } = self.pass(&table, false, report).await?;
+        m.dry_run = true;
+        if let Some(keys) = &keys {
+            let (matched, searched) = crate::change::keys::locate_keys(&table, keys).await?;
+            m.replaced_rows = matched.iter().map(|x| x.positions.len() as u64).sum();
+            m.removed_data_files = matched.iter().filter(|x| x.all_live_rows()).count();
+            m.files_scanned = searched.files;
+        }
+        m.duration_ms = duration_ms(started.elapsed());
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(m, snapshot_id, AppendWork { table }))
     }
-    m.duration_ms = duration_ms(started.elapsed());
-    Ok(m)
+}
+
+/// One pass over the inputs: the counts, the data files written (none when checking only) and
+/// the upsert's keys.
+struct Pass {
+    m: AppendMetrics,
+    files: Vec<DataFile>,
+    keys: Option<Arc<KeyIndex>>,
+}
+
+/// The table an append was planned on (its inputs are read again by `apply`: they are not
+/// kept in memory).
+pub struct AppendWork {
+    table: Table,
+}
+
+impl std::fmt::Debug for AppendWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AppendWork")
+    }
+}
+
+/// An append plan: the dry-run report (every record read and checked, rows counted).
+pub type AppendPlan = Planned<AppendMetrics, AppendWork>;
+
+impl Operation for AppendBuilder {
+    type Plan = AppendPlan;
+    type Metrics = AppendMetrics;
+
+    /// Reads and checks every input record and counts the rows that would land (an upsert
+    /// also locates the live rows its keys would replace); writes nothing and reports no
+    /// progress (`run(true)`, the CLI's dry run, does).
+    async fn plan(&self) -> Result<AppendPlan> {
+        self.check(false).await
+    }
+
+    /// Reads the inputs again, writes them and commits; the commit validates against the
+    /// table as it then is (an upsert locates the keys' rows again on each attempt).
+    async fn apply(self, plan: AppendPlan) -> Result<AppendMetrics> {
+        self.write_and_commit(plan.work.table, Instant::now()).await
+    }
+
+    /// One pass that checks and writes each record (the inputs are read once, not planned
+    /// first), then the commit: what `floe append` runs.
+    async fn execute(self) -> Result<AppendMetrics> {
+        let started = Instant::now();
+        let table = self.ctx.load().await?;
+        self.write_and_commit(table, started).await
+    }
+
+    /// With `dry_run`, the plan's report; else [`Operation::execute`] (one pass).
+    async fn run(self, dry_run: bool) -> Result<AppendMetrics> {
+        if dry_run {
+            return Ok(self.check(true).await?.report);
+        }
+        self.execute().await
+    }
 }
 
 fn duration_ms(d: Duration) -> u64 {
     d.as_millis() as u64
-}
-
-/// Appends in-memory batches (already in the table's Arrow schema) in one commit.
-pub async fn append_batches(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    batches: Vec<RecordBatch>,
-) -> Result<AppendMetrics> {
-    let started = Instant::now();
-    let table = catalog.load_table(ident).await?;
-    let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
-    let files = write_files(&table, batches, &WriteOptions::default()).await?;
-    commit_files(catalog, ident, table, files, rows, started).await
-}
-
-/// Upserts in-memory batches (in the table's Arrow schema) by `key` (default: the primary
-/// key) in one commit: the last row of each key replaces the table's rows with that key.
-pub async fn upsert_batches(
-    catalog: &Catalog,
-    ident: &TableIdent,
-    batches: Vec<RecordBatch>,
-    key: Option<Vec<String>>,
-) -> Result<AppendMetrics> {
-    let started = Instant::now();
-    let table = catalog.load_table(ident).await?;
-    let mut keys = KeyIndex::for_table(&table, key.as_deref())?;
-    for b in &batches {
-        keys.observe(b)?;
-    }
-    let keys = Arc::new(keys);
-    let mut ordinal = 0u64;
-    let mut last = Vec::with_capacity(batches.len());
-    for b in &batches {
-        let mask = keys.last_rows(b, &mut ordinal)?;
-        last.push(arrow::compute::filter_record_batch(b, &mask)?);
-    }
-    let rows: u64 = last.iter().map(|b| b.num_rows() as u64).sum();
-    let files = write_files(&table, last, &WriteOptions::default()).await?;
-    let mut m = AppendMetrics::new(ident, AppendMode::Upsert, keys.names.clone());
-    m.rows = rows;
-    m.duplicate_rows = keys.rows() - rows;
-    m.wrote(&files);
-    let keys = &keys;
-    let delta =
-        crate::change::commit_row_delta(catalog, ident, table, files, None, |t| async move {
-            crate::change::keys::locate_keys(&t, keys).await
-        })
-        .await?;
-    m.committed(delta);
-    m.duration_ms = duration_ms(started.elapsed());
-    Ok(m)
 }
 
 /// Writes batches into data files of `table` without committing (for callers that build their

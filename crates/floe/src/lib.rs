@@ -68,7 +68,8 @@
 //!
 //! - [`operation`]: what every operation reports ([`operation::Cost`], [`operation::Progress`]).
 //! - [`operations`]: the contract every operation that changes a table implements: `plan()` a
-//!   value that changes nothing, `apply(plan)` re-validated at commit, `execute()`.
+//!   value that changes nothing, `apply(plan)` re-validated at commit, `execute()`; and the
+//!   read-only one ([`operations::Query`]: `query()`) of `diagnose`, `inspect` and `sql`.
 //! - [`error`]: one error type; every variant names what to fix. [`properties`]: names,
 //!   defaults and validation of table properties. [`secrets`]: the one masking function for
 //!   everything printed. [`fault`]: fault injection for crash tests. [`server`]: the one HTTP

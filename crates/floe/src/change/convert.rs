@@ -15,6 +15,9 @@
 //! Not converted (left as they are, with the reason in the output): equality deletes on
 //! columns that are not top-level primitives, or with a null value (a null equals a null for
 //! an equality delete; a key index has no null keys).
+//!
+//! [`ConvertBuilder`] is an [`Operation`]: `plan()` locates the rows (the `--dry-run` report),
+//! `apply()` writes and commits them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use crate::commit::producer::prepare_with;
 use crate::commit::{Committer, Ledger, LiveFile, Produced, SnapshotUpdate};
 use crate::error::{Error, Result};
 use crate::operation::{Cost, Costed};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::write::deletes::write_position_delete_file;
 
 /// What a conversion did (or, dry run, would do).
@@ -66,55 +70,93 @@ impl Costed for ConvertMetrics {
     }
 }
 
-/// Builder of a conversion.
+/// Builder of a conversion: `plan()` locates the rows the equality deletes remove (the dry
+/// run), `apply()` writes them as position deletes and commits.
+#[derive(Clone)]
 pub struct ConvertBuilder {
-    catalog: Catalog,
-    ident: TableIdent,
-    dry_run: bool,
+    ctx: Ctx,
 }
 
 impl ConvertBuilder {
     pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog: catalog.clone(),
-            ident,
-            dry_run: false,
+            ctx: Ctx::new(catalog, ident),
         }
     }
+}
 
-    /// Finds the rows and counts, writes and commits nothing.
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
+/// What a conversion was planned on: the table and the rows located (written by the first
+/// commit attempt when the table has not moved).
+pub struct ConvertWork {
+    table: Table,
+    conversion: Conversion,
+    data_files_read: usize,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for ConvertWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConvertWork")
     }
+}
 
-    /// The dry run.
-    pub async fn plan(&self) -> Result<ConvertMetrics> {
-        Self {
-            catalog: self.catalog.clone(),
-            ident: self.ident.clone(),
-            dry_run: true,
-        }
-        .execute()
-        .await
-    }
+/// A conversion plan: the dry-run report (what would be converted).
+pub type ConvertPlan = Planned<ConvertMetrics, ConvertWork>;
 
-    /// Runs the conversion.
-    pub async fn execute(self) -> Result<ConvertMetrics> {
+impl Operation for ConvertBuilder {
+    type Plan = ConvertPlan;
+    type Metrics = ConvertMetrics;
+
+    /// Reads the equality deletes and locates the rows they remove; writes nothing.
+    async fn plan(&self) -> Result<ConvertPlan> {
         let started = Instant::now();
-        let table = self.catalog.load_table(&self.ident).await?;
-        let mut m = if self.dry_run {
-            let (conversion, data_files_read) = convert(&table, false).await?;
-            conversion.metrics(data_files_read)
-        } else {
-            let done = Committer::new(&self.catalog, &self.ident)
-                .on(table)
-                .commit_with(|t| async move {
-                    let (c, read) = convert(&t, true).await?;
+        let table = self.ctx.load().await?;
+        let (conversion, data_files_read) = locate_conversion(&table).await?;
+        let mut m = conversion.metrics(data_files_read);
+        m.table = ident_string(&self.ctx.ident);
+        m.dry_run = true;
+        m.duration_ms = started.elapsed().as_millis() as u64;
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            m,
+            snapshot_id,
+            ConvertWork {
+                table,
+                conversion,
+                data_files_read,
+                planning: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Writes the position deletes and commits one `replace`; an attempt on a table that
+    /// moved since the plan converts again on it.
+    async fn apply(self, plan: ConvertPlan) -> Result<ConvertMetrics> {
+        let started = Instant::now();
+        let ConvertWork {
+            table,
+            conversion,
+            data_files_read,
+            planning,
+        } = plan.work;
+        let planned_on = plan.snapshot_id;
+        let mut first = Some((conversion, data_files_read));
+        let done = Committer::new(&self.ctx.catalog, &self.ctx.ident)
+            .on(table)
+            .commit_with(|t| {
+                let reuse = first
+                    .take()
+                    .filter(|_| t.metadata().current_snapshot_id() == planned_on);
+                async move {
+                    let (mut c, read) = match reuse {
+                        Some(planned) => planned,
+                        None => locate_conversion(&t).await?,
+                    };
                     if c.removed.is_empty() {
                         // Nothing convertible: report what was skipped.
                         return Ok(Produced::nothing(c.metrics(0)));
                     }
+                    write_conversion(&t, &mut c).await?;
                     let written: Vec<String> =
                         c.added.iter().map(|f| f.file_path().to_string()).collect();
                     let update = SnapshotUpdate::rewrite_deletes(
@@ -125,27 +167,31 @@ impl ConvertBuilder {
                     );
                     let commit = prepare_with(&t, &update, written).await?;
                     Ok(Produced::new(commit, c.metrics(read)))
-                })
-                .await?;
-            let mut m = done.plan;
-            if done.changed {
-                m.snapshot_id = done.table.metadata().current_snapshot_id();
-                m.commit_attempts = done.attempts;
-            }
-            m
-        };
-        m.table = ident_string(&self.ident);
-        m.dry_run = self.dry_run;
-        m.duration_ms = started.elapsed().as_millis() as u64;
+                }
+            })
+            .await?;
+        let mut m = done.plan;
+        if done.changed {
+            m.snapshot_id = done.table.metadata().current_snapshot_id();
+            m.commit_attempts = done.attempts;
+        }
+        m.table = ident_string(&self.ctx.ident);
+        m.dry_run = false;
+        m.duration_ms = (started.elapsed() + planning).as_millis() as u64;
         Ok(m)
     }
 }
 
-/// One attempt's conversion.
+/// One position delete file to write: its spec, partition, rows, and the data sequence number
+/// of the equality delete it comes from.
+type Pending = (i32, iceberg::spec::Struct, Vec<(String, i64)>, i64);
+
+/// One attempt's conversion: located (`pending`), then written (`added`, `placement`).
 #[derive(Default)]
 struct Conversion {
     removed: Vec<String>,
     removed_rows: u64,
+    pending: Vec<Pending>,
     added: Vec<DataFile>,
     positions: u64,
     placement: HashMap<String, (i32, i64)>,
@@ -153,22 +199,22 @@ struct Conversion {
 }
 
 impl Conversion {
-    fn metrics(self, data_files_read: usize) -> ConvertMetrics {
+    fn metrics(&self, data_files_read: usize) -> ConvertMetrics {
         ConvertMetrics {
             equality_delete_files: self.removed.len(),
             equality_delete_rows: self.removed_rows,
             position_delete_files: self.added.len(),
             positions: self.positions,
             data_files_read,
-            skipped: self.skipped,
+            skipped: self.skipped.clone(),
             ..ConvertMetrics::default()
         }
     }
 }
 
-/// Converts every equality delete file of `table`; with `write`, writes the position delete
-/// files (deleted here if a later one fails). Returns the conversion and the data files read.
-async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
+/// Locates, for every equality delete file of `table`, the live rows it removes, writing
+/// nothing. Returns the conversion and the data files read.
+async fn locate_conversion(table: &Table) -> Result<(Conversion, usize)> {
     let live = crate::table::manifests::live_files(table).await?;
     let eq: Vec<&LiveFile> = live
         .iter()
@@ -188,78 +234,77 @@ async fn convert(table: &Table, write: bool) -> Result<(Conversion, usize)> {
         .map(|f| (f.file.file_path(), f))
         .collect();
     let mut read: BTreeSet<String> = BTreeSet::new();
-    let step = async {
-        for e in eq {
-            let path = e.file.file_path().to_string();
-            let keys = match key_index(table, e).await {
-                Ok(k) => k,
-                Err(reason) => {
-                    out.skipped.push((path, reason));
-                    continue;
-                }
-            };
-            let global = e.file.partition().fields().is_empty();
-            let targets: Vec<_> = tasks
-                .iter()
-                .filter(|t| {
-                    data.get(t.data_file_path.as_str()).is_some_and(|d| {
-                        d.sequence_number < e.sequence_number
-                            && (global
-                                || (d.spec_id == e.spec_id
-                                    && d.file.partition() == e.file.partition()))
-                    })
-                })
-                .cloned()
-                .collect();
-            read.extend(targets.iter().map(|t| t.data_file_path.clone()));
-            let keys = Arc::new(keys);
-            let (matched, _) = locate_known(
-                table,
-                &known,
-                targets,
-                &keys.field_ids,
-                keys.matcher(),
-                None,
-            )
-            .await?;
-            out.removed.push(path);
-            out.removed_rows += e.file.record_count();
-            // One position delete file per partition of the data files it names, in the
-            // equality delete's data sequence number.
-            let mut groups: HashMap<(i32, iceberg::spec::Struct), Vec<(String, i64)>> =
-                HashMap::new();
-            for m in matched {
-                out.positions += m.positions.len() as u64;
-                groups
-                    .entry((m.spec_id, m.partition.clone()))
-                    .or_default()
-                    .extend(m.positions.iter().map(|&p| (m.path.clone(), p)));
-            }
-            if !write {
+    for e in eq {
+        let path = e.file.file_path().to_string();
+        let keys = match key_index(table, e).await {
+            Ok(k) => k,
+            Err(reason) => {
+                out.skipped.push((path, reason));
                 continue;
             }
-            for ((spec, partition), rows) in groups {
-                if let Some(f) =
-                    write_position_delete_file(table, spec, partition, rows, true).await?
-                {
-                    out.placement
-                        .insert(f.file_path().to_string(), (spec, e.sequence_number));
-                    out.added.push(f);
-                }
+        };
+        let global = e.file.partition().fields().is_empty();
+        let targets: Vec<_> = tasks
+            .iter()
+            .filter(|t| {
+                data.get(t.data_file_path.as_str()).is_some_and(|d| {
+                    d.sequence_number < e.sequence_number
+                        && (global
+                            || (d.spec_id == e.spec_id && d.file.partition() == e.file.partition()))
+                })
+            })
+            .cloned()
+            .collect();
+        read.extend(targets.iter().map(|t| t.data_file_path.clone()));
+        let keys = Arc::new(keys);
+        let (matched, _) = locate_known(
+            table,
+            &known,
+            targets,
+            &keys.field_ids,
+            keys.matcher(),
+            None,
+        )
+        .await?;
+        out.removed.push(path);
+        out.removed_rows += e.file.record_count();
+        // One position delete file per partition of the data files it names, in the
+        // equality delete's data sequence number.
+        let mut groups: HashMap<(i32, iceberg::spec::Struct), Vec<(String, i64)>> = HashMap::new();
+        for m in matched {
+            out.positions += m.positions.len() as u64;
+            groups
+                .entry((m.spec_id, m.partition.clone()))
+                .or_default()
+                .extend(m.positions.iter().map(|&p| (m.path.clone(), p)));
+        }
+        out.pending.extend(
+            groups
+                .into_iter()
+                .map(|((spec, partition), rows)| (spec, partition, rows, e.sequence_number)),
+        );
+    }
+    Ok((out, read.len()))
+}
+
+/// Writes the located rows of `c` as position delete files (deleted here if a later one
+/// fails).
+async fn write_conversion(table: &Table, c: &mut Conversion) -> Result<()> {
+    let step = async {
+        for (spec, partition, rows, seq) in std::mem::take(&mut c.pending) {
+            if let Some(f) = write_position_delete_file(table, spec, partition, rows, true).await? {
+                c.placement.insert(f.file_path().to_string(), (spec, seq));
+                c.added.push(f);
             }
         }
         Ok::<_, Error>(())
     };
     if let Err(e) = step.await {
-        let written: Vec<String> = out
-            .added
-            .iter()
-            .map(|f| f.file_path().to_string())
-            .collect();
+        let written: Vec<String> = c.added.iter().map(|f| f.file_path().to_string()).collect();
         Ledger::of(table).with(written).discard().await;
         return Err(e);
     }
-    Ok((out, read.len()))
+    Ok(())
 }
 
 /// The rows of equality delete file `e` as a key index over its equality columns; `Err` is

@@ -7,6 +7,10 @@
 //! without the matching rows (its delete files applied) in one `overwrite` snapshot. Iceberg's
 //! Java default for `write.delete.mode` is copy-on-write; floe defaults to merge-on-read
 //! because a streaming table is deleted from often and compaction folds the deletes in later.
+//!
+//! [`DeleteBuilder`] is an [`Operation`]: `plan()` finds and counts the matching rows (the
+//! `--dry-run` report) and keeps them; `apply()` deletes them, finding them again on a commit
+//! attempt against a table that moved.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,7 +31,8 @@ use crate::commit::producer::prepare_with;
 use crate::commit::{Committer, Produced, SnapshotUpdate};
 use crate::compact::filter::format_now;
 use crate::error::{Error, Result};
-use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
+use crate::operation::{Amount, Cost, Costed, Phase, Progress};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::properties;
 use crate::write::{TableWriter, WriteOptions};
 
@@ -125,27 +130,44 @@ impl Costed for DeleteMetrics {
 /// Snapshot summary property: the instant a delete's time functions meant.
 pub const DELETE_NOW: &str = "floe.delete.now";
 
-/// Builder of a row-level delete.
+/// Builder of a row-level delete: `plan()` finds and counts the rows (the dry run),
+/// `apply()` deletes them.
 #[derive(Clone)]
 pub struct DeleteBuilder {
-    catalog: Catalog,
-    ident: TableIdent,
+    ctx: Ctx,
     filter: String,
     mode: Option<DeleteMode>,
-    dry_run: bool,
-    progress: Option<ProgressFn>,
 }
+
+/// What a delete was planned on: the table, the parsed filter, the mode, and the rows found
+/// (reused by the first commit attempt when the table has not moved).
+pub struct DeleteWork {
+    table: Table,
+    filter: Arc<RowFilter>,
+    matched: Vec<Matched>,
+    searched: Searched,
+    note: HashMap<String, String>,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for DeleteWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeleteWork")
+            .field("matched", &self.matched.len())
+            .finish()
+    }
+}
+
+/// A delete plan: the dry-run report (the rows found and counted).
+pub type DeletePlan = Planned<DeleteMetrics, DeleteWork>;
 
 impl DeleteBuilder {
     /// Deletes the rows of `ident` where `filter` (SQL) is true.
     pub fn new(catalog: &Catalog, ident: TableIdent, filter: impl Into<String>) -> Self {
         Self {
-            catalog: catalog.clone(),
-            ident,
+            ctx: Ctx::new(catalog, ident),
             filter: filter.into(),
             mode: None,
-            dry_run: false,
-            progress: None,
         }
     }
 
@@ -155,29 +177,21 @@ impl DeleteBuilder {
         self
     }
 
-    /// Finds and counts the rows, changes nothing.
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
     /// Receives progress: the data files read (a write phase, one step per file).
     pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
-        self.progress = Some(Arc::new(f));
+        self.ctx.progress = Some(Arc::new(f));
         self
     }
+}
 
-    /// The dry run.
-    pub async fn plan(&self) -> Result<DeleteMetrics> {
-        let mut dry = self.clone().with_dry_run(true);
-        dry.progress = None;
-        dry.execute().await
-    }
+impl Operation for DeleteBuilder {
+    type Plan = DeletePlan;
+    type Metrics = DeleteMetrics;
 
-    /// Runs the delete.
-    pub async fn execute(self) -> Result<DeleteMetrics> {
+    /// Finds and counts the matching live rows; writes nothing.
+    async fn plan(&self) -> Result<DeletePlan> {
         let started = Instant::now();
-        let table = self.catalog.load_table(&self.ident).await?;
+        let table = self.ctx.load().await?;
         let filter = Arc::new(RowFilter::parse(&table, &self.filter)?);
         let mode = match self.mode {
             Some(m) => m,
@@ -185,8 +199,8 @@ impl DeleteBuilder {
         };
         let (matched, searched) = self.find(&table, &filter).await?;
         let mut m = DeleteMetrics {
-            table: ident_string(&self.ident),
-            dry_run: self.dry_run,
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
             mode,
             filter: self.filter.clone(),
             pruned: filter.prune.is_some(),
@@ -210,14 +224,44 @@ impl DeleteBuilder {
             .iter()
             .map(|n| (DELETE_NOW.to_string(), n.clone()))
             .collect();
-        if !self.dry_run && !matched.is_empty() {
-            match mode {
+        m.duration_ms = started.elapsed().as_millis() as u64;
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            m,
+            snapshot_id,
+            DeleteWork {
+                table,
+                filter,
+                matched,
+                searched,
+                note,
+                planning: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Deletes the planned rows in one commit (nothing when none matched); each commit attempt
+    /// on a table that moved since the plan finds the rows again.
+    async fn apply(self, plan: DeletePlan) -> Result<DeleteMetrics> {
+        let started = Instant::now();
+        let mut m = plan.report;
+        m.dry_run = false;
+        let DeleteWork {
+            table,
+            filter,
+            matched,
+            searched,
+            note,
+            planning,
+        } = plan.work;
+        if !matched.is_empty() {
+            match m.mode {
                 DeleteMode::MergeOnRead => {
                     let me = &self;
                     let filter = &filter;
                     let delta: RowDelta = commit_row_delta_noting(
-                        &self.catalog,
-                        &self.ident,
+                        &self.ctx.catalog,
+                        &self.ctx.ident,
                         table,
                         vec![],
                         Some((matched, searched)),
@@ -253,10 +297,12 @@ impl DeleteBuilder {
                 }
             }
         }
-        m.duration_ms = started.elapsed().as_millis() as u64;
+        m.duration_ms = (started.elapsed() + planning).as_millis() as u64;
         Ok(m)
     }
+}
 
+impl DeleteBuilder {
     /// Candidate files (pruned by the filter when it can be) and the matching live rows.
     async fn find(
         &self,
@@ -270,7 +316,7 @@ impl DeleteBuilder {
             bytes: tasks.iter().map(|t| t.file_size_in_bytes).sum(),
             rows: 0,
         };
-        let on_file: Option<OnFile> = self.progress.clone().map(|f| {
+        let on_file: Option<OnFile> = self.ctx.progress.clone().map(|f| {
             let state = std::sync::Mutex::new(Progress::start(Phase::Write, total));
             f(&state.lock().expect("not poisoned"));
             let on: OnFile = Arc::new(move |bytes: u64| {
@@ -300,7 +346,7 @@ impl DeleteBuilder {
         let planned_on = base.metadata().current_snapshot_id();
         let mut first = Some(first);
         let me = &self;
-        let done = Committer::new(&self.catalog, &self.ident)
+        let done = Committer::new(&self.ctx.catalog, &self.ctx.ident)
             .on(base)
             .commit_with(|t| {
                 let reuse = first

@@ -17,6 +17,9 @@
 //! replace (as Iceberg's rewrite of position deletes does): a row only ever names a data file
 //! whose sequence number is <= its original file's, so a larger number changes nothing it
 //! matches, while a smaller one could stop it applying.
+//!
+//! [`RewriteDeletesBuilder`] is an [`Operation`]: `plan()` selects the groups from metadata
+//! (the `--dry-run` report), `apply()` reads, rewrites and commits them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -35,7 +38,8 @@ use serde::Serialize;
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::{Committer, Ledger, LiveFile, SnapshotUpdate};
 use crate::error::{Error, Result};
-use crate::operation::{Amount, Cost, Costed, Phase, Progress, ProgressFn};
+use crate::operation::{Amount, Cost, Costed, Phase, Progress};
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::properties::{self, parse_bool, parse_size};
 use crate::write::deletes::{write_position_delete_file, POSITION_DELETE_FILE_PATH_ID};
 
@@ -238,7 +242,7 @@ pub struct DeleteGroup {
     files: Vec<LiveFile>,
 }
 
-/// What `rewrite-position-delete-files` did (or, with `dry_run`, would do). The counts are
+/// What `rewrite-position-delete-files` did (or, planned with `dry_run`, would do). The counts are
 /// Iceberg's `RewritePositionDeleteFiles` result names.
 #[derive(Debug, Clone, Serialize)]
 pub struct RewriteDeletesMetrics {
@@ -286,15 +290,13 @@ impl Costed for RewriteDeletesMetrics {
     }
 }
 
-/// `rewrite-position-delete-files` on one table.
+/// `rewrite-position-delete-files` on one table: `plan()` selects the groups (the dry run),
+/// `apply()` rewrites them and commits.
 #[derive(Clone)]
 pub struct RewriteDeletesBuilder {
-    catalog: Catalog,
-    ident: TableIdent,
+    ctx: Ctx,
     options: RewriteDeletesOptions,
     bad_option: Option<(String, String)>,
-    dry_run: bool,
-    progress: Option<ProgressFn>,
 }
 
 /// What the table's data files look like to a delete row: spec, partition, sequence number.
@@ -307,12 +309,9 @@ struct DataInfo {
 impl RewriteDeletesBuilder {
     pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog: catalog.clone(),
-            ident,
+            ctx: Ctx::new(catalog, ident),
             options: RewriteDeletesOptions::default(),
             bad_option: None,
-            dry_run: false,
-            progress: None,
         }
     }
 
@@ -322,7 +321,7 @@ impl RewriteDeletesBuilder {
         self
     }
 
-    /// Sets one option by its Iceberg name from text; a bad one fails `execute`, naming it.
+    /// Sets one option by its Iceberg name from text; a bad one fails `plan`, naming it.
     pub fn with_option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
         let (key, value) = (key.into(), value.to_string());
         if self.options.set(&key, &value).is_err() && self.bad_option.is_none() {
@@ -331,33 +330,51 @@ impl RewriteDeletesBuilder {
         self
     }
 
-    /// Plans only.
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
     /// Receives progress events: one step per group rewritten.
     pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
-        self.progress = Some(Arc::new(f));
+        self.ctx.progress = Some(Arc::new(f));
         self
     }
+}
 
-    /// Plans, rewrites and commits.
-    pub async fn execute(self) -> Result<RewriteDeletesMetrics> {
+/// What a rewrite of position deletes was planned on: the table, its live data files (by
+/// path) and the options in effect.
+pub struct RewriteDeletesWork {
+    table: Table,
+    data: HashMap<String, DataInfo>,
+    opts: ResolvedDeletesOptions,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for RewriteDeletesWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RewriteDeletesWork")
+    }
+}
+
+/// A `rewrite-position-delete-files` plan: the dry-run report (the groups to rewrite).
+pub type RewriteDeletesPlan = Planned<RewriteDeletesMetrics, RewriteDeletesWork>;
+
+impl Operation for RewriteDeletesBuilder {
+    type Plan = RewriteDeletesPlan;
+    type Metrics = RewriteDeletesMetrics;
+
+    /// Reads the live files and selects the groups worth rewriting; reads no delete file's
+    /// rows and writes nothing.
+    async fn plan(&self) -> Result<RewriteDeletesPlan> {
         let started = Instant::now();
         if let Some((key, value)) = &self.bad_option {
             RewriteDeletesOptions::default().set(key, value)?;
         }
-        let table = self.catalog.load_table(&self.ident).await?;
+        let table = self.ctx.load().await?;
         let opts = self.options.resolve(&table)?;
         let live = crate::table::manifests::live_files(&table).await?;
-        let data: HashMap<&str, DataInfo> = live
+        let data: HashMap<String, DataInfo> = live
             .iter()
             .filter(|f| f.file.content_type() == DataContentType::Data)
             .map(|f| {
                 (
-                    f.file.file_path(),
+                    f.file.file_path().to_string(),
                     DataInfo {
                         spec_id: f.spec_id,
                         partition: format!("{:?}", f.file.partition()),
@@ -378,9 +395,9 @@ impl RewriteDeletesBuilder {
         }
         let live_position = by_partition.values().map(Vec::len).sum();
         let groups = plan_groups(&table, by_partition, &data, &opts);
-        let mut m = RewriteDeletesMetrics {
-            table: ident_string(&self.ident),
-            dry_run: self.dry_run,
+        let report = RewriteDeletesMetrics {
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
             options: opts.clone(),
             live_position_delete_files: live_position,
             groups,
@@ -393,8 +410,33 @@ impl RewriteDeletesBuilder {
             dangling_deletes_removed: 0,
             emptied_delete_files: 0,
             snapshot_id: None,
-            duration_ms: 0,
+            duration_ms: started.elapsed().as_millis() as u64,
         };
+        let snapshot_id = snapshot_of(&table);
+        Ok(Planned::new(
+            report,
+            snapshot_id,
+            RewriteDeletesWork {
+                table,
+                data,
+                opts,
+                planning: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Rewrites the planned groups and commits them in one `replace`; the commit re-checks
+    /// that each replaced file is still live.
+    async fn apply(self, plan: RewriteDeletesPlan) -> Result<RewriteDeletesMetrics> {
+        let started = Instant::now();
+        let mut m = plan.report;
+        m.dry_run = false;
+        let RewriteDeletesWork {
+            table,
+            data,
+            opts,
+            planning,
+        } = plan.work;
         let mut progress = Progress::start(
             Phase::Write,
             Amount {
@@ -404,11 +446,9 @@ impl RewriteDeletesBuilder {
                 rows: 0,
             },
         );
-        if let Some(p) = &self.progress {
-            p(&progress);
-        }
-        if self.dry_run || m.groups.is_empty() {
-            m.duration_ms = started.elapsed().as_millis() as u64;
+        self.ctx.report(&progress);
+        if m.groups.is_empty() {
+            m.duration_ms = (started.elapsed() + planning).as_millis() as u64;
             return Ok(m);
         }
 
@@ -442,9 +482,7 @@ impl RewriteDeletesBuilder {
                     bytes: g.input_bytes,
                     rows: read,
                 };
-                if let Some(p) = &self.progress {
-                    p(&progress);
-                }
+                self.ctx.report(&progress);
             }
             Ok(())
         }
@@ -464,12 +502,12 @@ impl RewriteDeletesBuilder {
             .with_summary_properties(props);
         // The commit path re-checks on every attempt that each replaced file is still live
         // and deletes the new files when the commit definitely fails.
-        let outcome = Committer::new(&self.catalog, &self.ident)
+        let outcome = Committer::new(&self.ctx.catalog, &self.ctx.ident)
             .on(table)
             .commit(update)
             .await?;
         m.snapshot_id = Some(outcome.snapshot_id);
-        m.duration_ms = started.elapsed().as_millis() as u64;
+        m.duration_ms = (started.elapsed() + planning).as_millis() as u64;
         Ok(m)
     }
 }
@@ -481,7 +519,7 @@ impl RewriteDeletesBuilder {
 fn plan_groups(
     table: &Table,
     by_partition: BTreeMap<(i32, String), Vec<LiveFile>>,
-    data: &HashMap<&str, DataInfo>,
+    data: &HashMap<String, DataInfo>,
     opts: &ResolvedDeletesOptions,
 ) -> Vec<DeleteGroup> {
     let mut out = Vec::new();
@@ -527,12 +565,19 @@ fn plan_groups(
 async fn rewrite_group(
     table: &Table,
     g: &DeleteGroup,
-    data: &HashMap<&str, DataInfo>,
+    data: &HashMap<String, DataInfo>,
     opts: &ResolvedDeletesOptions,
 ) -> Result<(Vec<DataFile>, Vec<(u64, u64)>, usize)> {
+    // Owned paths: a stream over borrowed files is not `Send` inside `apply`'s future.
+    let paths: Vec<(usize, String)> = g
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i, f.file.file_path().to_string()))
+        .collect();
     let read: Vec<(usize, Vec<(String, i64)>)> =
-        futures::stream::iter(g.files.iter().enumerate().map(|(i, f)| async move {
-            Ok::<_, Error>((i, read_position_deletes(table, f.file.file_path()).await?))
+        futures::stream::iter(paths.into_iter().map(|(i, p)| async move {
+            Ok::<_, Error>((i, read_position_deletes(table, &p).await?))
         }))
         .buffer_unordered(READ_CONCURRENCY)
         .try_collect()

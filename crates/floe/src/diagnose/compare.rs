@@ -33,7 +33,7 @@ pub const MAX_SAVED_BYTES: u64 = 64 << 20;
 
 /// Reads every row of `ident`'s current snapshot (all columns, delete files applied) through
 /// the iceberg crate's scan, the read `floe sql 'SELECT * FROM ns.t'` does, and times it.
-pub async fn probe(catalog: &Catalog, ident: &TableIdent) -> Result<Probe> {
+pub(crate) async fn probe(catalog: &Catalog, ident: &TableIdent) -> Result<Probe> {
     let table = catalog.load_table(ident).await?;
     let snapshot_id = table.metadata().current_snapshot_id();
     let started = Instant::now();

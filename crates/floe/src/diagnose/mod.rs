@@ -31,47 +31,52 @@ use crate::catalog::{ident_string, refs, Catalog};
 use crate::compact::CompactBuilder;
 use crate::error::Result;
 use crate::expire;
+use crate::operations::{Ctx, Query};
 use crate::properties;
 use crate::storage::listing::list_files;
 use crate::table::reach::{metadata_files, ReachIndex, Reached};
 use crate::table::watermarks::watermarks;
 use facts::{Expirable, Facts, LiveEntry, SizedPath, SnapshotFacts, SpecField};
 
-pub use compare::{compare, probe, Comparison, Delta, Measures, SavedReport};
+use compare::probe;
+pub use compare::{compare, Comparison, Delta, Measures, SavedReport};
 pub use model::{
     bytes as human_bytes, Bucket, CommitPoint, History, Observation, OverPartitioned,
     PartitionHealth, Probe, Report, SpecOption, Storage, Thresholds, Totals, ACTIVE_COMMITS,
     RECENT_COMMITS,
 };
 
-/// The health report of one table (`floe diagnose`).
-pub struct DiagnoseBuilder<'a> {
-    catalog: &'a Catalog,
-    ident: TableIdent,
+/// The health report of one table (`floe diagnose`): a [`Query`].
+#[derive(Clone)]
+pub struct DiagnoseBuilder {
+    ctx: Ctx,
     probe: bool,
 }
 
-impl<'a> DiagnoseBuilder<'a> {
-    pub fn new(catalog: &'a Catalog, ident: TableIdent) -> Self {
+impl DiagnoseBuilder {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
         Self {
-            catalog,
-            ident,
+            ctx: Ctx::new(catalog, ident),
             probe: false,
         }
     }
 
-    /// Also time a full read of the table's live data ([`probe`]); the only part of the
+    /// Also time a full read of the table's live data (the probe); the only part of the
     /// report that opens data files.
     pub fn with_probe(mut self, probe: bool) -> Self {
         self.probe = probe;
         self
     }
+}
 
-    /// Runs it.
-    pub async fn execute(self) -> Result<Report> {
-        let mut report = diagnose(self.catalog, &self.ident).await?;
+impl Query for DiagnoseBuilder {
+    type Output = Report;
+
+    /// Gathers and computes the report (and the probe, when asked).
+    async fn query(self) -> Result<Report> {
+        let mut report = diagnose(&self.ctx.catalog, &self.ctx.ident).await?;
         if self.probe {
-            report.probe = Some(probe(self.catalog, &self.ident).await?);
+            report.probe = Some(probe(&self.ctx.catalog, &self.ctx.ident).await?);
         }
         Ok(report)
     }
@@ -260,7 +265,7 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
 
 /// A `--where` filter selecting exactly the partition `value` of `spec`, for identity, year,
 /// month and day transforms (others have no exact column filter).
-pub fn partition_filter(
+fn partition_filter(
     spec: &PartitionSpec,
     schema: &iceberg::spec::Schema,
     value: &Struct,

@@ -9,6 +9,9 @@
 //! metadata alone (`snapshots`, `history`, `refs`, `metadata_log_entries`) are built in
 //! `from_metadata`, those that read the current manifests in `from_manifests`, and `arrays`
 //! turns partition tuples into Arrow columns.
+//!
+//! [`InspectBuilder`] is the entry point, a read-only [`Query`]:
+//! `InspectBuilder::new(&catalog, ident, MetadataTable::Files).query()` gives the rows.
 
 mod arrays;
 mod from_manifests;
@@ -20,8 +23,11 @@ use arrow::array::{ArrayRef, TimestampMillisecondArray};
 use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use iceberg::table::Table;
+use iceberg::TableIdent;
 
+use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::operations::{Ctx, Query};
 use from_manifests::{entries, files, manifests, partitions};
 use from_metadata::{history, metadata_log_entries, refs, snapshots};
 
@@ -87,7 +93,7 @@ impl MetadataTable {
     }
 
     /// Computes the table's rows.
-    pub async fn scan(self, table: &Table) -> Result<RecordBatch> {
+    async fn scan(self, table: &Table) -> Result<RecordBatch> {
         match self {
             Self::Snapshots => snapshots(table),
             Self::History => history(table),
@@ -100,6 +106,44 @@ impl MetadataTable {
             Self::Entries => entries(table).await,
             Self::Partitions => partitions(table).await,
         }
+    }
+}
+
+/// One metadata table of one table, as Arrow: a [`Query`].
+#[derive(Clone)]
+pub struct InspectBuilder {
+    ctx: Ctx,
+    kind: MetadataTable,
+    table: Option<Table>,
+}
+
+impl InspectBuilder {
+    /// The metadata table `kind` of `ident`.
+    pub fn new(catalog: &Catalog, ident: TableIdent, kind: MetadataTable) -> Self {
+        Self {
+            ctx: Ctx::new(catalog, ident),
+            kind,
+            table: None,
+        }
+    }
+
+    /// Reads this already loaded table instead of loading it.
+    pub fn with_table(mut self, table: Table) -> Self {
+        self.table = Some(table);
+        self
+    }
+}
+
+impl Query for InspectBuilder {
+    type Output = RecordBatch;
+
+    /// Loads the table (unless given) and computes the metadata table's rows.
+    async fn query(self) -> Result<RecordBatch> {
+        let table = match self.table {
+            Some(t) => t,
+            None => self.ctx.load().await?,
+        };
+        self.kind.scan(&table).await
     }
 }
 

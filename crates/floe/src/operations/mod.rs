@@ -16,6 +16,13 @@
 //! once. The shape follows delta-rs's operations (`crates/core/src/operations/mod.rs` for the
 //! builder trait, `vacuum.rs` for "plan, then execute that plan"), with the plan a value so
 //! that it can be printed, weighed and kept.
+//!
+//! Read-only commands (`diagnose`, metadata tables, `sql`) follow the smaller [`Query`]
+//! contract of `query.rs`: built the same way, then `query()`.
+
+mod query;
+
+pub use query::Query;
 
 use std::future::Future;
 use std::sync::Arc;

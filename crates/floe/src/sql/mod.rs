@@ -4,7 +4,7 @@
 //! table's current snapshot through the iceberg crate (which applies delete files), and
 //! `ns.t$files`, `ns.t$snapshots`, ... serve [`crate::inspect`] tables.
 //!
-//! Read-only by construction, in three layers: [`query`] runs only queries (an allow-list on the
+//! Read-only by construction, in three layers: [`SqlBuilder`] runs only queries (an allow-list on the
 //! parsed statement: SELECT, WITH, VALUES, TABLE, EXPLAIN of one of these, SHOW, DESCRIBE), the
 //! plan is checked again with DataFusion's `SQLOptions` (no DDL, DML, COPY or session
 //! statements), and the session has no file formats, table factories or URL tables, so no
@@ -30,7 +30,8 @@ use datafusion::sql::sqlparser::ast::{Query, SetExpr, Statement};
 
 use crate::catalog::{parse_namespace, Catalog};
 use crate::error::{Error, Result};
-use crate::inspect::MetadataTable;
+use crate::inspect::{InspectBuilder, MetadataTable};
+use crate::operations::Query as _;
 
 /// Name of the DataFusion catalog floe registers.
 pub const SQL_CATALOG: &str = "floe";
@@ -39,9 +40,9 @@ pub const SQL_CATALOG: &str = "floe";
 ///
 /// The session can read floe's tables only: no file formats (COPY has nothing to write with),
 /// no table factories (CREATE EXTERNAL TABLE has nothing to read with) and no URL tables
-/// (`SELECT * FROM '/some/file'`). Run statements through [`query`], which also refuses
+/// (`SELECT * FROM '/some/file'`). Run statements through [`SqlBuilder`], which also refuses
 /// anything but queries.
-pub async fn session(catalog: &Catalog) -> Result<SessionContext> {
+async fn session(catalog: &Catalog) -> Result<SessionContext> {
     let config = SessionConfig::new()
         .with_default_catalog_and_schema(SQL_CATALOG, "default")
         .with_information_schema(true);
@@ -74,10 +75,37 @@ pub async fn session(catalog: &Catalog) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// Runs one read-only statement and collects its result. Anything but a query (COPY, INSERT,
-/// CREATE, DROP, SET, PREPARE, EXECUTE, ..., also inside EXPLAIN) is [`Error::Refused`] before
-/// it is planned.
-pub async fn query(catalog: &Catalog, sql: &str) -> Result<Vec<RecordBatch>> {
+/// One read-only SQL statement over the catalog's tables (`floe sql`): a
+/// [`Query`](crate::operations::Query). SQL spans the catalog, not one table, so the builder
+/// holds the catalog and the statement only.
+#[derive(Clone)]
+pub struct SqlBuilder {
+    catalog: Catalog,
+    sql: String,
+}
+
+impl SqlBuilder {
+    pub fn new(catalog: &Catalog, sql: impl Into<String>) -> Self {
+        Self {
+            catalog: catalog.clone(),
+            sql: sql.into(),
+        }
+    }
+}
+
+impl crate::operations::Query for SqlBuilder {
+    type Output = Vec<RecordBatch>;
+
+    /// Runs the statement and collects its result. Anything but a query (COPY, INSERT,
+    /// CREATE, DROP, SET, PREPARE, EXECUTE, ..., also inside EXPLAIN) is [`Error::Refused`]
+    /// before it is planned.
+    async fn query(self) -> Result<Vec<RecordBatch>> {
+        query(&self.catalog, &self.sql).await
+    }
+}
+
+/// Runs one read-only statement and collects its result (see [`SqlBuilder`]).
+async fn query(catalog: &Catalog, sql: &str) -> Result<Vec<RecordBatch>> {
     let ctx = session(catalog).await?;
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
@@ -258,7 +286,11 @@ impl SchemaProvider for NamespaceSchema {
             ))),
             Some(m) => {
                 let kind = MetadataTable::parse(&m).map_err(external)?;
-                let batch = kind.scan(&table).await.map_err(external)?;
+                let batch = InspectBuilder::new(&self.catalog, ident, kind)
+                    .with_table(table)
+                    .query()
+                    .await
+                    .map_err(external)?;
                 Ok(Some(Arc::new(scan::BatchTable::new(batch))))
             }
         }

@@ -115,7 +115,8 @@ async fn postgres_catalog_creates_appends_and_commits() {
     // A second connection sees the same pointer and can commit on top.
     let other = fx.second_connection().await;
     let b = fx.batch(&ident, 250, 300).await;
-    floe::append::append_batches(&other, &ident, vec![b])
+    floe::append::AppendBuilder::from_batches(&other, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (300, sum_ids(0, 300)));
@@ -164,7 +165,8 @@ async fn catalog_created_by_pyiceberg_works_in_floe_and_back() {
     // ... appends to it ...
     let table = catalog.load_table(&ident).await.unwrap();
     let batch = crate::common::make_batch(&table, 600, 700);
-    floe::append::append_batches(&catalog, &ident, vec![batch])
+    floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
+        .execute()
         .await
         .unwrap();
     // ... and PyIceberg and DuckDB read floe's commit identically.
@@ -192,7 +194,8 @@ async fn a_locked_sqlite_catalog_is_a_clear_error_and_commits_nothing() {
         .execute(&mut locker)
         .await
         .unwrap();
-    let err = floe::append::append_batches(&fx.catalog, &ident, vec![b])
+    let err = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Catalog { .. }), "{err}");

@@ -3,7 +3,7 @@
 //! read by floe, PyIceberg and DuckDB, and after compaction and expiry; concurrent writers
 //! never leave a key live twice; bad requests name the problem.
 
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use floe::change::delete::{DeleteBuilder, DeleteMode};
 use floe::iceberg::spec::DataContentType;
 use floe::iceberg::TableIdent;
 
-use crate::common::{run_python, Fixture};
+use crate::common::{outcome, run_python, table_state, Fixture};
 
 /// A model row: (id, region) -> v.
 pub(crate) type Model = BTreeMap<(i64, String), i64>;
@@ -75,9 +75,11 @@ pub(crate) fn model_rows(model: &Model) -> Vec<Vec<String>> {
 
 /// The table's rows as floe's SQL reads them (same text form as the Python readers).
 pub(crate) async fn floe_rows(fx: &Fixture, table: &str) -> Vec<Vec<String>> {
-    let batches = floe::sql::query(&fx.catalog, &format!("SELECT id, region, v FROM {table}"))
-        .await
-        .unwrap();
+    let batches =
+        floe::sql::SqlBuilder::new(&fx.catalog, format!("SELECT id, region, v FROM {table}"))
+            .query()
+            .await
+            .unwrap();
     let mut rows = Vec::new();
     for b in batches {
         let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
@@ -159,7 +161,10 @@ async fn upserts_and_deletes_match_a_reference_model_in_every_reader() {
                 })
                 .collect();
             let b = batch(&fx, &ident, &rows).await;
-            let m = floe::append::upsert_batches(&fx.catalog, &ident, vec![b], None)
+            let m = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+                .with_mode(floe::append::AppendMode::Upsert)
+                .with_key(None)
+                .execute()
                 .await
                 .unwrap();
             let before = model.len();
@@ -240,7 +245,8 @@ async fn an_upsert_planned_before_a_compaction_finds_the_rows_again() {
             .map(|i| (round * 50 + i, "eu".to_string(), i))
             .collect();
         let b = batch(&fx, &ident, &rows).await;
-        floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .execute()
             .await
             .unwrap();
         for (id, r, v) in rows {
@@ -320,8 +326,14 @@ async fn concurrent_upserts_of_the_same_keys_leave_one_row_per_key() {
         let a = batch(&fx, &ident, &rows(round * 10 + 1)).await;
         let b = batch(&fx, &ident, &rows(round * 10 + 2)).await;
         let (ra, rb) = tokio::join!(
-            floe::append::upsert_batches(&fx.catalog, &ident, vec![a], None),
-            floe::append::upsert_batches(&other, &ident, vec![b], None),
+            floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![a])
+                .with_mode(floe::append::AppendMode::Upsert)
+                .with_key(None)
+                .execute(),
+            floe::append::AppendBuilder::from_batches(&other, ident.clone(), vec![b])
+                .with_mode(floe::append::AppendMode::Upsert)
+                .with_key(None)
+                .execute(),
         );
         let (ra, rb) = (ra.unwrap(), rb.unwrap());
         let got = floe_rows(&fx, "db.conc").await;
@@ -354,7 +366,8 @@ async fn copy_on_write_deletes_rewrite_files_and_whole_file_deletes_write_nothin
             .map(|id| (round * 90 + id, REGIONS[(id % 3) as usize].to_string(), id))
             .collect();
         let b = batch(&fx, &ident, &rows).await;
-        floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .execute()
             .await
             .unwrap();
         for (id, r, v) in rows {
@@ -408,7 +421,8 @@ async fn bad_requests_name_the_problem_and_change_nothing() {
     let fx = Fixture::new().await;
     let ident = pk_table(&fx, "db.bad", false).await;
     let b = batch(&fx, &ident, &[(1, "eu".into(), 1)]).await;
-    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
     let before = fx
@@ -432,13 +446,19 @@ async fn bad_requests_name_the_problem_and_change_nothing() {
     // No primary key, no --key: refused naming the remedy.
     let plain = fx.table("db.plain", None).await;
     let pb = fx.batch(&plain, 0, 3).await;
-    let e = floe::append::upsert_batches(&fx.catalog, &plain, vec![pb.clone()], None)
+    let e = floe::append::AppendBuilder::from_batches(&fx.catalog, plain.clone(), vec![pb.clone()])
+        .with_mode(floe::append::AppendMode::Upsert)
+        .with_key(None)
+        .execute()
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("primary key") && e.contains("--key"), "{e}");
     // An explicit key that is not a column.
-    let e = floe::append::upsert_batches(&fx.catalog, &plain, vec![pb], Some(vec!["zz".into()]))
+    let e = floe::append::AppendBuilder::from_batches(&fx.catalog, plain.clone(), vec![pb])
+        .with_mode(floe::append::AppendMode::Upsert)
+        .with_key(Some(vec!["zz".into()]))
+        .execute()
         .await
         .unwrap_err()
         .to_string();
@@ -452,17 +472,21 @@ async fn bad_requests_name_the_problem_and_change_nothing() {
     );
 }
 
-#[tokio::test]
-async fn equality_deletes_convert_to_position_deletes_that_every_reader_applies() {
-    let fx = Fixture::new().await;
-    let ident = pk_table(&fx, "db.eq", false).await;
+/// An unpartitioned table of keys 0..60 upserted over three rounds, then an equality delete
+/// of keys 10..50 (as a Flink upsert sink writes them), then a newer append of key 45 that it
+/// must not delete. Returns the table and its rows.
+async fn equality_deleted(fx: &Fixture, name: &str) -> (TableIdent, Model) {
+    let ident = pk_table(fx, name, false).await;
     let mut model = Model::new();
     for round in 0..3i64 {
         let rows: Vec<_> = (0..60)
             .map(|id| (id, REGIONS[(id % 3) as usize].to_string(), round * 100 + id))
             .collect();
-        let b = batch(&fx, &ident, &rows[(round as usize * 20)..]).await;
-        floe::append::upsert_batches(&fx.catalog, &ident, vec![b], None)
+        let b = batch(fx, &ident, &rows[(round as usize * 20)..]).await;
+        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .with_mode(floe::append::AppendMode::Upsert)
+            .with_key(None)
+            .execute()
             .await
             .unwrap();
         for (id, r, v) in &rows[(round as usize * 20)..] {
@@ -475,7 +499,7 @@ async fn equality_deletes_convert_to_position_deletes_that_every_reader_applies(
     let gone: Vec<_> = (10..50)
         .map(|id| (id, REGIONS[(id % 3) as usize].to_string(), 0))
         .collect();
-    let eq_rows = batch(&fx, &ident, &gone).await;
+    let eq_rows = batch(fx, &ident, &gone).await;
     let eq = floe::write::deletes::write_equality_deletes(&t, &["id", "region"], vec![eq_rows])
         .await
         .unwrap();
@@ -487,17 +511,26 @@ async fn equality_deletes_convert_to_position_deletes_that_every_reader_applies(
         model.remove(&(*id, r.clone()));
     }
     let again = vec![(45, REGIONS[0].to_string(), 4545)];
-    let b = batch(&fx, &ident, &again).await;
-    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+    let b = batch(fx, &ident, &again).await;
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
     model.insert((45, REGIONS[0].to_string()), 4545);
+    (ident, model)
+}
+
+#[tokio::test]
+async fn equality_deletes_convert_to_position_deletes_that_every_reader_applies() {
+    let fx = Fixture::new().await;
+    let (ident, model) = equality_deleted(&fx, "db.eq").await;
     assert_matches_model(&fx, "db.eq", &model, "equality deletes").await;
 
     let dry = floe::change::convert::ConvertBuilder::new(&fx.catalog, ident.clone())
         .plan()
         .await
-        .unwrap();
+        .unwrap()
+        .report;
     assert_eq!(dry.equality_delete_files, 1, "{dry:?}");
     assert_eq!(dry.snapshot_id, None);
     let m = floe::change::convert::ConvertBuilder::new(&fx.catalog, ident.clone())
@@ -559,15 +592,23 @@ async fn long_string_keys_and_rows_moving_partition_stay_one_row_per_key() {
         .unwrap()
     };
     for round in 0..3 {
-        let m = floe::append::upsert_batches(&fx.catalog, &ident, vec![make(round)], None)
-            .await
-            .unwrap();
+        let m = floe::append::AppendBuilder::from_batches(
+            &fx.catalog,
+            ident.clone(),
+            vec![make(round)],
+        )
+        .with_mode(floe::append::AppendMode::Upsert)
+        .with_key(None)
+        .execute()
+        .await
+        .unwrap();
         assert_eq!(m.replaced_rows, if round == 0 { 0 } else { 40 }, "{m:?}");
     }
-    let b = floe::sql::query(
+    let b = floe::sql::SqlBuilder::new(
         &fx.catalog,
         "SELECT count(*) AS n, count(DISTINCT k) AS d, min(v) AS lo FROM db.long",
     )
+    .query()
     .await
     .unwrap();
     let col = |i: usize| {
@@ -601,7 +642,10 @@ async fn deletes_of_rows_in_an_older_partition_spec_go_in_that_spec() {
             .collect(),
     );
     let b = batch(&fx, &ident, &first).await;
-    floe::append::upsert_batches(&fx.catalog, &ident, vec![b], None)
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .with_mode(floe::append::AppendMode::Upsert)
+        .with_key(None)
+        .execute()
         .await
         .unwrap();
     // The spec changes from identity(region) to bucket(4, id): old files keep spec 0.
@@ -621,7 +665,10 @@ async fn deletes_of_rows_in_an_older_partition_spec_go_in_that_spec() {
             .collect(),
     );
     let b = batch(&fx, &ident, &second).await;
-    let m = floe::append::upsert_batches(&fx.catalog, &ident, vec![b], None)
+    let m = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .with_mode(floe::append::AppendMode::Upsert)
+        .with_key(None)
+        .execute()
         .await
         .unwrap();
     assert_eq!(m.replaced_rows, 45, "{m:?}");
@@ -747,7 +794,8 @@ async fn deletes_and_compactions_on_floats_select_the_rows_sql_selects_nan_inclu
             let m = DeleteBuilder::new(&fx.catalog, ident.clone(), &filter)
                 .plan()
                 .await
-                .unwrap();
+                .unwrap()
+                .report;
             assert_eq!(m.rows_deleted, want, "delete --where \"{filter}\": {m:?}");
         }
     }
@@ -756,7 +804,8 @@ async fn deletes_and_compactions_on_floats_select_the_rows_sql_selects_nan_inclu
     let m = DeleteBuilder::new(&fx.catalog, ident.clone(), "isnan(f)")
         .plan()
         .await
-        .unwrap();
+        .unwrap()
+        .report;
     assert_eq!(m.rows_deleted, 4, "{m:?}");
 
     // compact --where keeps the files holding a matching row: the NaN files, and the file
@@ -807,7 +856,8 @@ async fn time_functions_in_a_delete_mean_one_instant_recorded_in_the_snapshot() 
         let m = DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
             .plan()
             .await
-            .unwrap_or_else(|e| panic!("delete --where \"{filter}\": {e}"));
+            .unwrap_or_else(|e| panic!("delete --where \"{filter}\": {e}"))
+            .report;
         assert_eq!(m.rows_deleted, want as u64, "{filter}: {m:?}");
         assert!(m.pruned, "{filter}: the time condition prunes files");
         assert!(m.now.is_some(), "{filter}: {m:?}");
@@ -866,7 +916,8 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
         .map(|id| (id, REGIONS[(id % 3) as usize].to_string(), id))
         .collect();
     let b = batch(&fx, &ident, &rows).await;
-    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
     // Another writer's equality delete of keys 0..5.
@@ -887,7 +938,8 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
     let dry = DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
         .plan()
         .await
-        .unwrap();
+        .unwrap()
+        .report;
     assert_eq!(dry.rows_deleted, 1, "{dry:?}");
     let m = DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
         .execute()
@@ -925,7 +977,8 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
     // An upsert replaces live rows only.
     let ident = pk_table(&fx, "db.equp", false).await;
     let b = batch(&fx, &ident, &rows).await;
-    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
     let t = fx.load(&ident).await;
@@ -942,7 +995,10 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
         .map(|&id| (id, REGIONS[(id % 3) as usize].to_string(), 100 + id))
         .collect();
     let b = batch(&fx, &ident, &again).await;
-    let m = floe::append::upsert_batches(&fx.catalog, &ident, vec![b], None)
+    let m = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .with_mode(floe::append::AppendMode::Upsert)
+        .with_key(None)
+        .execute()
         .await
         .unwrap();
     assert_eq!(m.replaced_rows, 1, "{m:?}");
@@ -950,4 +1006,98 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
         crate::common::count_where(&fx.catalog, "db.equp", "true").await,
         7
     );
+}
+
+/// Two tables of the same rows (ids 0..120, three regions, v = id % 60), partitioned or not.
+async fn twin_tables(fx: &Fixture, names: [&str; 2], partitioned: bool) -> [TableIdent; 2] {
+    let mut out = vec![];
+    for name in names {
+        let ident = pk_table(fx, name, partitioned).await;
+        for round in 0..2i64 {
+            let rows: Vec<_> = (0..60)
+                .map(|id| (round * 60 + id, REGIONS[(id % 3) as usize].to_string(), id))
+                .collect();
+            let b = batch(fx, &ident, &rows).await;
+            floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+                .execute()
+                .await
+                .unwrap();
+        }
+        out.push(ident);
+    }
+    out.try_into().unwrap()
+}
+
+#[tokio::test]
+async fn a_delete_plan_changes_nothing_and_applying_it_is_executing() {
+    let fx = Fixture::new().await;
+    for (mode, suffix) in [
+        (DeleteMode::MergeOnRead, "mor"),
+        (DeleteMode::CopyOnWrite, "cow"),
+    ] {
+        let names = [format!("db.pa_{suffix}"), format!("db.pb_{suffix}")];
+        let [a, b] = twin_tables(&fx, [&names[0], &names[1]], true).await;
+        let filter = "v < 20 AND region <> 'ap'";
+        let builder = DeleteBuilder::new(&fx.catalog, a.clone(), filter).with_mode(Some(mode));
+        let before = table_state(&fx, &a).await;
+        let plan = builder.plan().await.unwrap();
+        assert!(plan.report.dry_run && plan.report.snapshot_id.is_none());
+        assert_eq!(plan.report.rows_deleted, 28, "{mode:?}: {:?}", plan.report);
+        assert_eq!(
+            table_state(&fx, &a).await,
+            before,
+            "{mode:?}: plan() wrote, deleted or committed"
+        );
+        let planned = plan.report.clone();
+        let applied = builder.apply(plan).await.unwrap();
+        assert!(
+            !applied.dry_run && applied.snapshot_id.is_some(),
+            "{applied:?}"
+        );
+        assert_eq!(applied.rows_deleted, planned.rows_deleted);
+        let executed = DeleteBuilder::new(&fx.catalog, b.clone(), filter)
+            .with_mode(Some(mode))
+            .execute()
+            .await
+            .unwrap();
+        assert_eq!(outcome(&applied), outcome(&executed), "{mode:?}");
+        assert_eq!(
+            floe_rows(&fx, &names[0]).await,
+            floe_rows(&fx, &names[1]).await,
+            "{mode:?}"
+        );
+        assert_eq!(
+            crate::common::count_where(&fx.catalog, &names[0], filter).await,
+            0
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_conversion_plan_changes_nothing_and_applying_it_is_executing() {
+    let fx = Fixture::new().await;
+    let (a, model) = equality_deleted(&fx, "db.eqa").await;
+    let (b, _) = equality_deleted(&fx, "db.eqb").await;
+    let builder = floe::change::convert::ConvertBuilder::new(&fx.catalog, a.clone());
+    let before = table_state(&fx, &a).await;
+    let plan = builder.plan().await.unwrap();
+    assert!(plan.report.dry_run && plan.report.snapshot_id.is_none());
+    assert_eq!(plan.report.positions, 40, "{:?}", plan.report);
+    assert_eq!(
+        table_state(&fx, &a).await,
+        before,
+        "plan() wrote, deleted or committed"
+    );
+    let applied = builder.apply(plan).await.unwrap();
+    assert!(
+        !applied.dry_run && applied.snapshot_id.is_some(),
+        "{applied:?}"
+    );
+    let executed = floe::change::convert::ConvertBuilder::new(&fx.catalog, b.clone())
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome(&applied), outcome(&executed));
+    assert_matches_model(&fx, "db.eqa", &model, "applied conversion").await;
+    assert_matches_model(&fx, "db.eqb", &model, "executed conversion").await;
 }

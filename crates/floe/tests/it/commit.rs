@@ -1,6 +1,7 @@
 //! The commit path: append, rewrite and delete snapshots, sequence numbers, summaries,
 //! compare-and-swap races and validation (`crates/floe/src/commit/mod.rs`; Iceberg spec, "Commit Conflict Resolution and Retry").
 
+use floe::operations::Operation as _;
 use std::collections::HashMap;
 
 use floe::commit::{self, SnapshotUpdate};
@@ -68,7 +69,8 @@ async fn append_reads_only_the_parent_manifest_list_not_old_manifests() {
         std::fs::write(m.manifest_path.trim_start_matches("file://"), b"garbage").unwrap();
     }
     let b = fx.batch(&ident, 50, 60).await;
-    floe::append::append_batches(&fx.catalog, &ident, vec![b])
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
     let t = fx.load(&ident).await;
@@ -219,7 +221,8 @@ async fn two_writers_racing_appends_both_land_exactly_once() {
             for i in 0..8i64 {
                 let from = (w as i64) * 1000 + i * 10;
                 let batch = crate::common::make_batch(&table, from, from + 10);
-                floe::append::append_batches(&catalog, &ident, vec![batch])
+                floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
+                    .execute()
                     .await
                     .unwrap();
             }
@@ -254,7 +257,8 @@ async fn rewrite_racing_appends_keeps_every_row() {
     let appender = tokio::spawn(async move {
         for i in 6..16i64 {
             let batch = crate::common::make_batch(&table, i * 10, i * 10 + 10);
-            floe::append::append_batches(&writer, &ident2, vec![batch])
+            floe::append::AppendBuilder::from_batches(&writer, ident2.clone(), vec![batch])
+                .execute()
                 .await
                 .unwrap();
         }

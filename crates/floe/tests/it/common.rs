@@ -1,6 +1,7 @@
 //! Fixtures: a temporary warehouse with the embedded SQLite catalog, tables, batches, and the
 //! independent Python readers.
 
+use floe::operations::{Operation, Query};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -113,7 +114,8 @@ impl Fixture {
 
     pub async fn append(&self, ident: &TableIdent, from: i64, to: i64) -> i64 {
         let b = self.batch(ident, from, to).await;
-        floe::append::append_batches(&self.catalog, ident, vec![b])
+        floe::append::AppendBuilder::from_batches(&self.catalog, ident.clone(), vec![b])
+            .execute()
             .await
             .unwrap()
             .snapshot_id
@@ -130,7 +132,10 @@ impl Fixture {
 /// partition and bounds).
 pub async fn count_where(catalog: &Catalog, table: &str, predicate: &str) -> i64 {
     let sql = format!("SELECT count(*) FROM {table} WHERE {predicate}");
-    let b = floe::sql::query(catalog, &sql).await.unwrap();
+    let b = floe::sql::SqlBuilder::new(catalog, &sql)
+        .query()
+        .await
+        .unwrap();
     b[0].column(0)
         .as_any()
         .downcast_ref::<Int64Array>()
@@ -143,7 +148,10 @@ pub async fn count_and_sum(catalog: &Catalog, ident: &TableIdent) -> (i64, i64) 
         "SELECT count(*) AS n, coalesce(sum(id), 0) AS s FROM {}",
         floe::catalog::ident_string(ident)
     );
-    let b = floe::sql::query(catalog, &sql).await.unwrap();
+    let b = floe::sql::SqlBuilder::new(catalog, &sql)
+        .query()
+        .await
+        .unwrap();
     let n = b[0]
         .column(0)
         .as_any()
@@ -364,4 +372,34 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// What a plan must leave alone: the table's metadata file, and every file under its location.
+pub async fn table_state(fx: &Fixture, ident: &TableIdent) -> (Option<String>, Vec<PathBuf>) {
+    let t = fx.load(ident).await;
+    let dir = PathBuf::from(t.metadata().location().trim_start_matches("file://"));
+    (t.metadata_location().map(str::to_string), files_under(&dir))
+}
+
+/// An operation's report as JSON, without what differs between the same run on two tables of
+/// the same rows: the table's name, the snapshot id, the duration, and byte sizes at any depth
+/// (files name the table's own paths, in their rows and their Parquet metadata).
+pub fn outcome(report: &impl serde::Serialize) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value, top: bool) {
+        match v {
+            serde_json::Value::Object(o) => {
+                let run_specific = |k: &str| {
+                    k.contains("bytes")
+                        || (top && matches!(k, "table" | "snapshot_id" | "duration_ms"))
+                };
+                o.retain(|k, _| !run_specific(k));
+                o.values_mut().for_each(|v| strip(v, false));
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|v| strip(v, false)),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(report).unwrap();
+    strip(&mut v, true);
+    v
 }

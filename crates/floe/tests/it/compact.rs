@@ -151,7 +151,8 @@ async fn appends_committed_during_compaction_are_all_present() {
     let appender = tokio::spawn(async move {
         for i in 10..30i64 {
             let b = crate::common::make_batch(&table, i * 20, i * 20 + 20);
-            floe::append::append_batches(&writer, &id2, vec![b])
+            floe::append::AppendBuilder::from_batches(&writer, id2.clone(), vec![b])
+                .execute()
                 .await
                 .unwrap();
         }

@@ -1,5 +1,6 @@
 //! `diagnose` finds over-partitioning and verifies an improvement (`--save` / `--compare`).
 
+use floe::operations::{Operation, Query};
 use std::sync::Arc;
 
 use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
@@ -46,12 +47,17 @@ async fn diagnose_names_over_partitioning_and_suggests_a_coarser_spec() {
         .await;
     for hour in 0..30 {
         let t = fx.load(&ident).await;
-        floe::append::append_batches(&fx.catalog, &ident, vec![hour_batch(&t, hour, 50)])
-            .await
-            .unwrap();
+        floe::append::AppendBuilder::from_batches(
+            &fx.catalog,
+            ident.clone(),
+            vec![hour_batch(&t, hour, 50)],
+        )
+        .execute()
+        .await
+        .unwrap();
     }
     let r = DiagnoseBuilder::new(&fx.catalog, ident.clone())
-        .execute()
+        .query()
         .await
         .unwrap();
     assert_eq!(r.totals.partitions, 30);
@@ -112,12 +118,17 @@ async fn diagnose_names_over_partitioning_and_suggests_a_coarser_spec() {
         .await;
     for hour in 0..30 {
         let t = fx.load(&daily).await;
-        floe::append::append_batches(&fx.catalog, &daily, vec![hour_batch(&t, hour, 50)])
-            .await
-            .unwrap();
+        floe::append::AppendBuilder::from_batches(
+            &fx.catalog,
+            daily.clone(),
+            vec![hour_batch(&t, hour, 50)],
+        )
+        .execute()
+        .await
+        .unwrap();
     }
     let r = DiagnoseBuilder::new(&fx.catalog, daily)
-        .execute()
+        .query()
         .await
         .unwrap();
     let o = r.over_partitioned.as_ref().unwrap();
@@ -133,7 +144,7 @@ async fn a_saved_report_compares_before_and_after_compaction() {
     }
     let before = DiagnoseBuilder::new(&fx.catalog, ident.clone())
         .with_probe(true)
-        .execute()
+        .query()
         .await
         .unwrap();
     let probe = before.probe.clone().expect("asked for");
@@ -153,7 +164,7 @@ async fn a_saved_report_compares_before_and_after_compaction() {
     rewrite_all(&fx.catalog, &ident).await;
     let after = DiagnoseBuilder::new(&fx.catalog, ident.clone())
         .with_probe(true)
-        .execute()
+        .query()
         .await
         .unwrap();
     let c = compare(&saved, &after, false).unwrap();
@@ -200,7 +211,7 @@ async fn a_saved_report_compares_before_and_after_compaction() {
     let other = fx.table("h.other", Some("day(ts)")).await;
     fx.append(&other, 0, 10).await;
     let now_other = DiagnoseBuilder::new(&fx.catalog, other)
-        .execute()
+        .query()
         .await
         .unwrap();
     let err = compare(&saved, &now_other, false).unwrap_err().to_string();
@@ -232,7 +243,7 @@ async fn compare_refuses_a_huge_or_endless_saved_report_and_out_of_range_counts(
     let ident = fx.table("h.tamper", None).await;
     fx.append(&ident, 0, 10).await;
     let now = DiagnoseBuilder::new(&fx.catalog, ident.clone())
-        .execute()
+        .query()
         .await
         .unwrap();
     // An endless file is read up to the bound, then refused naming it.

@@ -7,13 +7,14 @@ use floe::alter::schema::{AlterSchemaBuilder, SchemaChange};
 use floe::compact::CompactBuilder;
 use floe::iceberg::TableIdent;
 use floe::operation::Costed;
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 
 use crate::common::{count_and_sum, read_with_python, rows, Fixture};
 
 async fn append(fx: &Fixture, ident: &TableIdent, from: i64, to: i64) {
     let b = rows(fx, ident, from, to).await;
-    floe::append::append_batches(&fx.catalog, ident, vec![b])
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
 }
@@ -201,7 +202,11 @@ async fn a_growing_schema_reads_the_same_in_every_reader_before_and_after_compac
         let catalog = &fx.catalog;
         async move {
             let mut out = Vec::new();
-            for b in floe::sql::query(catalog, sql).await.unwrap() {
+            for b in floe::sql::SqlBuilder::new(catalog, sql)
+                .query()
+                .await
+                .unwrap()
+            {
                 let a = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
                 out.extend((0..a.len()).map(|i| a.value(i)));
             }
@@ -252,7 +257,8 @@ async fn rows_after_change(
     table: &str,
 ) -> (Vec<String>, Vec<(i64, String, i64, Option<String>)>) {
     use arrow::array::{Array, AsArray};
-    let star = floe::sql::query(&fx.catalog, &format!("SELECT * FROM {table} LIMIT 1"))
+    let star = floe::sql::SqlBuilder::new(&fx.catalog, format!("SELECT * FROM {table} LIMIT 1"))
+        .query()
         .await
         .unwrap();
     let names = star[0]
@@ -263,7 +269,11 @@ async fn rows_after_change(
         .collect();
     let mut out = Vec::new();
     let q = format!("SELECT id, bee, n, extra FROM {table} ORDER BY id");
-    for b in floe::sql::query(&fx.catalog, &q).await.unwrap() {
+    for b in floe::sql::SqlBuilder::new(&fx.catalog, &q)
+        .query()
+        .await
+        .unwrap()
+    {
         let id = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
         let bee = b.column(1).as_string::<i32>();
         let n = b.column(2).as_any().downcast_ref::<Int64Array>().unwrap();

@@ -3,6 +3,7 @@
 //! one file per partition touched (per writer); buffers spill instead of flushing small files;
 //! Kafka positions live in the table.
 
+use floe::operations::Query;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -28,12 +29,13 @@ fn line(id: i64) -> String {
 }
 
 pub async fn count_distinct(fx: &Fixture, table: &str) -> (i64, i64, i64) {
-    let b = floe::sql::query(
+    let b = floe::sql::SqlBuilder::new(
         &fx.catalog,
-        &format!(
+        format!(
             "SELECT count(*) AS n, count(DISTINCT id) AS d, coalesce(sum(id), 0) AS s FROM {table}"
         ),
     )
+    .query()
     .await
     .unwrap();
     let col = |i: usize| {

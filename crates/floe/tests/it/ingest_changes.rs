@@ -3,7 +3,7 @@
 //! across restarts and a crash between writing and committing, after compaction and expiry,
 //! read by floe, PyIceberg and DuckDB; bad changes are dead letters.
 
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -468,12 +468,9 @@ async fn debezium_default_encodings_are_read_exactly_from_the_event_schema_and_n
     assert!(reasons[3].contains("\"ts\""), "{reasons:?}");
     assert!(reasons[4].contains("\"price\""), "{reasons:?}");
 
-    let b = floe::sql::query(
-        &fx.catalog,
-        "SELECT id, CAST(price AS VARCHAR) AS price, CAST(ts AS BIGINT) AS ts, CAST(ts_ns AS BIGINT) AS ts_ns, \
+    let b = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT id, CAST(price AS VARCHAR) AS price, CAST(ts AS BIGINT) AS ts, CAST(ts_ns AS BIGINT) AS ts_ns, \
          CAST(ts_ms AS BIGINT) AS ts_ms, CAST(d AS VARCHAR) AS d, CAST(t_ms AS VARCHAR) AS t_ms, \
-         CAST(t AS VARCHAR) AS t, CAST(t_ns AS VARCHAR) AS t_ns, CAST(zts AS BIGINT) AS zts FROM s.prices ORDER BY id",
-    )
+         CAST(t AS VARCHAR) AS t, CAST(t_ns AS VARCHAR) AS t_ns, CAST(zts AS BIGINT) AS zts FROM s.prices ORDER BY id").query()
     .await
     .unwrap();
     let text = arrow::util::pretty::pretty_format_batches(&b)

@@ -1,6 +1,7 @@
 //! Tables floe writes (create, append, rewrite) read identically in PyIceberg and DuckDB.
 
 use crate::common::{read_with_python as read, rewrite_all, sum_ids, Fixture};
+use floe::operations::Operation;
 
 fn assert_readers_agree(v: &serde_json::Value, rows: i64, sum: i64, files: usize) {
     for reader in ["pyiceberg", "duckdb"] {

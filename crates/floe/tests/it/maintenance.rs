@@ -5,7 +5,7 @@
 //! exists, no file younger than the orphan threshold was deleted, the current snapshot reads the
 //! same rows, and the newest snapshot of a streaming writer survives expiry.
 
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -521,7 +521,7 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
         append(&fx, &ident, k * 50, k * 50 + 50, k == 7).await;
     }
     let before = floe::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
-        .execute()
+        .query()
         .await
         .unwrap();
     assert_eq!(before.totals.data_files, 24);
@@ -544,7 +544,7 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     let location = local(t.metadata().location());
     std::fs::write(location.join("data/orphan.parquet"), b"x").unwrap();
     let r = floe::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
-        .execute()
+        .query()
         .await
         .unwrap();
     assert_eq!(r.totals.data_files, 3, "one file per day after the rewrite");
@@ -653,7 +653,8 @@ async fn expiry_of_a_long_history_lands_beside_a_fast_writer() {
             let mut commits = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let b = make_batch(&table, next, next + 2);
-                floe::append::append_batches(&catalog, &t, vec![b])
+                floe::append::AppendBuilder::from_batches(&catalog, t.clone(), vec![b])
+                    .execute()
                     .await
                     .unwrap();
                 next += 2;

@@ -10,7 +10,7 @@ use floe::compact::CompactBuilder;
 use floe::iceberg::spec::{DataContentType, PrimitiveLiteral, Struct};
 use floe::iceberg::TableIdent;
 
-use crate::common::{read_with_python as read, sum_ids, Fixture};
+use crate::common::{outcome, read_with_python as read, sum_ids, table_state, Fixture};
 
 /// Data files of `ident` by their first id / 10 (each append writes ids i*10..i*10+10 in order,
 /// so row position p of file i holds id i*10+p).
@@ -195,10 +195,10 @@ async fn rewrite_position_delete_files_merges_them_and_drops_rows_of_files_gone(
 
     // A dry run plans one group of 20 files and changes nothing.
     let dry = RewriteDeletesBuilder::new(&fx.catalog, ident.clone())
-        .with_dry_run(true)
-        .execute()
+        .plan()
         .await
-        .unwrap();
+        .unwrap()
+        .report;
     assert_eq!(dry.groups.len(), 1, "{dry:?}");
     assert_eq!(dry.groups[0].input_files, 20);
     assert_eq!(
@@ -406,4 +406,35 @@ async fn a_delete_file_rewritten_meanwhile_fails_the_compaction_group_not_the_ro
         .await
         .is_empty());
     assert_eq!(fx.count_and_sum(&ident).await, want);
+}
+
+#[tokio::test]
+async fn a_rewrite_plan_changes_nothing_and_applying_it_is_executing() {
+    let fx = Fixture::new().await;
+    let (a, deleted) = spark_shaped(&fx, "db.pda").await;
+    let (b, _) = spark_shaped(&fx, "db.pdb").await;
+    let builder = RewriteDeletesBuilder::new(&fx.catalog, a.clone());
+    let before = table_state(&fx, &a).await;
+    let plan = builder.plan().await.unwrap();
+    assert!(plan.report.dry_run && plan.report.snapshot_id.is_none());
+    assert_eq!(plan.report.groups.len(), 1, "{:?}", plan.report);
+    assert_eq!(
+        table_state(&fx, &a).await,
+        before,
+        "plan() wrote, deleted or committed"
+    );
+    let applied = builder.apply(plan).await.unwrap();
+    assert!(
+        !applied.dry_run && applied.snapshot_id.is_some(),
+        "{applied:?}"
+    );
+    assert_eq!(applied.rewritten_delete_files_count, 20, "{applied:?}");
+    let executed = RewriteDeletesBuilder::new(&fx.catalog, b.clone())
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome(&applied), outcome(&executed));
+    let want = expected(&deleted, 210);
+    assert_eq!(fx.count_and_sum(&a).await, want);
+    assert_eq!(fx.count_and_sum(&b).await, want);
 }

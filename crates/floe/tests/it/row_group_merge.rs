@@ -187,7 +187,8 @@ async fn inputs_with_deletes_an_older_schema_or_a_sort_are_decoded() {
         .unwrap();
     for i in 3..5 {
         let b = rows(&fx, &ident, i * 1000, i * 1000 + 1000).await;
-        floe::append::append_batches(&fx.catalog, &ident, vec![b])
+        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .execute()
             .await
             .unwrap();
     }

@@ -633,7 +633,8 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
         ],
     )
     .unwrap();
-    let err = floe::append::append_batches(&catalog, &ident, vec![batch])
+    let err = floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
+        .execute()
         .await
         .expect_err("6 MiB of hex text (~3 MiB compressed) cannot fit on a 2 MiB disk");
     let msg = err.to_string().to_lowercase();
@@ -724,7 +725,8 @@ async fn a_full_disk_delete_leaves_no_partial_delete_file_and_names_it() {
         .unwrap();
     let table = catalog.load_table(&ident).await.unwrap();
     let b = crate::common::make_batch(&table, 0, 100);
-    floe::append::append_batches(&catalog, &ident, vec![b])
+    floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![b])
+        .execute()
         .await
         .unwrap();
     let table_dir = disk.dir.join("n/d");

@@ -1,12 +1,15 @@
 //! SQL over tables and metadata tables, with Iceberg's column names.
 
 use arrow::array::{Array, Int64Array, StringArray};
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 
 use crate::common::{sum_ids, Fixture};
 
 async fn scalar_i64(fx: &Fixture, sql: &str) -> i64 {
-    let b = floe::sql::query(&fx.catalog, sql).await.unwrap();
+    let b = floe::sql::SqlBuilder::new(&fx.catalog, sql)
+        .query()
+        .await
+        .unwrap();
     let col = b[0].column(0);
     if let Some(a) = col.as_any().downcast_ref::<Int64Array>() {
         return a.value(0);
@@ -102,10 +105,11 @@ async fn metadata_tables_answer_with_iceberg_column_names() {
         scalar_i64(&fx, "SELECT count(*) FROM db.ev$metadata_log_entries").await,
         3
     );
-    let b = floe::sql::query(
+    let b = floe::sql::SqlBuilder::new(
         &fx.catalog,
         "SELECT file_path, file_format FROM db.ev$files LIMIT 1",
     )
+    .query()
     .await
     .unwrap();
     let fmt = b[0]
@@ -121,12 +125,14 @@ async fn metadata_tables_answer_with_iceberg_column_names() {
 async fn unknown_tables_and_metadata_tables_are_clear_errors() {
     let fx = Fixture::new().await;
     fx.table("db.ev", None).await;
-    let e = floe::sql::query(&fx.catalog, "SELECT * FROM db.nope")
+    let e = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.nope")
+        .query()
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("nope"), "{e}");
-    let e = floe::sql::query(&fx.catalog, "SELECT * FROM db.ev$bogus")
+    let e = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.ev$bogus")
+        .query()
         .await
         .unwrap_err()
         .to_string();
@@ -188,7 +194,10 @@ async fn statements_that_write_or_read_files_are_refused_and_touch_nothing() {
         format!("SET datafusion.catalog.location = '{o}'"),
         "PREPARE p AS SELECT 1".into(),
     ] {
-        let e = floe::sql::query(&fx.catalog, &sql).await.unwrap_err();
+        let e = floe::sql::SqlBuilder::new(&fx.catalog, &sql)
+            .query()
+            .await
+            .unwrap_err();
         assert!(
             matches!(e, floe::Error::Refused { .. }) && e.to_string().contains("read-only"),
             "{sql}: {e}"
@@ -204,7 +213,13 @@ async fn statements_that_write_or_read_files_are_refused_and_touch_nothing() {
             root.join("in.csv").display()
         ),
     ] {
-        assert!(floe::sql::query(&fx.catalog, &sql).await.is_err(), "{sql}");
+        assert!(
+            floe::sql::SqlBuilder::new(&fx.catalog, &sql)
+                .query()
+                .await
+                .is_err(),
+            "{sql}"
+        );
     }
     assert_eq!(fx.count_and_sum(&ident).await, (30, sum_ids(0, 30)));
 }
@@ -218,13 +233,17 @@ async fn listing_tables_does_not_load_them_and_a_broken_table_is_named() {
     fx.append(&bad, 0, 10).await;
     let metadata = fx.load(&bad).await.metadata_location().unwrap().to_string();
     std::fs::write(metadata.trim_start_matches("file://"), "garbage").unwrap();
-    let b = floe::sql::query(&fx.catalog, "SHOW TABLES").await.unwrap();
+    let b = floe::sql::SqlBuilder::new(&fx.catalog, "SHOW TABLES")
+        .query()
+        .await
+        .unwrap();
     let text = arrow::util::pretty::pretty_format_batches(&b)
         .unwrap()
         .to_string();
     assert!(text.contains("good") && text.contains("bad"), "{text}");
     assert_eq!(scalar_i64(&fx, "SELECT count(*) FROM db.good").await, 10);
-    let e = floe::sql::query(&fx.catalog, "SELECT * FROM db.bad")
+    let e = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.bad")
+        .query()
         .await
         .unwrap_err()
         .to_string();

@@ -4,6 +4,7 @@
 //! column exactly, is a bad record: `append` fails naming file, line, column and value and
 //! commits nothing; `ingest` sends it to the dead-letter file and stores nothing of it.
 
+use floe::operations::{Operation, Query};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use floe::ingest::source;
 use floe::ingest::stream::{IngestBuilder, IngestMetrics, IngestOptions};
 use serde_json::Value;
 
-use crate::common::{files_under, Fixture};
+use crate::common::{files_under, outcome, table_state, Fixture};
 
 const SCHEMA: &str = "id bigint not null, n int, d decimal(10, 2), f float, ts timestamp";
 
@@ -105,7 +106,10 @@ fn dead_letters(path: &Path) -> Vec<Value> {
 
 /// Every row of `sql`, each value as text.
 async fn rows(fx: &Fixture, sql: &str) -> Vec<Vec<String>> {
-    let batches = floe::sql::query(&fx.catalog, sql).await.unwrap();
+    let batches = floe::sql::SqlBuilder::new(&fx.catalog, sql)
+        .query()
+        .await
+        .unwrap();
     let opts = FormatOptions::default().with_null("null");
     let mut out = vec![];
     for b in batches {
@@ -524,7 +528,7 @@ async fn an_append_dry_run_checks_every_record_writes_nothing_and_reports_progre
     let builder = floe::append::AppendBuilder::new(&fx.catalog, a.clone())
         .with_inputs(vec![good.clone(), more.clone()])
         .with_progress(move |p| sink.lock().unwrap().push(*p));
-    let planned = builder.plan().await.unwrap();
+    let planned = builder.plan().await.unwrap().report;
     assert!(planned.dry_run);
     assert_eq!((planned.rows, planned.input_files), (3, 2));
     let size = |p: &Path| std::fs::metadata(p).unwrap().len();
@@ -547,8 +551,7 @@ async fn an_append_dry_run_checks_every_record_writes_nothing_and_reports_progre
     // A bad record fails the dry run the way it fails the append, naming file and line.
     let e = floe::append::AppendBuilder::new(&fx.catalog, a.clone())
         .with_inputs(vec![good.clone(), bad])
-        .with_dry_run(true)
-        .execute()
+        .run(true)
         .await
         .unwrap_err()
         .to_string();
@@ -571,4 +574,88 @@ async fn an_append_dry_run_checks_every_record_writes_nothing_and_reports_progre
     );
     assert_eq!((last.total.steps, last.done.rows), (2, 3));
     assert_eq!(ids(&fx, "s.dry").await, ["1", "2", "3"]);
+}
+
+#[tokio::test]
+async fn an_append_plan_changes_nothing_and_applying_it_is_executing() {
+    let fx = Fixture::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(dir.path(), "good.ndjson", b"{\"id\":1}\n{\"id\":2}\n");
+    let more = write(dir.path(), "more.csv", b"id,n\n3,30\n");
+    let inputs = vec![good, more];
+    let a = table(&fx, "s.pa").await;
+    let b = table(&fx, "s.pb").await;
+    let builder =
+        floe::append::AppendBuilder::new(&fx.catalog, a.clone()).with_inputs(inputs.clone());
+    let before = table_state(&fx, &a).await;
+    let plan = builder.plan().await.unwrap();
+    assert!(plan.report.dry_run && plan.report.snapshot_id.is_none());
+    assert_eq!(plan.report.rows, 3);
+    assert_eq!(
+        table_state(&fx, &a).await,
+        before,
+        "plan() wrote or committed"
+    );
+    let applied = builder.apply(plan).await.unwrap();
+    assert!(
+        !applied.dry_run && applied.snapshot_id.is_some(),
+        "{applied:?}"
+    );
+    let executed = floe::append::AppendBuilder::new(&fx.catalog, b.clone())
+        .with_inputs(inputs)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome(&applied), outcome(&executed));
+    assert_eq!(applied.rows, 3);
+
+    // The same for batches in memory.
+    let c = table(&fx, "s.pc").await;
+    let d = table(&fx, "s.pd").await;
+    let builder = floe::append::AppendBuilder::from_batches(
+        &fx.catalog,
+        c.clone(),
+        vec![ids_1_to_4(&fx, &c).await],
+    );
+    let before = table_state(&fx, &c).await;
+    let plan = builder.plan().await.unwrap();
+    assert_eq!(plan.report.rows, 4);
+    assert_eq!(
+        table_state(&fx, &c).await,
+        before,
+        "plan() wrote or committed"
+    );
+    let applied = builder.apply(plan).await.unwrap();
+    let executed = floe::append::AppendBuilder::from_batches(
+        &fx.catalog,
+        d.clone(),
+        vec![ids_1_to_4(&fx, &d).await],
+    )
+    .execute()
+    .await
+    .unwrap();
+    assert!(applied.snapshot_id.is_some());
+    assert_eq!(outcome(&applied), outcome(&executed));
+    assert_eq!(applied.rows, 4);
+}
+
+/// Rows with ids 1..=4 and nulls elsewhere, in `ident`'s Arrow schema.
+async fn ids_1_to_4(fx: &Fixture, ident: &TableIdent) -> RecordBatch {
+    let t = fx.catalog.load_table(ident).await.unwrap();
+    let schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap(),
+    );
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if i == 0 {
+                Arc::new(Int64Array::from(vec![1, 2, 3, 4])) as ArrayRef
+            } else {
+                arrow::array::new_null_array(f.data_type(), 4)
+            }
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns).unwrap()
 }

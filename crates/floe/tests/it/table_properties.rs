@@ -32,7 +32,8 @@ async fn store_raw(fx: &Fixture, ident: &TableIdent, key: &str, value: &str) {
 async fn try_append(fx: &Fixture, ident: &TableIdent, from: i64, to: i64) -> floe::Result<()> {
     let table = fx.load(ident).await;
     let batch = make_batch(&table, from, to);
-    floe::append::append_batches(&fx.catalog, ident, vec![batch])
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![batch])
+        .execute()
         .await
         .map(|_| ())
 }

@@ -2,6 +2,7 @@
 //! primitive type (and fields inside a struct and a list), with nulls, NaNs and strings long
 //! enough for Parquet to truncate their statistics.
 
+use floe::operations::Operation;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -248,7 +249,8 @@ async fn a_long_string_in_an_early_row_group_keeps_its_file_findable() {
     let mut columns = batch.columns().to_vec();
     columns[2] = Arc::new(names);
     let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
-    floe::append::append_batches(&fx.catalog, &ident, vec![batch])
+    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![batch])
+        .execute()
         .await
         .unwrap();
 
