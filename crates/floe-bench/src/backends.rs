@@ -158,7 +158,8 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
                         batch
                     })
                     .collect();
-                let written = floe::append::write_files(&table, batches, &options).await?;
+                let written =
+                    floe::operations::append::write_files(&table, batches, &options).await?;
                 table = floe::commit::Committer::new(c, &ident)
                     .commit(floe::commit::SnapshotUpdate::append(written))
                     .await?
@@ -172,41 +173,49 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         ];
         eprintln!("{}: built in {build_s:.2} s", b.name);
         let (s, r, _) = measure(b, || async {
-            Ok(floe::diagnose::DiagnoseBuilder::new(c, ident.clone())
-                .query()
-                .await?)
+            Ok(
+                floe::operations::diagnose::DiagnoseBuilder::new(c, ident.clone())
+                    .query()
+                    .await?,
+            )
         })
         .await?;
         ops.push(json!({"op": "diagnose", "seconds": s, "requests": r}));
         eprintln!("{}: diagnosed in {s:.2} s", b.name);
         let (s, r, m) = measure(b, || async {
-            Ok(floe::compact::CompactBuilder::new(c, ident.clone())
-                .execute()
-                .await?)
+            Ok(
+                floe::operations::compact::CompactBuilder::new(c, ident.clone())
+                    .execute()
+                    .await?,
+            )
         })
         .await?;
         ops.push(json!({"op": format!("compact ({} -> {} files)", m.live_files_before, m.live_files_after), "seconds": s, "requests": r}));
         eprintln!("{}: compacted in {s:.2} s", b.name);
         let (s, r, e) = measure(b, || async {
-            Ok(floe::expire::ExpireBuilder::new(c, ident.clone())
-                .older_than(Duration::ZERO)
-                .retain_last(1)
-                .execute()
-                .await?)
+            Ok(
+                floe::operations::expire::ExpireBuilder::new(c, ident.clone())
+                    .older_than(Duration::ZERO)
+                    .retain_last(1)
+                    .execute()
+                    .await?,
+            )
         })
         .await?;
         ops.push(json!({"op": format!("expire-snapshots ({} snapshots, {} files deleted)", e.plan.expired_snapshots.len(), e.deleted.deleted), "seconds": s, "requests": r}));
         eprintln!("{}: expired in {s:.2} s", b.name);
         let (s, r, o) = measure(b, || async {
-            Ok(floe::clean::orphans::OrphanBuilder::new(c, ident.clone())
-                .older_than(Duration::ZERO)
-                .force(true)
-                .run(true)
-                .await?)
+            Ok(
+                floe::operations::clean::orphans::OrphanBuilder::new(c, ident.clone())
+                    .older_than(Duration::ZERO)
+                    .force(true)
+                    .run(true)
+                    .await?,
+            )
         })
         .await?;
         ops.push(json!({"op": format!("remove-orphan-files --dry-run ({} listed)", o.listed_files), "seconds": s, "requests": r}));
-        floe::clean::purge::DropBuilder::new(c, ident.clone())
+        floe::operations::clean::purge::DropBuilder::new(c, ident.clone())
             .purge(true)
             .execute()
             .await?;

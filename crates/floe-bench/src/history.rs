@@ -146,7 +146,8 @@ pub async fn build(
         ],
     )?;
     // One real Parquet file per partition; every snapshot links fresh copies of them.
-    let templates = floe::append::write_files(&table, vec![batch], &Default::default()).await?;
+    let templates =
+        floe::operations::append::write_files(&table, vec![batch], &Default::default()).await?;
     let location = table.metadata().location().to_string();
     let spec_id = table.metadata().default_partition_spec_id();
     append_snapshots(&catalog, &ident, snapshots, |_, i| {

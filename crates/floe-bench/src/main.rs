@@ -172,7 +172,7 @@ async fn build_history(
     history::append_snapshots(catalog, ident, n, |table, i| {
         let schema = schema.clone();
         async move {
-            Ok(floe::append::write_files(
+            Ok(floe::operations::append::write_files(
                 &table,
                 vec![batch(&schema, i as i64, 1)],
                 &Default::default(),
@@ -222,7 +222,7 @@ async fn append_latency(
         let mut floe_s = vec![];
         for k in 0..appends {
             let t = Instant::now();
-            floe::append::AppendBuilder::from_batches(
+            floe::operations::append::AppendBuilder::from_batches(
                 &catalog,
                 ident.clone(),
                 vec![batch(&arrow_schema, 1_000_000 + (k * 10) as i64, 10)],
@@ -262,9 +262,10 @@ async fn append_latency(
             }
         };
         // The result must be right: every appended row is there.
-        let rows = floe::sql::SqlBuilder::new(&catalog, "SELECT count(*) FROM bench.events")
-            .query()
-            .await?;
+        let rows =
+            floe::operations::sql::SqlBuilder::new(&catalog, "SELECT count(*) FROM bench.events")
+                .query()
+                .await?;
         let count = rows[0]
             .column(0)
             .as_any()
@@ -373,7 +374,7 @@ async fn small_files(
                     b
                 })
                 .collect();
-            let written = floe::append::write_files(&table, batches, &options).await?;
+            let written = floe::operations::append::write_files(&table, batches, &options).await?;
             table = floe::commit::Committer::new(&catalog, &ident)
                 .commit(floe::commit::SnapshotUpdate::append(written))
                 .await?

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use floe::catalog::{Catalog, CatalogConfig};
-use floe::compact::CompactBuilder;
+use floe::operations::compact::CompactBuilder;
 use serde_json::json;
 
 pub async fn run(files: usize, rows: i64, runs: usize, dir: Option<PathBuf>) -> Result<()> {
@@ -96,7 +96,7 @@ async fn build(
     )
     .await?;
     let ident = table.identifier().clone();
-    floe::alter::AlterPropertiesBuilder::new(catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(catalog, ident.clone())
         .with_property("write.parquet.row-group-size-bytes", "1073741824")
         .execute()
         .await?;
@@ -109,7 +109,7 @@ async fn build(
             batches.push(crate::batch(&schema, from + at, n));
             at += n;
         }
-        floe::append::AppendBuilder::from_batches(catalog, ident.clone(), batches)
+        floe::operations::append::AppendBuilder::from_batches(catalog, ident.clone(), batches)
             .execute()
             .await?;
     }

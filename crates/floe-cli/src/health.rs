@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
+use floe::base::properties::parse_duration;
 use floe::catalog::{parse_table_ident, Catalog};
-use floe::diagnose::render;
-use floe::expire::OlderThan;
+use floe::operations::diagnose::render;
+use floe::operations::expire::OlderThan;
 use floe::operations::{Operation, Query};
-use floe::properties::parse_duration;
 
 use crate::output::{human_bytes, Out};
 
@@ -129,18 +129,21 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         } => {
             // Read the saved report first: a bad file fails before the table is read.
             let saved = match &compare {
-                Some(path) => Some(floe::diagnose::SavedReport::read(path)?),
+                Some(path) => Some(floe::operations::diagnose::SavedReport::read(path)?),
                 None => None,
             };
             let spinner = out.spinner(format!("diagnosing {table}"));
-            let report = floe::diagnose::DiagnoseBuilder::new(catalog, parse_table_ident(&table)?)
-                .with_probe(probe || save.is_some() || compare.is_some())
-                .query()
-                .await;
+            let report = floe::operations::diagnose::DiagnoseBuilder::new(
+                catalog,
+                parse_table_ident(&table)?,
+            )
+            .with_probe(probe || save.is_some() || compare.is_some())
+            .query()
+            .await;
             spinner.finish_and_clear();
             let report = report?;
             let comparison = match &saved {
-                Some(saved) => Some(floe::diagnose::compare(saved, &report, force)?),
+                Some(saved) => Some(floe::operations::diagnose::compare(saved, &report, force)?),
                 None => None,
             };
             if let Some(c) = &comparison {
@@ -153,7 +156,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
             if let Some(path) = &save {
-                let saved = floe::diagnose::SavedReport::new(&report)?;
+                let saved = floe::operations::diagnose::SavedReport::new(&report)?;
                 std::fs::write(path, serde_json::to_string_pretty(&saved)?)
                     .with_context(|| format!("cannot write --save {}", path.display()))?;
             }
@@ -193,10 +196,11 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             delete_external_files,
             dry_run,
         } => {
-            let mut b = floe::expire::ExpireBuilder::new(catalog, parse_table_ident(&table)?)
-                .snapshot_ids(snapshot_ids)
-                .clean_files(!no_clean_files)
-                .delete_external_files(delete_external_files);
+            let mut b =
+                floe::operations::expire::ExpireBuilder::new(catalog, parse_table_ident(&table)?)
+                    .snapshot_ids(snapshot_ids)
+                    .clean_files(!no_clean_files)
+                    .delete_external_files(delete_external_files);
             if let Some(limit) = older_than {
                 let limit = OlderThan::parse("--older-than", &limit)?;
                 if let OlderThan::TimestampMs(ms) = limit {
@@ -263,12 +267,14 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             equal_schemes,
             force,
         } => {
-            let mut b =
-                floe::clean::orphans::OrphanBuilder::new(catalog, parse_table_ident(&table)?)
-                    .location(location)
-                    .prefix_mismatch_mode(prefix_mismatch_mode.parse()?)
-                    .equal_schemes(equal_schemes)
-                    .force(force);
+            let mut b = floe::operations::clean::orphans::OrphanBuilder::new(
+                catalog,
+                parse_table_ident(&table)?,
+            )
+            .location(location)
+            .prefix_mismatch_mode(prefix_mismatch_mode.parse()?)
+            .equal_schemes(equal_schemes)
+            .force(force);
             if let Some(age) = older_than {
                 b = b.older_than(parse_duration("--older-than", &age)?);
             }
@@ -312,7 +318,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             });
         }
         HealthCmd::CleanMetadata { table, dry_run } => {
-            let r = floe::clean::metadata_files::CleanMetadataBuilder::new(
+            let r = floe::operations::clean::metadata_files::CleanMetadataBuilder::new(
                 catalog,
                 parse_table_ident(&table)?,
             )
@@ -332,7 +338,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             });
         }
         HealthCmd::RewriteManifests { table, dry_run } => {
-            let r = floe::clean::rewrite_manifests::RewriteManifestsBuilder::new(
+            let r = floe::operations::clean::rewrite_manifests::RewriteManifestsBuilder::new(
                 catalog,
                 parse_table_ident(&table)?,
             )
@@ -361,9 +367,12 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             });
         }
         HealthCmd::ConvertEqualityDeletes { table, dry_run } => {
-            let r = floe::change::convert::ConvertBuilder::new(catalog, parse_table_ident(&table)?)
-                .run(dry_run)
-                .await?;
+            let r = floe::operations::change::convert::ConvertBuilder::new(
+                catalog,
+                parse_table_ident(&table)?,
+            )
+            .run(dry_run)
+            .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 let mut s = match r.snapshot_id {
                     Some(id) => format!(
@@ -395,7 +404,8 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             options,
             dry_run,
         } => {
-            let mut opts = floe::compact::position_deletes::RewriteDeletesOptions::default();
+            let mut opts =
+                floe::operations::compact::position_deletes::RewriteDeletesOptions::default();
             for kv in &options {
                 let (k, v) = kv
                     .split_once('=')
@@ -403,7 +413,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 opts.set(k.trim(), v.trim())?;
             }
             let (bar, progress) = out.progress("groups");
-            let r = floe::compact::position_deletes::RewriteDeletesBuilder::new(
+            let r = floe::operations::compact::position_deletes::RewriteDeletesBuilder::new(
                 catalog,
                 parse_table_ident(&table)?,
             )

@@ -3,10 +3,10 @@
 
 use anyhow::Result;
 use clap::Args;
+use floe::base::properties::{parse_duration, parse_size};
 use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, CatalogKind};
 use floe::ingest::dead_letter::DeadLetterSink;
 use floe::ingest::stream::{CommitReport, IngestBuilder, IngestOptions};
-use floe::properties::{parse_duration, parse_size};
 
 use crate::output::{human_bytes, Out};
 

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use floe::base::properties::parse_size;
 use floe::catalog::{config, parse_namespace, parse_table_ident, Catalog, CatalogConfig, NewTable};
 use floe::operations::{Operation, Query};
-use floe::properties::parse_size;
 use floe::records::files::InputFormat;
 use floe::write::WriteOptions;
 use serde_json::json;
@@ -256,9 +256,9 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
         } => {
             let ident = parse_table_ident(&table)?;
             let format = format.as_deref().map(InputFormat::parse).transpose()?;
-            let mode = floe::append::AppendMode::parse(&mode)?;
+            let mode = floe::operations::append::AppendMode::parse(&mode)?;
             let key = key.as_deref().map(key_columns);
-            if key.is_some() && mode != floe::append::AppendMode::Upsert {
+            if key.is_some() && mode != floe::operations::append::AppendMode::Upsert {
                 return Err(floe::Error::invalid_option(
                     "--key",
                     key.unwrap_or_default().join(","),
@@ -290,7 +290,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             }
             let catalog = connect(g).await?;
             let (bar, progress) = out.progress("input files");
-            let metrics = floe::append::AppendBuilder::new(&catalog, ident)
+            let metrics = floe::operations::append::AppendBuilder::new(&catalog, ident)
                 .with_inputs(files)
                 .with_format(format)
                 .with_write_options(options)
@@ -302,7 +302,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             bar.finish_and_clear();
             let m = metrics?;
             out.result(&serde_json::to_value(&m)?, || match m.snapshot_id {
-                _ if m.dry_run && m.mode == floe::append::AppendMode::Upsert => format!(
+                _ if m.dry_run && m.mode == floe::operations::append::AppendMode::Upsert => format!(
                     "dry run: {} rows from {} file(s) read and checked; would upsert {} key(s) \
                      ({} duplicate input rows dropped), replacing {} live row(s) of {}",
                     m.rows + m.duplicate_rows, m.input_files, m.rows, m.duplicate_rows,
@@ -312,7 +312,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     "dry run: {} rows from {} file(s) ({} bytes) read and checked; nothing written to {}",
                     m.rows, m.input_files, m.input_bytes, m.table
                 ),
-                Some(id) if m.mode == floe::append::AppendMode::Upsert => format!(
+                Some(id) if m.mode == floe::operations::append::AppendMode::Upsert => format!(
                     "upserted {} key(s) ({}) from {} file(s) into {}: {} row(s) replaced, {} duplicate \
                      input row(s) dropped; {} data file(s), {} position delete file(s), {} file(s) \
                      removed whole; snapshot {id} ({} ms)",
@@ -337,15 +337,16 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             let ident = parse_table_ident(&table)?;
             let mode = mode
                 .as_deref()
-                .map(|m| floe::change::delete::DeleteMode::parse("--mode", m))
+                .map(|m| floe::operations::change::delete::DeleteMode::parse("--mode", m))
                 .transpose()?;
             let catalog = connect(g).await?;
             let (bar, progress) = out.progress("data files");
-            let metrics = floe::change::delete::DeleteBuilder::new(&catalog, ident, filter)
-                .with_mode(mode)
-                .with_progress(progress)
-                .run(dry_run)
-                .await;
+            let metrics =
+                floe::operations::change::delete::DeleteBuilder::new(&catalog, ident, filter)
+                    .with_mode(mode)
+                    .with_progress(progress)
+                    .run(dry_run)
+                    .await;
             bar.finish_and_clear();
             let m = metrics?;
             out.result(&serde_json::to_value(&m)?, || {
@@ -399,7 +400,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 .transpose()?;
             let catalog = connect(g).await?;
             // Typed flags and `--option K=V` fill one typed set of options, parsed once.
-            let mut opts = floe::compact::CompactOptions::default();
+            let mut opts = floe::operations::compact::CompactOptions::default();
             for (k, v) in parse_kv(&options)? {
                 opts.set(&k, &v)?;
             }
@@ -421,10 +422,13 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             if rewrite_all {
                 opts.rewrite_all = Some(true);
             }
-            let b = floe::compact::CompactBuilder::new(&catalog, parse_table_ident(&table)?)
-                .with_where(filter)
-                .with_sort_by(sort_by)
-                .with_options(opts);
+            let b = floe::operations::compact::CompactBuilder::new(
+                &catalog,
+                parse_table_ident(&table)?,
+            )
+            .with_where(filter)
+            .with_sort_by(sort_by)
+            .with_options(opts);
             let (bar, progress) = out.progress("groups");
             let m = b.with_progress(progress).run(dry_run).await;
             bar.finish_and_clear();
@@ -480,7 +484,9 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 anyhow::bail!("--csv and --json are two output formats: give one");
             }
             let catalog = connect(g).await?;
-            let batches = floe::sql::SqlBuilder::new(&catalog, query).query().await?;
+            let batches = floe::operations::sql::SqlBuilder::new(&catalog, query)
+                .query()
+                .await?;
             out.batches(&batches, csv)
         }
     }

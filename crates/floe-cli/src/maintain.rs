@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use floe::base::properties::{parse_duration, parse_size};
 use floe::catalog::config::CatalogKind;
 use floe::coordination::Store;
 use floe::maintain::http;
@@ -13,7 +14,6 @@ use floe::maintain::service::{
     default_holder, MaintainOptions, MaintainSummary, Maintainer, Source,
 };
 use floe::maintain::state::{Decision, ServiceState};
-use floe::properties::{parse_duration, parse_size};
 
 use crate::output::Out;
 use crate::{catalog_config, open, Global};
@@ -96,7 +96,7 @@ where
         }
         eprintln!(
             "[maintain] waiting: {what} unreachable: {e:#}; retrying in {}",
-            floe::properties::human_ms(wait.as_millis() as u64)
+            floe::base::properties::human_ms(wait.as_millis() as u64)
         );
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use arrow::record_batch::RecordBatch;
+use floe::base::cost::{Phase, Progress};
 use floe::iceberg::table::Table;
-use floe::operation::{Phase, Progress};
 pub use floe::table::ident::{printable, printable_lines};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
@@ -88,7 +88,7 @@ impl Out {
             }
         }
         // Catalog clients (sqlx, reqwest, opendal) may echo a URI or a credential.
-        let msg = floe::secrets::mask(&parts.join(": "));
+        let msg = floe::base::secrets::mask(&parts.join(": "));
         if self.json {
             let mut v = json!({ "error": msg });
             if let (Some(f), Some(obj)) = (e.downcast_ref::<Failure>(), v.as_object_mut()) {
@@ -237,12 +237,12 @@ pub fn describe_json(t: &Table) -> Value {
         "properties": md.properties(),
         "snapshot_count": md.snapshots().len(),
         "current_snapshot": current,
-        "refs": floe::refs::list_refs(t).unwrap_or_default(),
+        "refs": floe::operations::refs::list_refs(t).unwrap_or_default(),
     })
 }
 
 /// One line per ref: name, type, snapshot, retention settings.
-pub fn refs_text(refs: &[floe::refs::RefInfo]) -> String {
+pub fn refs_text(refs: &[floe::operations::refs::RefInfo]) -> String {
     let ms = |label: &str, v: Option<i64>| {
         v.map(|v| format!(" {label} {}", human_ms(v)))
             .unwrap_or_default()
@@ -360,7 +360,8 @@ pub fn describe_text(t: &Table) -> String {
             c["summary"]["total-data-files"].as_str().unwrap_or("?")
         )),
     }
-    let refs: Vec<floe::refs::RefInfo> = floe::refs::list_refs(t).unwrap_or_default();
+    let refs: Vec<floe::operations::refs::RefInfo> =
+        floe::operations::refs::list_refs(t).unwrap_or_default();
     if !refs.is_empty() {
         s.push_str("\nrefs\n");
         s.push_str(&refs_text(&refs));
@@ -368,13 +369,13 @@ pub fn describe_text(t: &Table) -> String {
     s
 }
 
-pub use floe::diagnose::human_bytes;
+pub use floe::operations::diagnose::human_bytes;
 
 fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }
 
-pub fn compact_text(m: &floe::compact::CompactMetrics) -> String {
+pub fn compact_text(m: &floe::operations::compact::CompactMetrics) -> String {
     let mut s = String::new();
     if m.dry_run || m.plan.groups.is_empty() {
         s.push_str(&format!(

@@ -33,7 +33,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         Err(e) => return Err(e.into()),
     }
     let ident = parse_table_ident(TABLE)?;
-    match floe::clean::purge::DropBuilder::new(&catalog, ident.clone())
+    match floe::operations::clean::purge::DropBuilder::new(&catalog, ident.clone())
         .purge(true)
         .execute()
         .await
@@ -125,7 +125,9 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     ];
     let mut results = serde_json::Map::new();
     for (name, q) in &queries {
-        let batches = floe::sql::SqlBuilder::new(&catalog, q).query().await?;
+        let batches = floe::operations::sql::SqlBuilder::new(&catalog, q)
+            .query()
+            .await?;
         if out.is_json() {
             let mut buf = Vec::new();
             {
@@ -158,12 +160,12 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     // Diagnose, then let the maintenance service do what a user would otherwise run by hand.
     let probe = format!("SELECT kind, count(*) AS n, sum(amount) AS amount FROM {TABLE} GROUP BY kind ORDER BY kind");
     let before = shape(&catalog, &ident, &probe).await?;
-    let report_before = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
+    let report_before = floe::operations::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
         .query()
         .await?;
     out.say(format!(
         "\nfloe diagnose {TABLE}\n{}",
-        floe::diagnose::render::text(&report_before)
+        floe::operations::diagnose::render::text(&report_before)
     ));
     // The service reads its policy from table properties. The demo's partitions were written
     // a moment ago (by default a partition is left to its writers for 15 minutes) and its
@@ -174,7 +176,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         ("floe.maintain.compact.trigger.commit-count", "5"),
         ("history.expire.max-snapshot-age-ms", "0"),
     ];
-    floe::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
         .with_properties(policy)
         .execute()
         .await?;
@@ -196,7 +198,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
         );
     }
     out.say("same query answer before and after maintenance");
-    let report_after = floe::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
+    let report_after = floe::operations::diagnose::DiagnoseBuilder::new(&catalog, ident.clone())
         .query()
         .await?;
     out.say(format!(
@@ -338,7 +340,7 @@ impl Shape {
 }
 
 /// The observations that hold, with their first action.
-fn observations_text(r: &floe::diagnose::Report) -> String {
+fn observations_text(r: &floe::operations::diagnose::Report) -> String {
     let holding: Vec<String> = r
         .observations
         .iter()
@@ -381,7 +383,8 @@ async fn leave_crashed_write(
             std::sync::Arc::new(Float64Array::from(vec![0.0])),
         ],
     )?;
-    let files = floe::append::write_files(&table, vec![batch], &Default::default()).await?;
+    let files =
+        floe::operations::append::write_files(&table, vec![batch], &Default::default()).await?;
     let path = files[0].file_path().to_string();
     let local = floe::storage::listing::local_dir(&path).expect("the embedded warehouse is local");
     let f = std::fs::File::options().write(true).open(&local)?;
@@ -401,7 +404,9 @@ async fn shape(catalog: &Catalog, ident: &floe::iceberg::TableIdent, probe: &str
     let mut answer = String::new();
     for _ in 0..3 {
         let t = std::time::Instant::now();
-        let batches = floe::sql::SqlBuilder::new(catalog, probe).query().await?;
+        let batches = floe::operations::sql::SqlBuilder::new(catalog, probe)
+            .query()
+            .await?;
         best = best.min(t.elapsed().as_secs_f64() * 1000.0);
         answer = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
     }

@@ -3,8 +3,8 @@
 //! and schema.
 
 use super::*;
+use floe::operations::refs::{CreateRefBuilder, DropRefBuilder, NewRef, RefKind};
 use floe::operations::Operation;
-use floe::refs::{CreateRefBuilder, DropRefBuilder, NewRef, RefKind};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum CatalogCmd {
@@ -324,7 +324,7 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                     sort_order: None,
                     // As `table set-property` checks an update (each value, and the
                     // compaction settings together).
-                    properties: floe::alter::validate_property_update(
+                    properties: floe::operations::alter::validate_property_update(
                         &Default::default(),
                         &parse_kv(&properties)?,
                         &[],
@@ -362,12 +362,15 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             delete_external_files,
         } => {
             let (bar, progress) = out.progress("files");
-            let r = floe::clean::purge::DropBuilder::new(&catalog, parse_table_ident(&table)?)
-                .purge(purge)
-                .delete_external_files(delete_external_files)
-                .with_progress(progress)
-                .execute()
-                .await;
+            let r = floe::operations::clean::purge::DropBuilder::new(
+                &catalog,
+                parse_table_ident(&table)?,
+            )
+            .purge(purge)
+            .delete_external_files(delete_external_files)
+            .with_progress(progress)
+            .execute()
+            .await;
             bar.finish_and_clear();
             let r = r?;
             let mut v = serde_json::to_value(&r)?;
@@ -400,8 +403,9 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             remove,
             dry_run,
         } => {
-            let change = floe::alter::partition::PartitionEvolution { spec, add, remove };
-            let r = floe::alter::partition::AlterPartitionBuilder::new(
+            let change =
+                floe::operations::alter::partition::PartitionEvolution { spec, add, remove };
+            let r = floe::operations::alter::partition::AlterPartitionBuilder::new(
                 &catalog,
                 parse_table_ident(&table)?,
             )
@@ -454,7 +458,7 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             drop_column,
             dry_run,
         } => {
-            use floe::alter::schema::SchemaChange;
+            use floe::operations::alter::schema::SchemaChange;
             let mut changes = Vec::new();
             for c in &add_column {
                 changes.push(SchemaChange::add(c)?);
@@ -471,11 +475,13 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             for c in drop_column {
                 changes.push(SchemaChange::DropColumn { path: c });
             }
-            let r =
-                floe::alter::schema::AlterSchemaBuilder::new(&catalog, parse_table_ident(&table)?)
-                    .with_changes(changes)
-                    .run(dry_run)
-                    .await?;
+            let r = floe::operations::alter::schema::AlterSchemaBuilder::new(
+                &catalog,
+                parse_table_ident(&table)?,
+            )
+            .with_changes(changes)
+            .run(dry_run)
+            .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 let mut text = format!(
                     "{}schema of {table}: {} -> {}",
@@ -501,11 +507,14 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             let set = parse_kv(&set)?;
             let mut keys: Vec<&String> = set.keys().collect();
             keys.sort();
-            let r = floe::alter::AlterPropertiesBuilder::new(&catalog, parse_table_ident(&table)?)
-                .with_properties(set.clone())
-                .with_unsets(unset.clone())
-                .run(dry_run)
-                .await?;
+            let r = floe::operations::alter::AlterPropertiesBuilder::new(
+                &catalog,
+                parse_table_ident(&table)?,
+            )
+            .with_properties(set.clone())
+            .with_unsets(unset.clone())
+            .run(dry_run)
+            .await?;
             out.result(&serde_json::to_value(&r)?, || {
                 if !r.dry_run {
                     return format!("updated properties of {table}");
@@ -637,7 +646,7 @@ impl From<BranchCmd> for RefCmd {
 /// A duration flag in milliseconds, greater than zero.
 fn duration_ms(option: &str, v: Option<String>) -> Result<Option<i64>> {
     let Some(v) = v else { return Ok(None) };
-    let d = floe::properties::parse_duration(option, &v)?;
+    let d = floe::base::properties::parse_duration(option, &v)?;
     if d.is_zero() {
         return Err(floe::Error::invalid_option(option, v, "must be greater than 0").into());
     }
@@ -704,7 +713,7 @@ async fn ref_cmd(catalog: &Catalog, cmd: RefCmd, out: &Out) -> Result<()> {
         }
         RefCmd::List { kind, table } => {
             let t = catalog.load_table(&parse_table_ident(&table)?).await?;
-            let refs: Vec<_> = floe::refs::list_refs(&t)?
+            let refs: Vec<_> = floe::operations::refs::list_refs(&t)?
                 .into_iter()
                 .filter(|r| r.kind == kind)
                 .collect();

@@ -7,17 +7,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Layers from the bottom up, with their top-level modules.
+/// Folders that are floors, not modules: each child of theirs is a unit of its own (an
+/// operation, a base module), placed in a layer and checked like a top-level module.
+const FLOORS: &[&str] = &["base", "operations"];
+
+/// Layers from the bottom up, with their units (top-level modules, or children of a floor).
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "base",
         &[
-            "error",
-            "properties",
-            "secrets",
-            "fault",
-            "operation",
-            "server",
+            "base",
+            "base::error",
+            "base::properties",
+            "base::secrets",
+            "base::fault",
+            "base::cost",
+            "base::server",
         ],
     ),
     ("storage", &["storage"]),
@@ -35,16 +40,16 @@ const LAYERS: &[(&str, &[&str])] = &[
         "operations",
         &[
             "operations",
-            "append",
-            "alter",
-            "refs",
-            "compact",
-            "change",
-            "expire",
-            "clean",
-            "diagnose",
-            "inspect",
-            "sql",
+            "operations::append",
+            "operations::alter",
+            "operations::refs",
+            "operations::compact",
+            "operations::change",
+            "operations::expire",
+            "operations::clean",
+            "operations::diagnose",
+            "operations::inspect",
+            "operations::sql",
         ],
     ),
     // Getting records in: `floe ingest` streams into tables; its group lease store
@@ -56,12 +61,27 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("maintain", &["maintain"]),
 ];
 
-/// The top-level modules a source file names through `crate::`, outside comments.
-fn imports(src: &str) -> BTreeSet<String> {
+/// The unit a module path belongs to: its first segment, or its first two under a floor.
+fn unit_of(module: &[String]) -> Option<String> {
+    let first = module.first()?;
+    match module.get(1) {
+        Some(second) if FLOORS.contains(&first.as_str()) => Some(format!("{first}::{second}")),
+        _ => Some(first.clone()),
+    }
+}
+
+/// The units a source file names through `crate::`, outside comments: a path names the
+/// longest of `units` it starts with (`crate::operations::Operation` names `operations`,
+/// `crate::operations::compact::plan` names `operations::compact`); any other path names its
+/// first segment.
+fn imports(src: &str, units: &BTreeSet<String>) -> BTreeSet<String> {
     paths(src)
         .into_iter()
-        .filter(|p| p[0] == "crate")
-        .filter_map(|p| p.get(1).cloned())
+        .filter(|p| p[0] == "crate" && p.len() > 1)
+        .map(|p| match p.get(2) {
+            Some(b) if units.contains(&format!("{}::{b}", p[1])) => format!("{}::{b}", p[1]),
+            _ => p[1].clone(),
+        })
         .collect()
 }
 
@@ -280,16 +300,28 @@ fn sources(src: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The import graph of the crate's source tree at `src`.
+/// The units of a source tree: what `unit_of` gives for each file's module path.
+fn units_of(files: &[(String, String)]) -> BTreeSet<String> {
+    files
+        .iter()
+        .filter_map(|(rel, _)| unit_of(&module_of(rel)))
+        .filter(|u| u != "layers")
+        .collect()
+}
+
+/// The import graph between the units of the crate's source tree at `src`.
 fn graph_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let files = sources(src);
+    let units = units_of(&files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (rel, text) in sources(src) {
-        let first = rel.split('/').next().unwrap();
-        let module = first.trim_end_matches(".rs").to_string();
-        if module == "lib" || module == "layers" {
+    for (rel, text) in &files {
+        let Some(unit) = unit_of(&module_of(rel)) else {
+            continue; // lib.rs, the crate root
+        };
+        if unit == "layers" {
             continue;
         }
-        graph.entry(module).or_default().extend(imports(&text));
+        graph.entry(unit).or_default().extend(imports(text, &units));
     }
     graph
 }
@@ -333,7 +365,7 @@ fn without_tests(src: &str) -> String {
     out
 }
 
-/// The import graph between the files of each top-level module (file -> files it names
+/// The import graph between the files of each unit (file -> files it names
 /// through `crate::`, `super::` or `self::` paths; a path names the file of its longest
 /// module prefix). Test code is left out, and so are a module's imports of its own
 /// submodules: a parent declares, re-exports and drives its children, the one direction a
@@ -370,7 +402,7 @@ fn file_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> 
                 .find_map(|k| file_of.get(&abs[..k]).map(|f| (k, *f)));
             let Some((k, target)) = target else { continue };
             let theirs = &abs[..k];
-            if abs[0] != me[0] || theirs.starts_with(&me) {
+            if unit_of(&abs) != unit_of(&me) || theirs.starts_with(&me) {
                 continue;
             }
             deps.insert(target.to_string());
@@ -449,7 +481,9 @@ fn file_violations(graph: &BTreeMap<String, BTreeSet<String>>, known: &[&[&str]]
 fn every_import_points_down_and_no_module_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let graph = graph_of(&src);
-    assert!(graph.contains_key("commit") && graph.contains_key("storage"));
+    assert!(graph.contains_key("commit") && graph.contains_key("operations::compact"));
+    // Every unit is placed: a new operation under operations/ must be put in LAYERS.
+    assert!(graph.contains_key("base::error"), "{:?}", graph.keys());
     let v = violations(&graph);
     assert!(v.is_empty(), "layering broken:\n{}", v.join("\n"));
 }
@@ -459,7 +493,7 @@ fn no_file_cycle_inside_a_module() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let graph = file_graph(&sources(&src));
     assert!(
-        graph.contains_key("diagnose/compute.rs"),
+        graph.contains_key("operations/diagnose/compute.rs"),
         "{:?}",
         graph.keys()
     );
@@ -477,29 +511,56 @@ fn the_check_catches_an_upward_import_a_cycle_and_an_unplaced_module() {
         }
         g
     };
-    assert!(violations(&g(&[("compact", "commit"), ("commit", "storage")])).is_empty());
+    assert!(violations(&g(&[
+        ("operations::compact", "commit"),
+        ("commit", "storage")
+    ]))
+    .is_empty());
     let up = violations(&g(&[("storage", "catalog")]));
     assert!(
         up.iter()
             .any(|m| m.contains("`storage` (storage) imports `catalog`")),
         "{up:?}"
     );
-    let cycle = violations(&g(&[("diagnose", "expire"), ("expire", "diagnose")]));
+    let cycle = violations(&g(&[
+        ("operations::diagnose", "operations::expire"),
+        ("operations::expire", "operations::diagnose"),
+    ]));
     assert!(
         cycle.iter().any(|m| m.starts_with("module cycle")),
         "{cycle:?}"
     );
-    let unplaced = violations(&g(&[("newthing", "error")]));
+    let unplaced = violations(&g(&[("newthing", "base::error")]));
     assert!(unplaced[0].contains("in no layer"), "{unplaced:?}");
     // What counts as an import: code, not comments or doc links.
+    let none = BTreeSet::new();
     let found = imports(
         "use crate::error::Result;\n/// see [`crate::sql`]\nlet x = 1; // crate::catalog\n\
          use crate::{table::ident, storage};\nlet s = \"s3://b\"; crate::write::f();",
+        &none,
     );
     let want: BTreeSet<String> = ["error", "table", "storage", "write"]
         .map(String::from)
         .into();
     assert_eq!(found, want);
+    // A child of a floor is a unit of its own; the floor's own file is another.
+    let units: BTreeSet<String> = ["operations", "operations::compact", "commit"]
+        .map(String::from)
+        .into();
+    let found = imports(
+        "use crate::operations::compact::plan;\nuse crate::operations::Operation;\n\
+         use crate::commit::Ledger;",
+        &units,
+    );
+    assert_eq!(found, units);
+    assert_eq!(
+        unit_of(&["operations".into(), "sql".into(), "udf".into()]).as_deref(),
+        Some("operations::sql")
+    );
+    assert_eq!(
+        unit_of(&["table".into(), "ident".into()]).as_deref(),
+        Some("table")
+    );
 }
 
 #[test]
@@ -533,7 +594,10 @@ fn paths_span_lines_and_nested_groups() {
         ["super::super::render::text"]
     );
     assert_eq!(p("use crate::a\n    ::b;"), ["crate::a::b"]);
-    let found = imports("use crate::{\n  table::ident,\n  storage::{listing, delete},\n};");
+    let found = imports(
+        "use crate::{\n  table::ident,\n  storage::{listing, delete},\n};",
+        &BTreeSet::new(),
+    );
     let want: BTreeSet<String> = ["table", "storage"].map(String::from).into();
     assert_eq!(found, want);
 }

@@ -106,29 +106,14 @@
 //!   from `floe.maintain.*` properties, facts from metadata, triggers) and runs them;
 //!   [`maintain::in_stream`] is the same service for one table inside `floe ingest`.
 
-pub mod alter;
-pub mod append;
+pub mod base;
 pub mod catalog;
-pub mod change;
-pub mod clean;
 pub mod commit;
-pub mod compact;
 pub mod coordination;
-pub mod diagnose;
-pub mod error;
-pub mod expire;
-pub mod fault;
 pub mod ingest;
-pub mod inspect;
 pub mod maintain;
-pub mod operation;
 pub mod operations;
-pub mod properties;
 pub mod records;
-pub mod refs;
-pub mod secrets;
-pub mod server;
-pub mod sql;
 pub mod storage;
 pub mod table;
 pub mod write;
@@ -136,7 +121,7 @@ pub mod write;
 #[cfg(test)]
 mod layers;
 
+pub use base::error::{Error, Result};
 pub use catalog::{Catalog, CatalogConfig};
-pub use error::{Error, Result};
 /// The iceberg crate floe builds on (spec types, tables), re-exported for callers.
 pub use iceberg;

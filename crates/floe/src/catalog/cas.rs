@@ -10,8 +10,8 @@ use iceberg::table::Table;
 use iceberg::{MetadataLocation, TableRequirement, TableUpdate};
 
 use super::{ident_string, ns_string, rest, table_from, Backend, Catalog, SqlCatalog};
-use crate::error::{Error, Result};
-use crate::properties;
+use crate::base::error::{Error, Result};
+use crate::base::properties;
 use crate::storage::fence::Fence;
 
 impl Catalog {
@@ -66,7 +66,7 @@ async fn commit_sql(
             return Err(Error::CommitConflict {
                 table: name,
                 attempts: 1,
-                reason: crate::error::Conflict::RequirementFailed(e.message().to_string()),
+                reason: crate::base::error::Conflict::RequirementFailed(e.message().to_string()),
             });
         }
     }
@@ -122,7 +122,7 @@ async fn commit_sql(
         return Err(Error::CommitConflict {
             table: name,
             attempts: 1,
-            reason: crate::error::Conflict::PointerMoved,
+            reason: crate::base::error::Conflict::PointerMoved,
         });
     }
     // The pointer has moved: the commit landed. A bad stored value must not turn it into an

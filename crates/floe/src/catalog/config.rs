@@ -27,14 +27,14 @@
 //! Secrets (credential, token, secret keys, passwords and secret parameters in URIs) never leave
 //! this module in clear: [`CatalogConfig`]'s `Debug` and [`CatalogConfig::redacted`] mask them,
 //! and every configuration [`resolve`] returns has its secret values registered with [`mask`],
-//! the one masking function everything floe prints goes through ([`crate::secrets`]).
+//! the one masking function everything floe prints goes through ([`crate::base::secrets`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
-pub use crate::secrets::{
+pub use crate::base::secrets::{
     is_secret_name, mask, mask_property, mask_with, masked_stderr, register_config_secrets,
     register_secrets, secret_parts, secrets_of, MaskedStderr, MASK,
 };

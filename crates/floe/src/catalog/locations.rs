@@ -7,7 +7,7 @@ use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
 
 use super::{ident_string, ns_string, read_metadata, Backend, Catalog};
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::storage::fence::Fence;
 use crate::table::reach::reachable_from_table;
 

@@ -38,7 +38,7 @@ use iceberg::table::Table;
 use iceberg::Catalog as _;
 use iceberg::{NamespaceIdent, TableIdent};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::table::ident::validate_namespace;
 pub use crate::table::{
     default_spec, ident_string, parse_namespace, parse_table_ident, read_metadata, refs,

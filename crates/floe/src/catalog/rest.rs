@@ -30,7 +30,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use super::config::{redact_uri, CatalogConfig};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::storage::{first_line, rest_storage_factory};
 use crate::table::refs;
 
@@ -338,7 +338,9 @@ impl RestBackend {
                     return Err(Error::CommitConflict {
                         table: table_name,
                         attempts: 1,
-                        reason: crate::error::Conflict::CatalogRefused(http_error(status, &text)),
+                        reason: crate::base::error::Conflict::CatalogRefused(http_error(
+                            status, &text,
+                        )),
                     });
                 }
                 Exchange::Answered(status, text)
@@ -514,7 +516,7 @@ fn http_error(status: reqwest::StatusCode, body: &str) -> String {
 
 /// One line for an error of the REST crate.
 pub(crate) fn describe(e: &iceberg::Error) -> String {
-    crate::error::describe_iceberg(e)
+    crate::base::error::describe_iceberg(e)
         .trim_start_matches("iceberg: ")
         .to_string()
 }

@@ -14,7 +14,7 @@ use sqlx::{AnyPool, Row};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 const TABLE_FILTER: &str = "(iceberg_type = 'TABLE' OR iceberg_type IS NULL)";
 
@@ -275,7 +275,7 @@ impl SqlCatalog {
             return Err(Error::CommitConflict {
                 table: format!("{ns}.{table}"),
                 attempts: 1,
-                reason: crate::error::Conflict::ChangedWhileDropping,
+                reason: crate::base::error::Conflict::ChangedWhileDropping,
             });
         }
         Ok(())

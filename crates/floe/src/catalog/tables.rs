@@ -12,19 +12,19 @@ use super::{
     ident_string, ns_string, read_metadata, rest, table_from, validate_name, Backend, Catalog,
     NewTable,
 };
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::table::ident::validate_namespace;
 
 impl Catalog {
     /// Creates a v2 table and returns it loaded. Names that would escape or nest in the
     /// warehouse are refused ([`validate_name`]), and so are bad values of the properties floe
-    /// reads ([`crate::properties::validate_update`], as `set-property` checks them).
+    /// reads ([`crate::base::properties::validate_update`], as `set-property` checks them).
     pub async fn create_table(&self, new: NewTable) -> Result<Table> {
         validate_namespace(new.ident.namespace())?;
         validate_name("table name", new.ident.name(), true)?;
         // The one check `table set-property` makes too: a value every append would fail on
         // is refused here, naming the property.
-        let properties = crate::properties::validate_update(&new.properties, &[])?;
+        let properties = crate::base::properties::validate_update(&new.properties, &[])?;
         let ns = ns_string(new.ident.namespace());
         let name = ident_string(&new.ident);
         let mut creation = TableCreation::builder()
@@ -133,7 +133,7 @@ impl Catalog {
     /// Removes `table`'s entry from the catalog (SQL: only if its pointer is still the one
     /// loaded). With `server_purge`, a REST catalog is asked to delete the files too
     /// (`purgeRequested=true`); a SQL catalog never deletes files here: that is
-    /// [`crate::clean::purge::DropBuilder`]'s job, under the table's delete fence.
+    /// [`crate::operations::clean::purge::DropBuilder`]'s job, under the table's delete fence.
     pub async fn drop_entry(&self, table: &Table, server_purge: bool) -> Result<()> {
         let ident = table.identifier();
         match &self.backend {

@@ -40,12 +40,12 @@ use std::time::Instant;
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
+use crate::base::error::{Error, Result};
+use crate::base::properties;
 use crate::catalog::Catalog;
 use crate::commit::producer::{self, PreparedCommit};
 use crate::commit::retry::{RetryPolicy, COMMIT_PATH_KEYS};
 use crate::commit::{Ledger, SnapshotUpdate};
-use crate::error::{Error, Result};
-use crate::properties;
 use crate::table::ident_string;
 
 /// A check run against the table before every attempt (ingest's writer fence: nobody else

@@ -48,7 +48,7 @@ use std::collections::HashMap;
 
 use iceberg::spec::{DataFile, Operation};
 
-pub use crate::error::Conflict;
+pub use crate::base::error::Conflict;
 pub use crate::table::manifests::LiveFile;
 pub use committer::{CommitOutcome, Committed, Committer, Precondition, Produced};
 pub use ledger::Ledger;

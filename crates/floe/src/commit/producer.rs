@@ -18,9 +18,9 @@ use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 use uuid::Uuid;
 
+use crate::base::error::{Error, Result};
+use crate::base::properties;
 use crate::commit::{summary, validate, Conflict, Ledger, LiveFile, SnapshotUpdate};
-use crate::error::{Error, Result};
-use crate::properties;
 use crate::table::ident_string;
 use crate::table::manifests::{
     current_manifests, live_file, live_file_as, load_manifests, MANIFEST_READ_CONCURRENCY,

@@ -9,8 +9,8 @@ use std::time::Duration;
 use iceberg::table::Table;
 use rand::Rng;
 
-use crate::error::Result;
-use crate::properties::{self, u64_prop};
+use crate::base::error::Result;
+use crate::base::properties::{self, u64_prop};
 use crate::table::ident_string;
 
 /// Retry policy read from table properties.

@@ -18,8 +18,8 @@ use std::collections::HashSet;
 
 use iceberg::spec::{DataContentType, DataFile, TableMetadata};
 
+use crate::base::error::{Error, Result};
 use crate::commit::{Conflict, LiveFile};
-use crate::error::{Error, Result};
 
 /// Snapshot ids committed after `starting` on the current branch (newest first). Fails when
 /// `starting` is no longer an ancestor (expired, or the branch was rolled back).

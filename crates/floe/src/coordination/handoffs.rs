@@ -8,7 +8,7 @@
 
 use sqlx::Row;
 
-use crate::error::Result;
+use crate::base::error::Result;
 /// Next position per stream (as `floe ingest` stores them in snapshot summaries).
 pub type Positions = std::collections::BTreeMap<String, i64>;
 
@@ -103,7 +103,7 @@ impl Store {
 
     fn json<T>(&self, r: serde_json::Result<T>) -> Result<T> {
         r.map_err(|e| {
-            crate::error::Error::catalog(
+            crate::base::error::Error::catalog(
                 self.display_uri.clone(),
                 format!("ingest hand-off: not valid JSON: {e}"),
             )

@@ -52,8 +52,8 @@ use std::time::Duration;
 
 use sqlx::{AnyPool, Row};
 
+use crate::base::error::{Error, Result};
 use crate::catalog::sql::{connect_pool, describe_sqlx};
-use crate::error::{Error, Result};
 
 /// What [`Store::try_acquire`] got.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -19,7 +19,7 @@ use iceberg::spec::{DataFile, Schema};
 
 use iceberg::table::Table;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::write::{TableWriter, WriteOptions};
 
 struct PartBuf {

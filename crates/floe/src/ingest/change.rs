@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::ingest::debezium;
 use crate::records::ndjson::{parse_record, Json};
 

@@ -10,7 +10,7 @@ use std::io::Write;
 use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandling};
 use rskafka::record::Record;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::records::value::BadValue;
 
 /// One rejected record.

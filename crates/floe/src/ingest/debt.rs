@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::Result;
-use crate::properties::{bool_prop, duration_prop, u64_prop};
+use crate::base::error::Result;
+use crate::base::properties::{bool_prop, duration_prop, u64_prop};
 
 /// Table property: `true` runs the table's maintenance in every `floe ingest` into it
 /// (as `--maintain` does).
@@ -149,12 +149,12 @@ mod tests {
     fn every_ingest_property_is_known_to_the_property_rules() {
         for (key, _) in PROPERTIES {
             assert!(
-                crate::properties::INGEST_PROPERTIES.contains(key),
+                crate::base::properties::INGEST_PROPERTIES.contains(key),
                 "{key} is refused by `floe table set-properties`"
             );
         }
-        assert!(crate::properties::validate(MAX_TIME, "10m").is_ok());
-        assert!(crate::properties::validate(MAX_TIME, "soon").is_err());
+        assert!(crate::base::properties::validate(MAX_TIME, "10m").is_ok());
+        assert!(crate::base::properties::validate(MAX_TIME, "soon").is_err());
     }
 
     #[test]

@@ -39,12 +39,12 @@ use iceberg::spec::{
 use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
 
+use crate::base::error::{Error, Result};
 use crate::catalog::Catalog;
 use crate::commit::Ledger;
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::coordination::handoffs::Handoff;
 use crate::coordination::{LeaseOutcome, Store};
-use crate::error::{Error, Result};
 use crate::ingest::source::Positions;
 use crate::table::exactly_once::{
     already_committed, chain_head, continues, current_positions, fence_group, summary,

@@ -23,8 +23,8 @@ use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
+use crate::base::error::Result;
 use crate::catalog::Catalog;
-use crate::error::Result;
 use crate::ingest::debt::{Debt, DebtLimits};
 
 /// How the ingest starts its table's maintenance.

@@ -12,12 +12,12 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::error::Result;
+use crate::base::error::Result;
+use crate::base::server;
+use crate::base::server::exposition::{self, Family};
 use crate::ingest::debt::Debt;
 use crate::ingest::hook::MetricsFn;
 use crate::ingest::source::StreamLag;
-use crate::server;
-use crate::server::exposition::{self, Family};
 
 /// Upper bounds of the data file size histogram (bytes).
 const SIZE_BUCKETS: [u64; 8] = [
@@ -126,7 +126,7 @@ impl Metrics {
         (chrono::Utc::now().timestamp_millis() - last).max(0) as f64 / 1000.0
     }
 
-    /// The Prometheus text exposition (format 0.0.4), through [`crate::server::exposition`].
+    /// The Prometheus text exposition (format 0.0.4), through [`crate::base::server::exposition`].
     pub fn render(&self) -> String {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let mut out = Vec::new();
@@ -272,7 +272,7 @@ impl Metrics {
     }
 }
 
-/// Serves `metrics` at `addr` through [`crate::server`] (any path answers with the
+/// Serves `metrics` at `addr` through [`crate::base::server`] (any path answers with the
 /// exposition).
 pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::JoinHandle<()>> {
     let (_, task) = server::spawn("--metrics-addr", addr, move |_, _| {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::write::WriteOptions;
 
 pub use crate::table::exactly_once::{POSITION_PREFIX, SOURCE_KEY};

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
+use crate::base::error::Error;
 use crate::ingest::report::SourceStatus;
 use crate::ingest::source::{Positions, Unreachable};
 

@@ -27,8 +27,9 @@ use std::time::Instant;
 
 use iceberg::TableIdent;
 
+use crate::base::cost::{Amount, Phase, Progress, ProgressFn};
+use crate::base::error::Result;
 use crate::catalog::{ident_string, Catalog};
-use crate::error::Result;
 use crate::ingest::change::IngestMode;
 use crate::ingest::dead_letter::DeadLetterSink;
 use crate::ingest::debt::{maintain_enabled, DebtLimits};
@@ -39,7 +40,6 @@ use crate::ingest::outage::Outage;
 use crate::ingest::source::{committed_lag, Source};
 use crate::ingest::trigger::{Trigger, Window};
 use crate::ingest::upsert::ChangeState;
-use crate::operation::{Amount, Phase, Progress, ProgressFn};
 use batch::Writers;
 use flush::After;
 

@@ -30,11 +30,11 @@ use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use iceberg::table::Table;
 
-use crate::change::keys::KeyIndex;
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::ingest::change::{Change, Classifier, IngestMode};
 use crate::ingest::debezium;
 use crate::ingest::source::SourceRecord;
+use crate::operations::change::keys::KeyIndex;
 use crate::records::decode::{decode_records, Decoded};
 use crate::records::value::BadValue;
 

@@ -1,5 +1,5 @@
 //! The HTTP side of `floe maintain` on `--listen`: Prometheus `/metrics`, a JSON API over the
-//! [`ServiceState`] and a dashboard page, GET only, served by [`crate::server`]; the routing is
+//! [`ServiceState`] and a dashboard page, GET only, served by [`crate::base::server`]; the routing is
 //! the pure [`route`], unit-tested without sockets.
 //!
 //! | path                  | answer                                                    |
@@ -18,8 +18,8 @@ use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use serde::Serialize;
 
 use super::state::{ServiceState, TableStatus};
-use crate::error::Result;
-use crate::server;
+use crate::base::error::Result;
+use crate::base::server;
 
 /// The dashboard page.
 pub const DASHBOARD_HTML: &str = include_str!("dashboard.html");
@@ -171,7 +171,7 @@ pub fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Serves `state` at `addr` through [`crate::server`]; returns the bound address
+/// Serves `state` at `addr` through [`crate::base::server`]; returns the bound address
 /// (`127.0.0.1:0` picks a port) and the server's task.
 pub async fn serve(
     addr: &str,

@@ -33,10 +33,9 @@ use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::Catalog;
-use crate::compact::CompactBuilder;
 use crate::coordination::Store;
-use crate::error::{Error, Result};
 use crate::ingest::debt::{over, Debt, DebtLimits};
 use crate::ingest::hook::{AfterCommit, Maintenance, MetricsFn, Start};
 use crate::maintain::facts;
@@ -44,6 +43,7 @@ use crate::maintain::partitions::activity;
 use crate::maintain::policy::ROLL_UP_FAN_IN;
 use crate::maintain::service::{LogFn, MaintainOptions, MaintainSummary, Maintainer, Source};
 use crate::maintain::state::ServiceState;
+use crate::operations::compact::CompactBuilder;
 use crate::table::ident_string;
 use crate::table::manifests::live_files;
 
@@ -58,11 +58,11 @@ pub const ROLL_UP_FAN_IN_DEFAULT: &str = "4";
 pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
     (ROLL_UP_FAN_IN, ROLL_UP_FAN_IN_DEFAULT),
     (
-        crate::properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+        crate::base::properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
         "3600000",
     ),
     (
-        crate::properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+        crate::base::properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
         "10",
     ),
 ];

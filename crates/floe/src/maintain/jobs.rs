@@ -29,14 +29,16 @@ use iceberg::spec::ManifestFile;
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
+use crate::base::cost::{Cost, Costed};
+use crate::base::error::{Error, Result};
 use crate::catalog::Catalog;
-use crate::clean::metadata_files::{metadata_version, CleanMetadataBuilder, CleanMetadataPlan};
-use crate::clean::orphans::{OrphanBuilder, OrphanPlan};
-use crate::clean::rewrite_manifests::{RewriteManifestsBuilder, RewriteManifestsPlan};
-use crate::compact::{CompactBuilder, CompactPlan};
-use crate::error::{Error, Result};
-use crate::expire::{ExpireBuilder, ExpireRun};
-use crate::operation::{Cost, Costed};
+use crate::operations::clean::metadata_files::{
+    metadata_version, CleanMetadataBuilder, CleanMetadataPlan,
+};
+use crate::operations::clean::orphans::{OrphanBuilder, OrphanPlan};
+use crate::operations::clean::rewrite_manifests::{RewriteManifestsBuilder, RewriteManifestsPlan};
+use crate::operations::compact::{CompactBuilder, CompactPlan};
+use crate::operations::expire::{ExpireBuilder, ExpireRun};
 use crate::operations::Operation;
 use crate::storage::listing::list_files;
 use crate::table::manifests::{current_manifests, live_files_of};
@@ -47,8 +49,8 @@ use super::policy::Policy;
 use super::rates::Rates;
 use super::state::{Decision, TableStatus};
 use super::trigger::{evaluate, Candidate, JobKind};
+use crate::base::properties::human_ms;
 use crate::coordination::{LastRuns, Store};
-use crate::properties::human_ms;
 
 const HOUR_MS: i64 = 3_600_000;
 const FILE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
@@ -548,11 +550,11 @@ pub async fn run_job(
     partitions: Option<Vec<String>>,
     policy: &Policy,
 ) -> std::result::Result<Cost, String> {
-    if let Some(e) = crate::fault::fail("MAINTAIN_JOB") {
+    if let Some(e) = crate::base::fault::fail("MAINTAIN_JOB") {
         return Err(e);
     }
     let entered = std::time::Instant::now();
-    crate::fault::pause("MAINTAIN_JOB").await;
+    crate::base::fault::pause("MAINTAIN_JOB").await;
     let kept = p.run.take().filter(|_| entered.elapsed() <= KEPT_PLAN_WAIT);
     run(w, p.job, kept, partitions, p.roll_up.clone(), policy)
         .await

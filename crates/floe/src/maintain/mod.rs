@@ -21,7 +21,7 @@
 //!    [`partitions::choose`] leaves partitions still being written to their writers and puts
 //!    idle ones first.
 //! 3. **Plan, benefit and cost** ([`jobs`]): each due job's operation builds its `plan()` (the
-//!    dry run) and its [`crate::operation::Cost`]; the benefit counts the files it takes off
+//!    dry run) and its [`crate::base::cost::Cost`]; the benefit counts the files it takes off
 //!    readers, the cost in seconds comes from rates fitted on past runs ([`rates`]).
 //! 4. **Scheduler** ([`scheduler`]): due jobs of all tables ranked by benefit per second, run
 //!    under a budget of concurrent jobs and rewrite bytes per hour, with a fair share.

@@ -17,7 +17,7 @@ use iceberg::table::Table;
 use crate::table::manifests::LiveFile;
 
 use super::policy::{human_bytes, CompactTriggers};
-use crate::properties::human_ms;
+use crate::base::properties::human_ms;
 
 /// The live files of one partition, as the compaction trigger sees them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -44,7 +44,8 @@ pub fn activity(table: &Table, live: &[LiveFile], small_below: u64) -> Vec<Parti
     let md = table.metadata();
     let mut by: BTreeMap<String, PartitionActivity> = BTreeMap::new();
     for f in live {
-        let name = crate::compact::partition_path(table, f.spec_id, Some(f.file.partition()));
+        let name =
+            crate::operations::compact::partition_path(table, f.spec_id, Some(f.file.partition()));
         let p = by.entry(name.clone()).or_insert_with(|| PartitionActivity {
             partition: name,
             ..PartitionActivity::default()

@@ -12,8 +12,8 @@
 
 use std::collections::HashMap;
 
-use crate::error::{Error, Result};
-use crate::properties::{self, bool_prop, duration_prop, parse_size, u64_prop};
+use crate::base::error::{Error, Result};
+use crate::base::properties::{self, bool_prop, duration_prop, parse_size, u64_prop};
 
 /// Prefix of every maintenance property.
 pub const PREFIX: &str = "floe.maintain.";

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::operation::Cost;
+use crate::base::cost::Cost;
 
 use crate::coordination::RunRecord;
 

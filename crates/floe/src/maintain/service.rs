@@ -23,9 +23,9 @@ use iceberg::TableIdent;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
+use crate::base::cost::Cost;
+use crate::base::error::Result;
 use crate::catalog::Catalog;
-use crate::error::Result;
-use crate::operation::Cost;
 use crate::storage::listing::glob_match as glob;
 use crate::table::ident::{ident_string, printable};
 
@@ -35,8 +35,8 @@ use super::rates::{fit, Rates};
 use super::scheduler::{schedule, Budget, Proposal, Verdict};
 use super::state::{Decision, ServiceState};
 use super::trigger::JobKind;
+use crate::base::properties::human_ms;
 use crate::coordination::{LeaseOutcome, RunRecord, Store};
-use crate::properties::human_ms;
 
 /// Receives the service's log lines (job started, finished, failed; what it waits for).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;

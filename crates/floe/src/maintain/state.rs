@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
-use crate::operation::Cost;
-use crate::server::exposition::{self, Family};
+use crate::base::cost::Cost;
+use crate::base::server::exposition::{self, Family};
 
 /// Samples kept per table (a day at one pass every 30 s).
 pub const HISTORY_LEN: usize = 2880;
@@ -334,7 +334,7 @@ impl ServiceState {
         }
     }
 
-    /// The Prometheus text exposition (format 0.0.4), through [`crate::server::exposition`].
+    /// The Prometheus text exposition (format 0.0.4), through [`crate::base::server::exposition`].
     pub fn render_metrics(&self) -> String {
         let inner = self.lock();
         let mut out: Vec<Family> = Vec::new();

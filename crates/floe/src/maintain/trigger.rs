@@ -7,7 +7,7 @@ use std::fmt;
 
 use super::facts::TableFacts;
 use super::policy::{human_bytes, Policy, ENABLED, EXPIRE_ENABLED};
-use crate::properties::human_ms;
+use crate::base::properties::human_ms;
 
 /// The maintenance jobs `floe maintain` schedules, in the order it considers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -24,6 +24,17 @@ mod query;
 
 pub use query::Query;
 
+pub mod alter;
+pub mod append;
+pub mod change;
+pub mod clean;
+pub mod compact;
+pub mod diagnose;
+pub mod expire;
+pub mod inspect;
+pub mod refs;
+pub mod sql;
+
 use std::future::Future;
 use std::sync::Arc;
 
@@ -31,9 +42,9 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 use serde::Serialize;
 
+use crate::base::cost::{Cost, Costed, Progress, ProgressFn};
+use crate::base::error::Result;
 use crate::catalog::Catalog;
-use crate::error::Result;
-use crate::operation::{Cost, Costed, Progress, ProgressFn};
 
 /// The clock an operation reads "now" from, in epoch milliseconds (tests set a fixed one).
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;

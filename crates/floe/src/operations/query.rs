@@ -10,7 +10,7 @@
 
 use std::future::Future;
 
-use crate::error::Result;
+use crate::base::error::Result;
 
 /// The contract of a read-only query (see the module docs).
 pub trait Query: Sized + Send {

@@ -14,7 +14,7 @@ use arrow::datatypes::Decimal128Type;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use arrow_schema::DataType;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::records::value::{arrow_value, build, match_columns, BadValue, Cell, Node, Plan};
 
 pub use crate::records::value::TextSource;

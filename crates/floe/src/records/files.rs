@@ -12,7 +12,7 @@ use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::records::convert::{conform, Origin, TextSource};
 use crate::records::ndjson;
 pub use crate::records::value::BadValue;

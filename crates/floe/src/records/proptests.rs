@@ -178,7 +178,7 @@ fn object() -> impl Strategy<Value = String> {
     })
 }
 
-fn read_all(path: &std::path::Path, format: InputFormat) -> crate::error::Result<usize> {
+fn read_all(path: &std::path::Path, format: InputFormat) -> crate::base::error::Result<usize> {
     let mut r = InputReader::open(path, Some(format), schema())?;
     let mut rows = 0;
     while let Some(b) = r.next_batch()? {

@@ -4,7 +4,7 @@
 use futures::StreamExt;
 use iceberg::io::FileIO;
 
-use crate::operation::{Progress, ProgressFn};
+use crate::base::cost::{Progress, ProgressFn};
 use crate::storage::fence::Fence;
 
 /// Concurrent deletes.

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use iceberg::io::FileIO;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// A file found on storage.
 #[derive(Debug, Clone)]
@@ -123,12 +123,12 @@ pub fn local_dir(location: &str) -> Option<PathBuf> {
 /// Lists every file under `location` recursively, on the storage `file_io` talks to. Paths
 /// come back in the location's own form (`file://` prefix kept when the location has one).
 pub async fn list_files(file_io: &FileIO, location: &str) -> Result<Vec<ListedFile>> {
-    crate::fault::probe("list", location);
+    crate::base::fault::probe("list", location);
     let listed = if crate::storage::cloud::is_cloud(location) {
         let storage = crate::storage::cloud::CloudStorage::new(file_io.config().props().clone());
         Some(storage.list(location).await.map_err(|e| Error::Storage {
             location: location.to_string(),
-            reason: crate::error::describe_iceberg(&e),
+            reason: crate::base::error::describe_iceberg(&e),
             source: Some(Box::new(e)),
         })?)
     } else if crate::storage::is_s3(location) {

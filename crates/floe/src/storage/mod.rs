@@ -40,7 +40,7 @@ use iceberg::io::{
 };
 use iceberg_storage_opendal::{OpenDalResolvingStorageFactory, OpenDalStorageFactory};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// True for the S3 family of schemes.
 pub fn is_s3(location: &str) -> bool {
@@ -302,7 +302,7 @@ impl S3Lister {
         let fail = |e: opendal::Error| {
             storage_error(
                 &with_endpoint(&self.props, location),
-                crate::error::describe_opendal(&e),
+                crate::base::error::describe_opendal(&e),
                 e,
             )
         };

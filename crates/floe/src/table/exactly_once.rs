@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use iceberg::spec::Snapshot;
 use iceberg::table::Table;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 pub use crate::table::watermarks::FLOE_WRITER_ID;
 
 /// Next position per stream (Kafka: `kafka:<topic>:<partition>` -> next offset; files:

@@ -5,7 +5,7 @@
 
 use iceberg::{NamespaceIdent, TableIdent};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Parses `ns.table` (the last dot separates the table name; namespaces may be nested).
 pub fn parse_table_ident(s: &str) -> Result<TableIdent> {

@@ -6,7 +6,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataFile, Manifest, ManifestFile, Snapshot};
 use iceberg::table::Table;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Manifests read at once.
 pub(crate) const MANIFEST_READ_CONCURRENCY: usize = 16;

@@ -22,7 +22,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, TableMetadata};
 use iceberg::table::Table;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 pub use ident::{ident_string, parse_namespace, parse_table_ident, validate_name};
 
 /// Reads a `metadata.json`, mapping failures to a clear [`Error::Metadata`].
@@ -117,7 +117,7 @@ pub fn read_file_columns(
     path: &str,
     size: u64,
     project: Vec<i32>,
-) -> crate::error::Result<iceberg::scan::ArrowRecordBatchStream> {
+) -> crate::base::error::Result<iceberg::scan::ArrowRecordBatchStream> {
     let task = iceberg::scan::FileScanTask {
         file_size_in_bytes: size,
         start: 0,

@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataContentType, ManifestContentType, ManifestFile};
 use iceberg::table::Table;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Manifest lists and manifests read concurrently.
 const READ_CONCURRENCY: usize = 16;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 fn def_err(what: &'static str, fragment: &str, reason: impl Into<String>) -> Error {
     Error::InvalidDefinition {

@@ -28,7 +28,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, FieldRef, Fields, SchemaRef};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// `batch` in `target` (an Arrow schema with Iceberg field ids), its columns matched by field id.
 pub fn to_schema(batch: RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {

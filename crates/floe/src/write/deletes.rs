@@ -23,7 +23,7 @@ use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Writes an equality delete file for an unpartitioned table: `rows` (in the table schema)
 /// give the values of `columns` to delete. Returns the delete files (not committed).
@@ -58,7 +58,7 @@ pub async fn write_equality_deletes(
         ParquetWriterBuilder::new(crate::write::parquet_properties(table)?, delete_schema);
     let rolling = RollingFileWriterBuilder::new(
         parquet,
-        crate::properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT as usize,
+        crate::base::properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT as usize,
         table.file_io().clone(),
         DefaultLocationGenerator::new(md)?,
         DefaultFileNameGenerator::new(

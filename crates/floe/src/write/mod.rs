@@ -32,8 +32,8 @@ use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::error::{Error, Result};
-use crate::properties;
+use crate::base::error::{Error, Result};
+use crate::base::properties;
 
 /// Rows per Arrow batch floe reads and writes (input files, compaction's sorted output).
 pub const BATCH_ROWS: usize = 8192;

@@ -27,7 +27,7 @@ use iceberg::spec::{
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::write::conform::field_id;
 
 /// Where a data file goes and what it belongs to.

@@ -16,8 +16,8 @@ use futures::TryStreamExt;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
+use crate::base::error::Result;
 use crate::commit::{producer, CommitOutcome, Committer, Produced, SnapshotUpdate};
-use crate::error::Result;
 use crate::write::{TableWriter, WriteOptions};
 
 /// Data files of one commit and the id of the schema they were written in.
@@ -67,7 +67,7 @@ impl Staged {
                 while let Some(batch) = rows.try_next().await? {
                     writer.write(batch).await?;
                 }
-                Ok::<_, crate::error::Error>(())
+                Ok::<_, crate::base::error::Error>(())
             };
             if let Err(e) = read.await {
                 writer.abort().await;

@@ -45,7 +45,7 @@ async fn namespaces_and_tables_round_trip_and_errors_are_clear() {
         .to_string();
     let files_before = walk(&location);
     assert!(files_before > 0);
-    floe::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
         .purge(true)
         .execute()
         .await
@@ -115,12 +115,12 @@ async fn postgres_catalog_creates_appends_and_commits() {
     // A second connection sees the same pointer and can commit on top.
     let other = fx.second_connection().await;
     let b = fx.batch(&ident, 250, 300).await;
-    floe::append::AppendBuilder::from_batches(&other, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&other, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (300, sum_ids(0, 300)));
-    floe::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
         .purge(true)
         .execute()
         .await
@@ -165,7 +165,7 @@ async fn catalog_created_by_pyiceberg_works_in_floe_and_back() {
     // ... appends to it ...
     let table = catalog.load_table(&ident).await.unwrap();
     let batch = crate::common::make_batch(&table, 600, 700);
-    floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
+    floe::operations::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
         .execute()
         .await
         .unwrap();
@@ -194,10 +194,11 @@ async fn a_locked_sqlite_catalog_is_a_clear_error_and_commits_nothing() {
         .execute(&mut locker)
         .await
         .unwrap();
-    let err = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
-        .execute()
-        .await
-        .unwrap_err();
+    let err =
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .execute()
+            .await
+            .unwrap_err();
     assert!(matches!(err, Error::Catalog { .. }), "{err}");
     assert!(err.to_string().contains("locked"), "{err}");
     sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();

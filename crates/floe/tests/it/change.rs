@@ -1,4 +1,4 @@
-//! Row-level changes (`floe::change`): upserts by primary key and `delete --where` keep a
+//! Row-level changes (`floe::operations::change`): upserts by primary key and `delete --where` keep a
 //! table equal to a reference model (a map by key fed the same changes) after every commit,
 //! read by floe, PyIceberg and DuckDB, and after compaction and expiry; concurrent writers
 //! never leave a key live twice; bad requests name the problem.
@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, StringArray};
 use arrow::record_batch::RecordBatch;
-use floe::change::delete::{DeleteBuilder, DeleteMode};
 use floe::iceberg::spec::DataContentType;
 use floe::iceberg::TableIdent;
+use floe::operations::change::delete::{DeleteBuilder, DeleteMode};
 
 use crate::common::{outcome, run_python, table_state, Fixture};
 
@@ -75,11 +75,13 @@ pub(crate) fn model_rows(model: &Model) -> Vec<Vec<String>> {
 
 /// The table's rows as floe's SQL reads them (same text form as the Python readers).
 pub(crate) async fn floe_rows(fx: &Fixture, table: &str) -> Vec<Vec<String>> {
-    let batches =
-        floe::sql::SqlBuilder::new(&fx.catalog, format!("SELECT id, region, v FROM {table}"))
-            .query()
-            .await
-            .unwrap();
+    let batches = floe::operations::sql::SqlBuilder::new(
+        &fx.catalog,
+        format!("SELECT id, region, v FROM {table}"),
+    )
+    .query()
+    .await
+    .unwrap();
     let mut rows = Vec::new();
     for b in batches {
         let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
@@ -161,12 +163,16 @@ async fn upserts_and_deletes_match_a_reference_model_in_every_reader() {
                 })
                 .collect();
             let b = batch(&fx, &ident, &rows).await;
-            let m = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
-                .with_mode(floe::append::AppendMode::Upsert)
-                .with_key(None)
-                .execute()
-                .await
-                .unwrap();
+            let m = floe::operations::append::AppendBuilder::from_batches(
+                &fx.catalog,
+                ident.clone(),
+                vec![b],
+            )
+            .with_mode(floe::operations::append::AppendMode::Upsert)
+            .with_key(None)
+            .execute()
+            .await
+            .unwrap();
             let before = model.len();
             let mut replaced = 0u64;
             let mut batch_keys = std::collections::BTreeSet::new();
@@ -209,7 +215,7 @@ async fn upserts_and_deletes_match_a_reference_model_in_every_reader() {
         assert_readers_match_model(&fx, name, &model, "the last change");
 
         // Compaction applies the deletes and drops the delete files no live file needs.
-        let c = floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+        let c = floe::operations::compact::CompactBuilder::new(&fx.catalog, ident.clone())
             .with_option("rewrite-all", "true")
             .execute()
             .await
@@ -224,7 +230,7 @@ async fn upserts_and_deletes_match_a_reference_model_in_every_reader() {
         assert_readers_match_model(&fx, name, &model, "compaction");
 
         // Expiry of everything but the current snapshot changes no row.
-        floe::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
+        floe::operations::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
             .older_than(std::time::Duration::ZERO)
             .retain_last(1)
             .execute()
@@ -245,7 +251,7 @@ async fn an_upsert_planned_before_a_compaction_finds_the_rows_again() {
             .map(|i| (round * 50 + i, "eu".to_string(), i))
             .collect();
         let b = batch(&fx, &ident, &rows).await;
-        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
             .execute()
             .await
             .unwrap();
@@ -255,7 +261,7 @@ async fn an_upsert_planned_before_a_compaction_finds_the_rows_again() {
     }
     // The upsert locates its rows on this table...
     let stale = fx.load(&ident).await;
-    let mut keys = floe::change::keys::KeyIndex::for_table(&stale, None).unwrap();
+    let mut keys = floe::operations::change::keys::KeyIndex::for_table(&stale, None).unwrap();
     let changes: Vec<_> = (0..300)
         .step_by(7)
         .map(|id| (id, "eu".to_string(), 7777))
@@ -266,8 +272,15 @@ async fn an_upsert_planned_before_a_compaction_finds_the_rows_again() {
     let find = |t: floe::iceberg::table::Table| {
         let keys = keys.clone();
         async move {
-            let tasks = floe::change::locate::candidates(&t, keys.prune()).await?;
-            floe::change::locate::locate(&t, tasks, &keys.field_ids, keys.matcher(), None).await
+            let tasks = floe::operations::change::locate::candidates(&t, keys.prune()).await?;
+            floe::operations::change::locate::locate(
+                &t,
+                tasks,
+                &keys.field_ids,
+                keys.matcher(),
+                None,
+            )
+            .await
         }
     };
     let first = find(stale.clone()).await.unwrap();
@@ -276,20 +289,26 @@ async fn an_upsert_planned_before_a_compaction_finds_the_rows_again() {
         changes.len()
     );
     // ...then a compaction rewrites every file it located rows in...
-    let c = floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+    let c = floe::operations::compact::CompactBuilder::new(&fx.catalog, ident.clone())
         .with_option("rewrite-all", "true")
         .execute()
         .await
         .unwrap();
     assert_eq!(c.rewritten_files, 6);
     // ...and the commit, started on the stale table, locates again on the new one.
-    let files = floe::append::write_files(&stale, vec![b], &Default::default())
+    let files = floe::operations::append::write_files(&stale, vec![b], &Default::default())
         .await
         .unwrap();
-    let delta =
-        floe::change::commit_row_delta(&fx.catalog, &ident, stale, files, Some(first), find)
-            .await
-            .unwrap();
+    let delta = floe::operations::change::commit_row_delta(
+        &fx.catalog,
+        &ident,
+        stale,
+        files,
+        Some(first),
+        find,
+    )
+    .await
+    .unwrap();
     // Located on the compacted table: one file read, every delete names a live file.
     assert_eq!(delta.searched.files, 1, "{delta:?}");
     assert_eq!(delta.deletes.rows as usize, changes.len());
@@ -326,12 +345,16 @@ async fn concurrent_upserts_of_the_same_keys_leave_one_row_per_key() {
         let a = batch(&fx, &ident, &rows(round * 10 + 1)).await;
         let b = batch(&fx, &ident, &rows(round * 10 + 2)).await;
         let (ra, rb) = tokio::join!(
-            floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![a])
-                .with_mode(floe::append::AppendMode::Upsert)
-                .with_key(None)
-                .execute(),
-            floe::append::AppendBuilder::from_batches(&other, ident.clone(), vec![b])
-                .with_mode(floe::append::AppendMode::Upsert)
+            floe::operations::append::AppendBuilder::from_batches(
+                &fx.catalog,
+                ident.clone(),
+                vec![a]
+            )
+            .with_mode(floe::operations::append::AppendMode::Upsert)
+            .with_key(None)
+            .execute(),
+            floe::operations::append::AppendBuilder::from_batches(&other, ident.clone(), vec![b])
+                .with_mode(floe::operations::append::AppendMode::Upsert)
                 .with_key(None)
                 .execute(),
         );
@@ -366,7 +389,7 @@ async fn copy_on_write_deletes_rewrite_files_and_whole_file_deletes_write_nothin
             .map(|id| (round * 90 + id, REGIONS[(id % 3) as usize].to_string(), id))
             .collect();
         let b = batch(&fx, &ident, &rows).await;
-        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
             .execute()
             .await
             .unwrap();
@@ -421,7 +444,7 @@ async fn bad_requests_name_the_problem_and_change_nothing() {
     let fx = Fixture::new().await;
     let ident = pk_table(&fx, "db.bad", false).await;
     let b = batch(&fx, &ident, &[(1, "eu".into(), 1)]).await;
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
@@ -446,22 +469,27 @@ async fn bad_requests_name_the_problem_and_change_nothing() {
     // No primary key, no --key: refused naming the remedy.
     let plain = fx.table("db.plain", None).await;
     let pb = fx.batch(&plain, 0, 3).await;
-    let e = floe::append::AppendBuilder::from_batches(&fx.catalog, plain.clone(), vec![pb.clone()])
-        .with_mode(floe::append::AppendMode::Upsert)
-        .with_key(None)
-        .execute()
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = floe::operations::append::AppendBuilder::from_batches(
+        &fx.catalog,
+        plain.clone(),
+        vec![pb.clone()],
+    )
+    .with_mode(floe::operations::append::AppendMode::Upsert)
+    .with_key(None)
+    .execute()
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("primary key") && e.contains("--key"), "{e}");
     // An explicit key that is not a column.
-    let e = floe::append::AppendBuilder::from_batches(&fx.catalog, plain.clone(), vec![pb])
-        .with_mode(floe::append::AppendMode::Upsert)
-        .with_key(Some(vec!["zz".into()]))
-        .execute()
-        .await
-        .unwrap_err()
-        .to_string();
+    let e =
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, plain.clone(), vec![pb])
+            .with_mode(floe::operations::append::AppendMode::Upsert)
+            .with_key(Some(vec!["zz".into()]))
+            .execute()
+            .await
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("zz"), "{e}");
     assert_eq!(
         fx.load(&ident)
@@ -483,8 +511,8 @@ async fn equality_deleted(fx: &Fixture, name: &str) -> (TableIdent, Model) {
             .map(|id| (id, REGIONS[(id % 3) as usize].to_string(), round * 100 + id))
             .collect();
         let b = batch(fx, &ident, &rows[(round as usize * 20)..]).await;
-        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
-            .with_mode(floe::append::AppendMode::Upsert)
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .with_mode(floe::operations::append::AppendMode::Upsert)
             .with_key(None)
             .execute()
             .await
@@ -512,7 +540,7 @@ async fn equality_deleted(fx: &Fixture, name: &str) -> (TableIdent, Model) {
     }
     let again = vec![(45, REGIONS[0].to_string(), 4545)];
     let b = batch(fx, &ident, &again).await;
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
@@ -526,14 +554,14 @@ async fn equality_deletes_convert_to_position_deletes_that_every_reader_applies(
     let (ident, model) = equality_deleted(&fx, "db.eq").await;
     assert_matches_model(&fx, "db.eq", &model, "equality deletes").await;
 
-    let dry = floe::change::convert::ConvertBuilder::new(&fx.catalog, ident.clone())
+    let dry = floe::operations::change::convert::ConvertBuilder::new(&fx.catalog, ident.clone())
         .plan()
         .await
         .unwrap()
         .report;
     assert_eq!(dry.equality_delete_files, 1, "{dry:?}");
     assert_eq!(dry.snapshot_id, None);
-    let m = floe::change::convert::ConvertBuilder::new(&fx.catalog, ident.clone())
+    let m = floe::operations::change::convert::ConvertBuilder::new(&fx.catalog, ident.clone())
         .execute()
         .await
         .unwrap();
@@ -592,19 +620,19 @@ async fn long_string_keys_and_rows_moving_partition_stay_one_row_per_key() {
         .unwrap()
     };
     for round in 0..3 {
-        let m = floe::append::AppendBuilder::from_batches(
+        let m = floe::operations::append::AppendBuilder::from_batches(
             &fx.catalog,
             ident.clone(),
             vec![make(round)],
         )
-        .with_mode(floe::append::AppendMode::Upsert)
+        .with_mode(floe::operations::append::AppendMode::Upsert)
         .with_key(None)
         .execute()
         .await
         .unwrap();
         assert_eq!(m.replaced_rows, if round == 0 { 0 } else { 40 }, "{m:?}");
     }
-    let b = floe::sql::SqlBuilder::new(
+    let b = floe::operations::sql::SqlBuilder::new(
         &fx.catalog,
         "SELECT count(*) AS n, count(DISTINCT k) AS d, min(v) AS lo FROM db.long",
     )
@@ -642,18 +670,18 @@ async fn deletes_of_rows_in_an_older_partition_spec_go_in_that_spec() {
             .collect(),
     );
     let b = batch(&fx, &ident, &first).await;
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
-        .with_mode(floe::append::AppendMode::Upsert)
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .with_mode(floe::operations::append::AppendMode::Upsert)
         .with_key(None)
         .execute()
         .await
         .unwrap();
     // The spec changes from identity(region) to bucket(4, id): old files keep spec 0.
-    let change = floe::alter::partition::PartitionEvolution {
+    let change = floe::operations::alter::partition::PartitionEvolution {
         spec: Some("bucket(4, id)".into()),
         ..Default::default()
     };
-    floe::alter::partition::AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::partition::AlterPartitionBuilder::new(&fx.catalog, ident.clone())
         .with_evolution(change)
         .execute()
         .await
@@ -665,12 +693,13 @@ async fn deletes_of_rows_in_an_older_partition_spec_go_in_that_spec() {
             .collect(),
     );
     let b = batch(&fx, &ident, &second).await;
-    let m = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
-        .with_mode(floe::append::AppendMode::Upsert)
-        .with_key(None)
-        .execute()
-        .await
-        .unwrap();
+    let m =
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .with_mode(floe::operations::append::AppendMode::Upsert)
+            .with_key(None)
+            .execute()
+            .await
+            .unwrap();
     assert_eq!(m.replaced_rows, 45, "{m:?}");
     let d = DeleteBuilder::new(&fx.catalog, ident.clone(), "v < 30")
         .execute()
@@ -810,7 +839,7 @@ async fn deletes_and_compactions_on_floats_select_the_rows_sql_selects_nan_inclu
 
     // compact --where keeps the files holding a matching row: the NaN files, and the file
     // without NaN counts (it may hold one).
-    let m = floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+    let m = floe::operations::compact::CompactBuilder::new(&fx.catalog, ident.clone())
         .with_where(Some("f > 1.5".into()))
         .with_option("rewrite-all", "true")
         .plan()
@@ -863,7 +892,7 @@ async fn time_functions_in_a_delete_mean_one_instant_recorded_in_the_snapshot() 
         assert!(m.now.is_some(), "{filter}: {m:?}");
     }
     // compact --where takes them too.
-    floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::compact::CompactBuilder::new(&fx.catalog, ident.clone())
         .with_where(Some("ts < now() - interval '30 days'".into()))
         .plan()
         .await
@@ -916,7 +945,7 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
         .map(|id| (id, REGIONS[(id % 3) as usize].to_string(), id))
         .collect();
     let b = batch(&fx, &ident, &rows).await;
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
@@ -977,7 +1006,7 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
     // An upsert replaces live rows only.
     let ident = pk_table(&fx, "db.equp", false).await;
     let b = batch(&fx, &ident, &rows).await;
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
@@ -995,12 +1024,13 @@ async fn counts_and_position_deletes_skip_rows_an_equality_delete_removed() {
         .map(|&id| (id, REGIONS[(id % 3) as usize].to_string(), 100 + id))
         .collect();
     let b = batch(&fx, &ident, &again).await;
-    let m = floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
-        .with_mode(floe::append::AppendMode::Upsert)
-        .with_key(None)
-        .execute()
-        .await
-        .unwrap();
+    let m =
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .with_mode(floe::operations::append::AppendMode::Upsert)
+            .with_key(None)
+            .execute()
+            .await
+            .unwrap();
     assert_eq!(m.replaced_rows, 1, "{m:?}");
     assert_eq!(
         crate::common::count_where(&fx.catalog, "db.equp", "true").await,
@@ -1018,10 +1048,14 @@ async fn twin_tables(fx: &Fixture, names: [&str; 2], partitioned: bool) -> [Tabl
                 .map(|id| (round * 60 + id, REGIONS[(id % 3) as usize].to_string(), id))
                 .collect();
             let b = batch(fx, &ident, &rows).await;
-            floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
-                .execute()
-                .await
-                .unwrap();
+            floe::operations::append::AppendBuilder::from_batches(
+                &fx.catalog,
+                ident.clone(),
+                vec![b],
+            )
+            .execute()
+            .await
+            .unwrap();
         }
         out.push(ident);
     }
@@ -1078,7 +1112,7 @@ async fn a_conversion_plan_changes_nothing_and_applying_it_is_executing() {
     let fx = Fixture::new().await;
     let (a, model) = equality_deleted(&fx, "db.eqa").await;
     let (b, _) = equality_deleted(&fx, "db.eqb").await;
-    let builder = floe::change::convert::ConvertBuilder::new(&fx.catalog, a.clone());
+    let builder = floe::operations::change::convert::ConvertBuilder::new(&fx.catalog, a.clone());
     let before = table_state(&fx, &a).await;
     let plan = builder.plan().await.unwrap();
     assert!(plan.report.dry_run && plan.report.snapshot_id.is_none());
@@ -1093,7 +1127,7 @@ async fn a_conversion_plan_changes_nothing_and_applying_it_is_executing() {
         !applied.dry_run && applied.snapshot_id.is_some(),
         "{applied:?}"
     );
-    let executed = floe::change::convert::ConvertBuilder::new(&fx.catalog, b.clone())
+    let executed = floe::operations::change::convert::ConvertBuilder::new(&fx.catalog, b.clone())
         .execute()
         .await
         .unwrap();

@@ -1,7 +1,6 @@
 //! The commit path: append, rewrite and delete snapshots, sequence numbers, summaries,
 //! compare-and-swap races and validation (`crates/floe/src/commit/mod.rs`; Iceberg spec, "Commit Conflict Resolution and Retry").
 
-use floe::operations::Operation as _;
 use std::collections::HashMap;
 
 use floe::commit::{self, SnapshotUpdate};
@@ -17,7 +16,7 @@ use crate::common::{count_and_sum, rewrite_all, sum_ids, Fixture};
 async fn more_retries(fx: &Fixture, ident: &floe::iceberg::TableIdent) {
     let mut props = HashMap::new();
     props.insert("commit.retry.num-retries".to_string(), "20".to_string());
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_properties(props)
         .execute()
         .await
@@ -69,7 +68,7 @@ async fn append_reads_only_the_parent_manifest_list_not_old_manifests() {
         std::fs::write(m.manifest_path.trim_start_matches("file://"), b"garbage").unwrap();
     }
     let b = fx.batch(&ident, 50, 60).await;
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
@@ -93,7 +92,7 @@ async fn appends_merge_small_manifests_past_min_count_to_merge() {
         "commit.manifest.min-count-to-merge".to_string(),
         "4".to_string(),
     );
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_properties(props)
         .execute()
         .await
@@ -169,7 +168,7 @@ async fn rewrite_of_a_file_removed_concurrently_fails_cleanly() {
         .await
         .unwrap();
     // The rewrite planned on `start` must fail, and its output must be gone.
-    let new_files = floe::append::write_files(
+    let new_files = floe::operations::append::write_files(
         &start,
         vec![crate::common::make_batch(&start, 0, 20)],
         &Default::default(),
@@ -221,10 +220,14 @@ async fn two_writers_racing_appends_both_land_exactly_once() {
             for i in 0..8i64 {
                 let from = (w as i64) * 1000 + i * 10;
                 let batch = crate::common::make_batch(&table, from, from + 10);
-                floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
-                    .execute()
-                    .await
-                    .unwrap();
+                floe::operations::append::AppendBuilder::from_batches(
+                    &catalog,
+                    ident.clone(),
+                    vec![batch],
+                )
+                .execute()
+                .await
+                .unwrap();
             }
         }));
     }
@@ -257,10 +260,14 @@ async fn rewrite_racing_appends_keeps_every_row() {
     let appender = tokio::spawn(async move {
         for i in 6..16i64 {
             let batch = crate::common::make_batch(&table, i * 10, i * 10 + 10);
-            floe::append::AppendBuilder::from_batches(&writer, ident2.clone(), vec![batch])
-                .execute()
-                .await
-                .unwrap();
+            floe::operations::append::AppendBuilder::from_batches(
+                &writer,
+                ident2.clone(),
+                vec![batch],
+            )
+            .execute()
+            .await
+            .unwrap();
         }
     });
     let (before, _) = rewrite_all(&fx.catalog, &ident).await;
@@ -283,7 +290,7 @@ async fn lost_race_is_retried_and_attempt_files_are_removed() {
     fx.append(&ident, 0, 10).await;
     // Prepare a commit on the current table, let another writer win, then try to commit the stale one.
     let stale = fx.load(&ident).await;
-    let files = floe::append::write_files(
+    let files = floe::operations::append::write_files(
         &stale,
         vec![crate::common::make_batch(&stale, 10, 20)],
         &Default::default(),
@@ -340,7 +347,7 @@ async fn old_metadata_files_are_deleted_past_previous_versions_max() {
         "write.metadata.previous-versions-max".to_string(),
         "2".to_string(),
     );
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_properties(props)
         .execute()
         .await
@@ -462,7 +469,7 @@ async fn a_rewrite_of_many_files_rolls_its_manifests() {
 /// Data files written for `ident` (not committed) and their paths.
 async fn staged_files(fx: &Fixture, ident: &floe::iceberg::TableIdent) -> Vec<String> {
     let t = fx.load(ident).await;
-    let files = floe::append::write_files(
+    let files = floe::operations::append::write_files(
         &t,
         vec![crate::common::make_batch(&t, 0, 10)],
         &Default::default(),

@@ -14,7 +14,6 @@ use arrow::record_batch::RecordBatch;
 use floe::catalog::{parse_table_ident, Catalog, CatalogConfig, NewTable};
 use floe::iceberg::table::Table;
 use floe::iceberg::TableIdent;
-use floe::operations::Operation as _;
 
 pub struct Fixture {
     pub _dir: tempfile::TempDir,
@@ -85,7 +84,7 @@ impl Fixture {
     /// Sets one table property.
     pub async fn set_property(&self, ident: &TableIdent, key: &str, value: &str) {
         let props = std::collections::HashMap::from([(key.to_string(), value.to_string())]);
-        floe::alter::AlterPropertiesBuilder::new(&self.catalog, ident.clone())
+        floe::operations::alter::AlterPropertiesBuilder::new(&self.catalog, ident.clone())
             .with_properties(props)
             .execute()
             .await
@@ -114,7 +113,7 @@ impl Fixture {
 
     pub async fn append(&self, ident: &TableIdent, from: i64, to: i64) -> i64 {
         let b = self.batch(ident, from, to).await;
-        floe::append::AppendBuilder::from_batches(&self.catalog, ident.clone(), vec![b])
+        floe::operations::append::AppendBuilder::from_batches(&self.catalog, ident.clone(), vec![b])
             .execute()
             .await
             .unwrap()
@@ -132,7 +131,7 @@ impl Fixture {
 /// partition and bounds).
 pub async fn count_where(catalog: &Catalog, table: &str, predicate: &str) -> i64 {
     let sql = format!("SELECT count(*) FROM {table} WHERE {predicate}");
-    let b = floe::sql::SqlBuilder::new(catalog, &sql)
+    let b = floe::operations::sql::SqlBuilder::new(catalog, &sql)
         .query()
         .await
         .unwrap();
@@ -148,7 +147,7 @@ pub async fn count_and_sum(catalog: &Catalog, ident: &TableIdent) -> (i64, i64) 
         "SELECT count(*) AS n, coalesce(sum(id), 0) AS s FROM {}",
         floe::catalog::ident_string(ident)
     );
-    let b = floe::sql::SqlBuilder::new(catalog, &sql)
+    let b = floe::operations::sql::SqlBuilder::new(catalog, &sql)
         .query()
         .await
         .unwrap();
@@ -324,7 +323,7 @@ pub async fn rewrite_all(catalog: &Catalog, ident: &TableIdent) -> (usize, usize
         .into_iter()
         .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()).unwrap())
         .collect();
-    let files = floe::append::write_files(&table, batches, &Default::default())
+    let files = floe::operations::append::write_files(&table, batches, &Default::default())
         .await
         .unwrap();
     let after = files.len();

@@ -1,7 +1,7 @@
 //! Compaction: rows and content unchanged (also for PyIceberg and DuckDB), concurrent writers
 //! keep their rows, conflicting groups fail alone and leave nothing behind.
 
-use floe::compact::{CompactBuilder, CompactMetrics};
+use floe::operations::compact::{CompactBuilder, CompactMetrics};
 use floe::operations::Operation;
 
 use crate::common::{count_where, read_with_python as read, sum_ids, Fixture};
@@ -151,7 +151,7 @@ async fn appends_committed_during_compaction_are_all_present() {
     let appender = tokio::spawn(async move {
         for i in 10..30i64 {
             let b = crate::common::make_batch(&table, i * 20, i * 20 + 20);
-            floe::append::AppendBuilder::from_batches(&writer, id2.clone(), vec![b])
+            floe::operations::append::AppendBuilder::from_batches(&writer, id2.clone(), vec![b])
                 .execute()
                 .await
                 .unwrap();
@@ -601,11 +601,11 @@ async fn zero_concurrency_or_commit_budget_is_refused_not_clamped() {
 /// then does what the plan said.
 #[tokio::test]
 async fn every_operation_plans_its_cost_without_changing_the_table() {
-    use floe::clean::metadata_files::CleanMetadataBuilder;
-    use floe::clean::orphans::OrphanBuilder;
-    use floe::clean::rewrite_manifests::RewriteManifestsBuilder;
-    use floe::expire::ExpireBuilder;
-    use floe::operation::Costed;
+    use floe::base::cost::Costed;
+    use floe::operations::clean::metadata_files::CleanMetadataBuilder;
+    use floe::operations::clean::orphans::OrphanBuilder;
+    use floe::operations::clean::rewrite_manifests::RewriteManifestsBuilder;
+    use floe::operations::expire::ExpireBuilder;
 
     let fx = Fixture::new().await;
     let ident = fx.table("db.ev", Some("day(ts)")).await;
@@ -624,7 +624,7 @@ async fn every_operation_plans_its_cost_without_changing_the_table() {
     let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = events.clone();
     let compact = CompactBuilder::new(&fx.catalog, ident.clone())
-        .with_progress(move |p: &floe::operation::Progress| sink.lock().unwrap().push(*p));
+        .with_progress(move |p: &floe::base::cost::Progress| sink.lock().unwrap().push(*p));
     let planned = compact.plan().await.unwrap();
     assert!(events.lock().unwrap().is_empty(), "plan() reports nothing");
     let cost = planned.cost();

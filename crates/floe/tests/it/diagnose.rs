@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow::array::{Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
 use arrow::record_batch::RecordBatch;
-use floe::diagnose::{compare, DiagnoseBuilder, SavedReport};
 use floe::iceberg::table::Table;
+use floe::operations::diagnose::{compare, DiagnoseBuilder, SavedReport};
 
 use crate::common::{rewrite_all, Fixture};
 
@@ -47,7 +47,7 @@ async fn diagnose_names_over_partitioning_and_suggests_a_coarser_spec() {
         .await;
     for hour in 0..30 {
         let t = fx.load(&ident).await;
-        floe::append::AppendBuilder::from_batches(
+        floe::operations::append::AppendBuilder::from_batches(
             &fx.catalog,
             ident.clone(),
             vec![hour_batch(&t, hour, 50)],
@@ -100,12 +100,12 @@ async fn diagnose_names_over_partitioning_and_suggests_a_coarser_spec() {
         obs.action.as_deref(),
         Some("floe table evolve-partition h.hourly --spec 'day(ts)' && floe compact h.hourly")
     );
-    let text = floe::diagnose::render::text(&r);
+    let text = floe::operations::diagnose::render::text(&r);
     assert!(
         text.contains("[x] Partition spec is finer than the data rate"),
         "{text}"
     );
-    let html = floe::diagnose::render::html(&r);
+    let html = floe::operations::diagnose::render::html(&r);
     assert!(
         html.contains("<p><code>floe table evolve-partition h.hourly --spec 'day(ts)'</code></p>"),
         "{html}"
@@ -118,7 +118,7 @@ async fn diagnose_names_over_partitioning_and_suggests_a_coarser_spec() {
         .await;
     for hour in 0..30 {
         let t = fx.load(&daily).await;
-        floe::append::AppendBuilder::from_batches(
+        floe::operations::append::AppendBuilder::from_batches(
             &fx.catalog,
             daily.clone(),
             vec![hour_batch(&t, hour, 50)],
@@ -156,7 +156,7 @@ async fn a_saved_report_compares_before_and_after_compaction() {
     assert_eq!(saved.table, "h.cmp");
     assert_eq!(
         saved.format_version,
-        floe::diagnose::compare::SAVED_FORMAT_VERSION
+        floe::operations::diagnose::compare::SAVED_FORMAT_VERSION
     );
     assert_eq!(saved.measures.data_files, 24);
     assert_eq!(saved.report["totals"]["data_files"], 24);
@@ -194,12 +194,12 @@ async fn a_saved_report_compares_before_and_after_compaction() {
     );
     assert!(d("files < 16 KiB").before > d("files < 16 KiB").after);
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
-    let text = floe::diagnose::render::compare_text(&c);
+    let text = floe::operations::diagnose::render::compare_text(&c);
     assert!(
         text.contains("live data files") && text.contains("-21 ("),
         "{text}"
     );
-    let html = floe::diagnose::render::html_with(&after, Some(&c));
+    let html = floe::operations::diagnose::render::html_with(&after, Some(&c));
     assert!(html.contains("<h2>Before / after</h2>"));
     assert!(
         html.contains("<tr><td>live data files</td><td>24</td><td>3</td>"),
@@ -254,7 +254,7 @@ async fn compare_refuses_a_huge_or_endless_saved_report_and_out_of_range_counts(
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.json");
     let f = std::fs::File::create(&big).unwrap();
-    f.set_len(floe::diagnose::compare::MAX_SAVED_BYTES + 1)
+    f.set_len(floe::operations::diagnose::compare::MAX_SAVED_BYTES + 1)
         .unwrap();
     let err = SavedReport::read(&big).unwrap_err().to_string();
     assert!(err.contains("big.json") && err.contains("64 MiB"), "{err}");

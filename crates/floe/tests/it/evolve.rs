@@ -2,18 +2,18 @@
 //! older files into them, and floe, PyIceberg and DuckDB read the same rows before and after.
 
 use arrow::array::Int64Array;
-use floe::alter::partition::{AlterPartitionBuilder, PartitionEvolution};
-use floe::alter::schema::{AlterSchemaBuilder, SchemaChange};
-use floe::compact::CompactBuilder;
+use floe::base::cost::Costed;
 use floe::iceberg::TableIdent;
-use floe::operation::Costed;
+use floe::operations::alter::partition::{AlterPartitionBuilder, PartitionEvolution};
+use floe::operations::alter::schema::{AlterSchemaBuilder, SchemaChange};
+use floe::operations::compact::CompactBuilder;
 use floe::operations::{Operation, Query};
 
 use crate::common::{count_and_sum, read_with_python, rows, Fixture};
 
 async fn append(fx: &Fixture, ident: &TableIdent, from: i64, to: i64) {
     let b = rows(fx, ident, from, to).await;
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
@@ -202,7 +202,7 @@ async fn a_growing_schema_reads_the_same_in_every_reader_before_and_after_compac
         let catalog = &fx.catalog;
         async move {
             let mut out = Vec::new();
-            for b in floe::sql::SqlBuilder::new(catalog, sql)
+            for b in floe::operations::sql::SqlBuilder::new(catalog, sql)
                 .query()
                 .await
                 .unwrap()
@@ -257,10 +257,13 @@ async fn rows_after_change(
     table: &str,
 ) -> (Vec<String>, Vec<(i64, String, i64, Option<String>)>) {
     use arrow::array::{Array, AsArray};
-    let star = floe::sql::SqlBuilder::new(&fx.catalog, format!("SELECT * FROM {table} LIMIT 1"))
-        .query()
-        .await
-        .unwrap();
+    let star = floe::operations::sql::SqlBuilder::new(
+        &fx.catalog,
+        format!("SELECT * FROM {table} LIMIT 1"),
+    )
+    .query()
+    .await
+    .unwrap();
     let names = star[0]
         .schema()
         .fields()
@@ -269,7 +272,7 @@ async fn rows_after_change(
         .collect();
     let mut out = Vec::new();
     let q = format!("SELECT id, bee, n, extra FROM {table} ORDER BY id");
-    for b in floe::sql::SqlBuilder::new(&fx.catalog, &q)
+    for b in floe::operations::sql::SqlBuilder::new(&fx.catalog, &q)
         .query()
         .await
         .unwrap()
@@ -330,10 +333,14 @@ async fn a_table_with_no_commit_after_a_schema_change_is_read_deleted_and_compac
         assert_eq!(extra, &None, "row {id}");
     }
     // A delete on the renamed column.
-    let d = floe::change::delete::DeleteBuilder::new(&fx.catalog, ident.clone(), "bee = 'b-3'")
-        .execute()
-        .await
-        .unwrap();
+    let d = floe::operations::change::delete::DeleteBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+        "bee = 'b-3'",
+    )
+    .execute()
+    .await
+    .unwrap();
     let gone = (0..30).filter(|i| i % 7 == 3).count() as u64;
     assert_eq!(d.rows_deleted, gone);
     // Compaction of the old files into the new schema.

@@ -29,7 +29,7 @@ fn line(id: i64) -> String {
 }
 
 pub async fn count_distinct(fx: &Fixture, table: &str) -> (i64, i64, i64) {
-    let b = floe::sql::SqlBuilder::new(
+    let b = floe::operations::sql::SqlBuilder::new(
         &fx.catalog,
         format!(
             "SELECT count(*) AS n, count(DISTINCT id) AS d, coalesce(sum(id), 0) AS s FROM {table}"
@@ -502,7 +502,7 @@ async fn a_second_process_under_the_same_writer_id_is_refused() {
 
 #[tokio::test]
 async fn an_ingest_plan_shows_where_it_resumes_and_progress_counts_commits() {
-    use floe::operation::{Phase, Progress};
+    use floe::base::cost::{Phase, Progress};
     let fx = Fixture::new().await;
     fx.table("s.plan", Some("day(ts)")).await;
     let ident = floe::catalog::parse_table_ident("s.plan").unwrap();

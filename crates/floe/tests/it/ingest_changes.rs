@@ -155,13 +155,13 @@ async fn kafka_upserts_and_tombstones_match_a_reference_model_across_restarts_an
     assert!(delete_files(&fx, &ident).await > 0);
     assert_readers_match_model(&fx, "s.users", &model, "the stream");
 
-    floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::compact::CompactBuilder::new(&fx.catalog, ident.clone())
         .with_option("rewrite-all", "true")
         .execute()
         .await
         .unwrap();
     assert_eq!(delete_files(&fx, &ident).await, 0);
-    floe::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
         .older_than(Duration::ZERO)
         .retain_last(1)
         .execute()
@@ -468,7 +468,7 @@ async fn debezium_default_encodings_are_read_exactly_from_the_event_schema_and_n
     assert!(reasons[3].contains("\"ts\""), "{reasons:?}");
     assert!(reasons[4].contains("\"price\""), "{reasons:?}");
 
-    let b = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT id, CAST(price AS VARCHAR) AS price, CAST(ts AS BIGINT) AS ts, CAST(ts_ns AS BIGINT) AS ts_ns, \
+    let b = floe::operations::sql::SqlBuilder::new(&fx.catalog, "SELECT id, CAST(price AS VARCHAR) AS price, CAST(ts AS BIGINT) AS ts, CAST(ts_ns AS BIGINT) AS ts_ns, \
          CAST(ts_ms AS BIGINT) AS ts_ms, CAST(d AS VARCHAR) AS d, CAST(t_ms AS VARCHAR) AS t_ms, \
          CAST(t AS VARCHAR) AS t, CAST(t_ns AS VARCHAR) AS t_ns, CAST(zts AS BIGINT) AS zts FROM s.prices ORDER BY id").query()
     .await

@@ -9,12 +9,12 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use floe::compact::CompactBuilder;
-use floe::expire::ExpireBuilder;
 use floe::ingest::debt::{MAX_COMMIT_INTERVAL, MAX_SMALL_FILES};
 use floe::ingest::source;
 use floe::ingest::stream::{CommitReport, IngestBuilder, IngestMetrics, IngestOptions};
 use floe::maintain::in_stream::InStream;
+use floe::operations::compact::CompactBuilder;
+use floe::operations::expire::ExpireBuilder;
 use floe::table::manifests::live_files;
 
 use crate::common::Fixture;

@@ -92,7 +92,7 @@ async fn every_primitive_type_round_trips_through_pyiceberg_and_duckdb() {
         ));
     }
     std::fs::write(&path, text).unwrap();
-    floe::append::AppendBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::append::AppendBuilder::new(&fx.catalog, ident.clone())
         .with_inputs(vec![path])
         .execute()
         .await

@@ -60,7 +60,8 @@ async fn files_per_partition(fx: &Fixture, ident: &TableIdent) -> HashMap<String
     let table = fx.load(ident).await;
     let mut out = HashMap::new();
     for f in floe::table::manifests::live_files(&table).await.unwrap() {
-        let p = floe::compact::partition_path(&table, f.spec_id, Some(f.file.partition()));
+        let p =
+            floe::operations::compact::partition_path(&table, f.spec_id, Some(f.file.partition()));
         *out.entry(p).or_default() += 1;
     }
     out
@@ -504,13 +505,13 @@ async fn maintain_plans_each_job_once_and_applies_that_plan() {
     assert_eq!(compactions(&fx.catalog, &t).await, chosen("compact"));
     // Planning scanned (listed) once per plan; running the chosen jobs added nothing.
     assert_eq!(
-        floe::fault::probed("scan", &location),
+        floe::base::fault::probed("scan", &location),
         planned("compact"),
         "{:#?}",
         s.passes
     );
     assert_eq!(
-        floe::fault::probed("list", &location),
+        floe::base::fault::probed("list", &location),
         planned("remove-orphan-files"),
         "{:#?}",
         s.passes

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use floe::base::cost::Cost;
 use floe::maintain::http::serve;
 use floe::maintain::state::{Decision, ServiceState, TableStatus};
-use floe::operation::Cost;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use floe::clean::orphans::OrphanBuilder;
 use floe::commit::{Committer, SnapshotUpdate};
-use floe::expire::ExpireBuilder;
 use floe::iceberg::spec::{SnapshotReference, SnapshotRetention};
 use floe::iceberg::{TableIdent, TableUpdate};
+use floe::operations::clean::orphans::OrphanBuilder;
+use floe::operations::expire::ExpireBuilder;
 use floe::storage::listing::{list_files, local_dir};
 use floe::table::reach::reachable_from_table;
 use floe::Error;
@@ -89,9 +89,13 @@ async fn set_ref(fx: &Fixture, ident: &TableIdent, name: &str, tag: bool) {
 /// Appends rows `from..to`, as the streaming writer `w1` when `writer` is set.
 async fn append(fx: &Fixture, ident: &TableIdent, from: i64, to: i64, writer: bool) -> i64 {
     let t = fx.load(ident).await;
-    let files = floe::append::write_files(&t, vec![make_batch(&t, from, to)], &Default::default())
-        .await
-        .unwrap();
+    let files = floe::operations::append::write_files(
+        &t,
+        vec![make_batch(&t, from, to)],
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     let mut update = SnapshotUpdate::append(files);
     if writer {
         update = update.with_summary_properties(HashMap::from([
@@ -202,7 +206,7 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
             7 => {
                 // A writer crashed after writing data files, before committing them.
                 let t = fx.load(&ident).await;
-                floe::append::write_files(
+                floe::operations::append::write_files(
                     &t,
                     vec![make_batch(&t, 10_000_000, 10_000_050)],
                     &Default::default(),
@@ -211,7 +215,7 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
                 .unwrap();
             }
             _ => {
-                floe::clean::rewrite_manifests::RewriteManifestsBuilder::new(
+                floe::operations::clean::rewrite_manifests::RewriteManifestsBuilder::new(
                     &fx.catalog,
                     ident.clone(),
                 )
@@ -391,7 +395,7 @@ async fn orphan_removal_refuses_unsafe_requests() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("outside the table location"), "{e}");
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("gc.enabled", "false")
         .execute()
         .await
@@ -430,7 +434,7 @@ async fn orphan_removal_keeps_files_differing_only_by_scheme_unless_told() {
 async fn clean_metadata_removes_only_files_out_of_the_log() {
     let fx = Fixture::new().await;
     let ident = fx.table("h.meta", None).await;
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("write.metadata.previous-versions-max", "2")
         .execute()
         .await
@@ -449,10 +453,13 @@ async fn clean_metadata_removes_only_files_out_of_the_log() {
             .count()
     };
     assert_eq!(count().await, 8, "create + property + 6 appends");
-    let r = floe::clean::metadata_files::CleanMetadataBuilder::new(&fx.catalog, ident.clone())
-        .run(false)
-        .await
-        .unwrap();
+    let r = floe::operations::clean::metadata_files::CleanMetadataBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+    )
+    .run(false)
+    .await
+    .unwrap();
     assert_eq!(r.deleted.deleted, 5);
     assert_eq!(count().await, 3, "current + 2 in the log");
     assert_referenced_files_exist(&fx, &ident, "after clean-metadata").await;
@@ -473,11 +480,13 @@ async fn rewrite_manifests_merges_and_clusters_without_changing_content() {
         .unwrap()
         .len();
     assert_eq!(n_before, 12);
-    let r =
-        floe::clean::rewrite_manifests::RewriteManifestsBuilder::new(&fx.catalog, ident.clone())
-            .run(false)
-            .await
-            .unwrap();
+    let r = floe::operations::clean::rewrite_manifests::RewriteManifestsBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+    )
+    .run(false)
+    .await
+    .unwrap();
     assert_eq!(r.manifests_before, 12);
     assert_eq!(r.manifests_after, 1);
     let t = fx.load(&ident).await;
@@ -520,7 +529,7 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     for k in 0..8 {
         append(&fx, &ident, k * 50, k * 50 + 50, k == 7).await;
     }
-    let before = floe::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
+    let before = floe::operations::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
         .query()
         .await
         .unwrap();
@@ -543,7 +552,7 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     let t = fx.load(&ident).await;
     let location = local(t.metadata().location());
     std::fs::write(location.join("data/orphan.parquet"), b"x").unwrap();
-    let r = floe::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
+    let r = floe::operations::diagnose::DiagnoseBuilder::new(&fx.catalog, ident.clone())
         .query()
         .await
         .unwrap();
@@ -575,16 +584,16 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
     let filter = r.partitions[0].filter.clone().unwrap();
     assert!(filter.starts_with("ts >= '2026-01-0"), "{filter}");
     // The suggested filter is one `floe compact` accepts.
-    floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::compact::CompactBuilder::new(&fx.catalog, ident.clone())
         .with_where(Some(filter))
         .run(true)
         .await
         .unwrap();
-    let html = floe::diagnose::render::html(&r);
+    let html = floe::operations::diagnose::render::html(&r);
     assert!(
         html.starts_with("<!doctype html>") && html.contains("<svg") && !html.contains("<script")
     );
-    assert!(floe::diagnose::render::text(&r)
+    assert!(floe::operations::diagnose::render::text(&r)
         .contains("[x] Few live files, many old files retained by history"));
 }
 
@@ -592,7 +601,7 @@ async fn diagnose_reports_small_files_history_orphans_and_writers() {
 async fn expiry_racing_appends_loses_nothing() {
     let fx = Fixture::new().await;
     let ident = fx.table("h.race", Some("day(ts)")).await;
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("commit.retry.num-retries", "50")
         .execute()
         .await
@@ -603,7 +612,7 @@ async fn expiry_racing_appends_loses_nothing() {
     let appends = tokio::spawn(async move {
         for k in 1..=20i64 {
             let t = writer.load_table(&w_ident).await.unwrap();
-            let files = floe::append::write_files(
+            let files = floe::operations::append::write_files(
                 &t,
                 vec![make_batch(&t, k * 10, k * 10 + 10)],
                 &Default::default(),
@@ -653,7 +662,7 @@ async fn expiry_of_a_long_history_lands_beside_a_fast_writer() {
             let mut commits = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let b = make_batch(&table, next, next + 2);
-                floe::append::AppendBuilder::from_batches(&catalog, t.clone(), vec![b])
+                floe::operations::append::AppendBuilder::from_batches(&catalog, t.clone(), vec![b])
                     .execute()
                     .await
                     .unwrap();

@@ -5,10 +5,10 @@
 use floe::operations::Operation;
 use std::collections::{BTreeSet, HashMap};
 
-use floe::compact::position_deletes::RewriteDeletesBuilder;
-use floe::compact::CompactBuilder;
 use floe::iceberg::spec::{DataContentType, PrimitiveLiteral, Struct};
 use floe::iceberg::TableIdent;
+use floe::operations::compact::position_deletes::RewriteDeletesBuilder;
+use floe::operations::compact::CompactBuilder;
 
 use crate::common::{outcome, read_with_python as read, sum_ids, table_state, Fixture};
 

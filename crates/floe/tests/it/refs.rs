@@ -1,14 +1,14 @@
-//! Tags and branches (`floe::refs`): created and dropped as metadata-only commits, refused
+//! Tags and branches (`floe::operations::refs`): created and dropped as metadata-only commits, refused
 //! clearly when wrong, honoured by expiry (a tag keeps its snapshot until its max-ref-age
 //! passes; a dropped tag keeps nothing), and seen by PyIceberg.
 
-use floe::operation::Costed;
+use floe::base::cost::Costed;
 use floe::operations::Operation;
 use std::time::Duration;
 
-use floe::expire::ExpireBuilder;
 use floe::iceberg::TableIdent;
-use floe::refs::{list_refs, CreateRefBuilder, DropRefBuilder, NewRef, RefKind};
+use floe::operations::expire::ExpireBuilder;
+use floe::operations::refs::{list_refs, CreateRefBuilder, DropRefBuilder, NewRef, RefKind};
 
 use crate::common::{run_python, sum_ids, Fixture};
 
@@ -28,7 +28,7 @@ fn tag_at(id: i64) -> NewRef {
     }
 }
 
-async fn expire_all(fx: &Fixture, ident: &TableIdent) -> floe::expire::ExpireMetrics {
+async fn expire_all(fx: &Fixture, ident: &TableIdent) -> floe::operations::expire::ExpireMetrics {
     ExpireBuilder::new(&fx.catalog, ident.clone())
         .older_than(Duration::ZERO)
         .retain_last(1)

@@ -3,9 +3,9 @@
 //! DuckDB), and the path is refused where it would change the table: deletes to apply, an
 //! older schema, a sorted rewrite, small row groups under `auto`, bloom filters.
 
-use floe::compact::{CompactBuilder, CompactMetrics};
 use floe::iceberg::spec::{DataContentType, DataFile, Struct};
 use floe::iceberg::TableIdent;
+use floe::operations::compact::{CompactBuilder, CompactMetrics};
 use floe::operations::Operation;
 
 use crate::common::{read_with_python as read, rows, sum_ids, Fixture};
@@ -180,14 +180,14 @@ async fn inputs_with_deletes_an_older_schema_or_a_sort_are_decoded() {
     for i in 0..3 {
         fx.append(&ident, i * 1000, i * 1000 + 1000).await;
     }
-    floe::alter::schema::AlterSchemaBuilder::new(&fx.catalog, ident.clone())
-        .with_changes([floe::alter::schema::SchemaChange::add("n int").unwrap()])
+    floe::operations::alter::schema::AlterSchemaBuilder::new(&fx.catalog, ident.clone())
+        .with_changes([floe::operations::alter::schema::SchemaChange::add("n int").unwrap()])
         .execute()
         .await
         .unwrap();
     for i in 3..5 {
         let b = rows(&fx, &ident, i * 1000, i * 1000 + 1000).await;
-        floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
             .execute()
             .await
             .unwrap();

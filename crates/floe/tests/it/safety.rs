@@ -1,5 +1,5 @@
 //! Deletes stay inside their table: every delete path (orphan removal, expiry cleanup, drop
-//! --purge, failed writes) obeys the table's fence (`crates/floe/src/clean/fence.rs`), and
+//! --purge, failed writes) obeys the table's fence (`crates/floe/src/operations/clean/fence.rs`), and
 //! names that would escape or nest are refused at create time. Each test reproduces an attack
 //! that broke an earlier version.
 
@@ -7,12 +7,12 @@ use floe::operations::Operation;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use floe::base::error::Error;
 use floe::catalog::parse_table_ident;
-use floe::clean::orphans::OrphanBuilder;
-use floe::clean::purge::DropBuilder;
-use floe::error::Error;
-use floe::expire::ExpireBuilder;
 use floe::iceberg::TableIdent;
+use floe::operations::clean::orphans::OrphanBuilder;
+use floe::operations::clean::purge::DropBuilder;
+use floe::operations::expire::ExpireBuilder;
 
 use crate::common::{files_under, run_python, Fixture};
 
@@ -633,10 +633,11 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
         ],
     )
     .unwrap();
-    let err = floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
-        .execute()
-        .await
-        .expect_err("6 MiB of hex text (~3 MiB compressed) cannot fit on a 2 MiB disk");
+    let err =
+        floe::operations::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![batch])
+            .execute()
+            .await
+            .expect_err("6 MiB of hex text (~3 MiB compressed) cannot fit on a 2 MiB disk");
     let msg = err.to_string().to_lowercase();
     assert!(msg.contains("no space left"), "{msg}");
     // The error names the data file being written (under the table's data directory).
@@ -652,7 +653,7 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
     // 2. A property commit and a table create on a full disk: no metadata.json left behind.
     let filler = disk.fill();
     let props = std::collections::HashMap::from([("k".to_string(), "v".to_string())]);
-    let err = floe::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
+    let err = floe::operations::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
         .with_properties(props.clone())
         .execute()
         .await
@@ -678,7 +679,7 @@ async fn a_full_disk_leaves_no_partial_file_and_names_the_problem() {
 
     // 3. With space again, the next commit takes the next version and the table reads.
     std::fs::remove_file(filler).unwrap();
-    floe::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&catalog, ident.clone())
         .with_properties(props)
         .execute()
         .await
@@ -725,7 +726,7 @@ async fn a_full_disk_delete_leaves_no_partial_delete_file_and_names_it() {
         .unwrap();
     let table = catalog.load_table(&ident).await.unwrap();
     let b = crate::common::make_batch(&table, 0, 100);
-    floe::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![b])
+    floe::operations::append::AppendBuilder::from_batches(&catalog, ident.clone(), vec![b])
         .execute()
         .await
         .unwrap();
@@ -734,20 +735,24 @@ async fn a_full_disk_delete_leaves_no_partial_delete_file_and_names_it() {
 
     let filler = disk.fill();
     for mode in [
-        floe::change::delete::DeleteMode::MergeOnRead,
-        floe::change::delete::DeleteMode::CopyOnWrite,
+        floe::operations::change::delete::DeleteMode::MergeOnRead,
+        floe::operations::change::delete::DeleteMode::CopyOnWrite,
     ] {
-        let err = floe::change::delete::DeleteBuilder::new(&catalog, ident.clone(), "id < 10")
-            .with_mode(Some(mode))
-            .execute()
-            .await
-            .expect_err("the disk is full");
+        let err = floe::operations::change::delete::DeleteBuilder::new(
+            &catalog,
+            ident.clone(),
+            "id < 10",
+        )
+        .with_mode(Some(mode))
+        .execute()
+        .await
+        .expect_err("the disk is full");
         let msg = err.to_string();
         assert!(
             msg.to_lowercase().contains("no space left"),
             "{mode:?}: {msg}"
         );
-        if mode == floe::change::delete::DeleteMode::MergeOnRead {
+        if mode == floe::operations::change::delete::DeleteMode::MergeOnRead {
             assert!(msg.contains("-pos-deletes.parquet"), "{msg}");
         }
         assert_eq!(
@@ -757,10 +762,11 @@ async fn a_full_disk_delete_leaves_no_partial_delete_file_and_names_it() {
         );
     }
     std::fs::remove_file(filler).unwrap();
-    let m = floe::change::delete::DeleteBuilder::new(&catalog, ident.clone(), "id < 10")
-        .execute()
-        .await
-        .unwrap();
+    let m =
+        floe::operations::change::delete::DeleteBuilder::new(&catalog, ident.clone(), "id < 10")
+            .execute()
+            .await
+            .unwrap();
     assert_eq!(m.rows_deleted, 10);
     assert_eq!(crate::common::count_and_sum(&catalog, &ident).await.0, 90);
 }

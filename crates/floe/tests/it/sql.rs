@@ -6,7 +6,7 @@ use floe::operations::{Operation, Query};
 use crate::common::{sum_ids, Fixture};
 
 async fn scalar_i64(fx: &Fixture, sql: &str) -> i64 {
-    let b = floe::sql::SqlBuilder::new(&fx.catalog, sql)
+    let b = floe::operations::sql::SqlBuilder::new(&fx.catalog, sql)
         .query()
         .await
         .unwrap();
@@ -105,7 +105,7 @@ async fn metadata_tables_answer_with_iceberg_column_names() {
         scalar_i64(&fx, "SELECT count(*) FROM db.ev$metadata_log_entries").await,
         3
     );
-    let b = floe::sql::SqlBuilder::new(
+    let b = floe::operations::sql::SqlBuilder::new(
         &fx.catalog,
         "SELECT file_path, file_format FROM db.ev$files LIMIT 1",
     )
@@ -125,13 +125,13 @@ async fn metadata_tables_answer_with_iceberg_column_names() {
 async fn unknown_tables_and_metadata_tables_are_clear_errors() {
     let fx = Fixture::new().await;
     fx.table("db.ev", None).await;
-    let e = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.nope")
+    let e = floe::operations::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.nope")
         .query()
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("nope"), "{e}");
-    let e = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.ev$bogus")
+    let e = floe::operations::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.ev$bogus")
         .query()
         .await
         .unwrap_err()
@@ -194,7 +194,7 @@ async fn statements_that_write_or_read_files_are_refused_and_touch_nothing() {
         format!("SET datafusion.catalog.location = '{o}'"),
         "PREPARE p AS SELECT 1".into(),
     ] {
-        let e = floe::sql::SqlBuilder::new(&fx.catalog, &sql)
+        let e = floe::operations::sql::SqlBuilder::new(&fx.catalog, &sql)
             .query()
             .await
             .unwrap_err();
@@ -214,7 +214,7 @@ async fn statements_that_write_or_read_files_are_refused_and_touch_nothing() {
         ),
     ] {
         assert!(
-            floe::sql::SqlBuilder::new(&fx.catalog, &sql)
+            floe::operations::sql::SqlBuilder::new(&fx.catalog, &sql)
                 .query()
                 .await
                 .is_err(),
@@ -233,7 +233,7 @@ async fn listing_tables_does_not_load_them_and_a_broken_table_is_named() {
     fx.append(&bad, 0, 10).await;
     let metadata = fx.load(&bad).await.metadata_location().unwrap().to_string();
     std::fs::write(metadata.trim_start_matches("file://"), "garbage").unwrap();
-    let b = floe::sql::SqlBuilder::new(&fx.catalog, "SHOW TABLES")
+    let b = floe::operations::sql::SqlBuilder::new(&fx.catalog, "SHOW TABLES")
         .query()
         .await
         .unwrap();
@@ -242,7 +242,7 @@ async fn listing_tables_does_not_load_them_and_a_broken_table_is_named() {
         .to_string();
     assert!(text.contains("good") && text.contains("bad"), "{text}");
     assert_eq!(scalar_i64(&fx, "SELECT count(*) FROM db.good").await, 10);
-    let e = floe::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.bad")
+    let e = floe::operations::sql::SqlBuilder::new(&fx.catalog, "SELECT * FROM db.bad")
         .query()
         .await
         .unwrap_err()
@@ -255,11 +255,11 @@ async fn files_shows_each_file_partition_in_its_own_spec_after_partition_evoluti
     let fx = Fixture::new().await;
     let ident = fx.table("db.evo", Some("day(ts)")).await;
     fx.append(&ident, 0, 30).await;
-    let change = floe::alter::partition::PartitionEvolution {
+    let change = floe::operations::alter::partition::PartitionEvolution {
         spec: Some("bucket(4, id)".into()),
         ..Default::default()
     };
-    floe::alter::partition::AlterPartitionBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::partition::AlterPartitionBuilder::new(&fx.catalog, ident.clone())
         .with_evolution(change)
         .execute()
         .await

@@ -43,8 +43,12 @@ async fn table(fx: &Fixture, name: &str) -> TableIdent {
     ident
 }
 
-async fn append(fx: &Fixture, ident: &TableIdent, inputs: &[&Path]) -> floe::error::Result<u64> {
-    floe::append::AppendBuilder::new(&fx.catalog, ident.clone())
+async fn append(
+    fx: &Fixture,
+    ident: &TableIdent,
+    inputs: &[&Path],
+) -> floe::base::error::Result<u64> {
+    floe::operations::append::AppendBuilder::new(&fx.catalog, ident.clone())
         .with_inputs(inputs.iter().map(|p| p.to_path_buf()).collect())
         .execute()
         .await
@@ -106,7 +110,7 @@ fn dead_letters(path: &Path) -> Vec<Value> {
 
 /// Every row of `sql`, each value as text.
 async fn rows(fx: &Fixture, sql: &str) -> Vec<Vec<String>> {
-    let batches = floe::sql::SqlBuilder::new(&fx.catalog, sql)
+    let batches = floe::operations::sql::SqlBuilder::new(&fx.catalog, sql)
         .query()
         .await
         .unwrap();
@@ -516,7 +520,7 @@ async fn blank_lines_crlf_and_a_last_line_without_newline_read_the_same_in_appen
 
 #[tokio::test]
 async fn an_append_dry_run_checks_every_record_writes_nothing_and_reports_progress() {
-    use floe::operation::{Costed, Phase, Progress};
+    use floe::base::cost::{Costed, Phase, Progress};
     let fx = Fixture::new().await;
     let a = table(&fx, "s.dry").await;
     let dir = tempfile::tempdir().unwrap();
@@ -525,7 +529,7 @@ async fn an_append_dry_run_checks_every_record_writes_nothing_and_reports_progre
     let bad = write(dir.path(), "bad.ndjson", b"{\"id\":4}\n{\"id\":1.5}\n");
     let events = Arc::new(std::sync::Mutex::new(Vec::<Progress>::new()));
     let sink = events.clone();
-    let builder = floe::append::AppendBuilder::new(&fx.catalog, a.clone())
+    let builder = floe::operations::append::AppendBuilder::new(&fx.catalog, a.clone())
         .with_inputs(vec![good.clone(), more.clone()])
         .with_progress(move |p| sink.lock().unwrap().push(*p));
     let planned = builder.plan().await.unwrap().report;
@@ -549,7 +553,7 @@ async fn an_append_dry_run_checks_every_record_writes_nothing_and_reports_progre
     );
 
     // A bad record fails the dry run the way it fails the append, naming file and line.
-    let e = floe::append::AppendBuilder::new(&fx.catalog, a.clone())
+    let e = floe::operations::append::AppendBuilder::new(&fx.catalog, a.clone())
         .with_inputs(vec![good.clone(), bad])
         .run(true)
         .await
@@ -585,8 +589,8 @@ async fn an_append_plan_changes_nothing_and_applying_it_is_executing() {
     let inputs = vec![good, more];
     let a = table(&fx, "s.pa").await;
     let b = table(&fx, "s.pb").await;
-    let builder =
-        floe::append::AppendBuilder::new(&fx.catalog, a.clone()).with_inputs(inputs.clone());
+    let builder = floe::operations::append::AppendBuilder::new(&fx.catalog, a.clone())
+        .with_inputs(inputs.clone());
     let before = table_state(&fx, &a).await;
     let plan = builder.plan().await.unwrap();
     assert!(plan.report.dry_run && plan.report.snapshot_id.is_none());
@@ -601,7 +605,7 @@ async fn an_append_plan_changes_nothing_and_applying_it_is_executing() {
         !applied.dry_run && applied.snapshot_id.is_some(),
         "{applied:?}"
     );
-    let executed = floe::append::AppendBuilder::new(&fx.catalog, b.clone())
+    let executed = floe::operations::append::AppendBuilder::new(&fx.catalog, b.clone())
         .with_inputs(inputs)
         .execute()
         .await
@@ -612,7 +616,7 @@ async fn an_append_plan_changes_nothing_and_applying_it_is_executing() {
     // The same for batches in memory.
     let c = table(&fx, "s.pc").await;
     let d = table(&fx, "s.pd").await;
-    let builder = floe::append::AppendBuilder::from_batches(
+    let builder = floe::operations::append::AppendBuilder::from_batches(
         &fx.catalog,
         c.clone(),
         vec![ids_1_to_4(&fx, &c).await],
@@ -626,7 +630,7 @@ async fn an_append_plan_changes_nothing_and_applying_it_is_executing() {
         "plan() wrote or committed"
     );
     let applied = builder.apply(plan).await.unwrap();
-    let executed = floe::append::AppendBuilder::from_batches(
+    let executed = floe::operations::append::AppendBuilder::from_batches(
         &fx.catalog,
         d.clone(),
         vec![ids_1_to_4(&fx, &d).await],

@@ -32,7 +32,7 @@ async fn store_raw(fx: &Fixture, ident: &TableIdent, key: &str, value: &str) {
 async fn try_append(fx: &Fixture, ident: &TableIdent, from: i64, to: i64) -> floe::Result<()> {
     let table = fx.load(ident).await;
     let batch = make_batch(&table, from, to);
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![batch])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![batch])
         .execute()
         .await
         .map(|_| ())
@@ -75,7 +75,7 @@ async fn set_property_refuses_a_bad_value_of_a_known_key_and_commits_nothing() {
         ("floe.compact.no-such-option", "1"),
         ("floe.ingest.write-buffer-size", "-5"),
     ] {
-        let e = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        let e = floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
             .with_property(key, value)
             .execute()
             .await
@@ -95,7 +95,7 @@ async fn set_property_refuses_a_bad_value_of_a_known_key_and_commits_nothing() {
         .to_string();
     assert_eq!(before, after, "no commit for a refused update");
     // Valid values still go through, in canonical form.
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_properties(HashMap::from([
             ("commit.retry.num-retries".to_string(), "+7".to_string()),
             ("gc.enabled".to_string(), "TRUE".to_string()),
@@ -139,13 +139,13 @@ async fn a_bad_stored_retry_setting_fails_commits_by_name_and_unsetting_it_repai
     );
 
     // Another property update still commits (with Iceberg's default retries)...
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("owner", "me")
         .execute()
         .await
         .unwrap();
     // ...and so does the repair.
-    let r = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    let r = floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_unset("commit.retry.num-retries")
         .execute()
         .await
@@ -166,7 +166,7 @@ async fn a_bad_stored_value_can_be_replaced_by_a_valid_one() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("commit.retry.max-wait-ms"), "{e}");
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("commit.retry.max-wait-ms", "2000")
         .execute()
         .await
@@ -180,7 +180,7 @@ async fn a_bad_stored_value_can_be_replaced_by_a_valid_one() {
         e.contains("commit.manifest.min-count-to-merge") && e.contains("props.replace"),
         "{e}"
     );
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_unset("commit.manifest.min-count-to-merge")
         .execute()
         .await
@@ -201,7 +201,7 @@ async fn bad_stored_metadata_settings_never_turn_a_landed_commit_into_an_error()
     )
     .await;
     // A property update lands and reports success (the old metadata files are kept).
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("owner", "me")
         .execute()
         .await
@@ -218,7 +218,7 @@ async fn bad_stored_metadata_settings_never_turn_a_landed_commit_into_an_error()
     );
     assert_eq!(fx.count_and_sum(&ident).await, (10, (0..10).sum()));
 
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_unset("write.metadata.delete-after-commit.enabled")
         .execute()
         .await
@@ -274,7 +274,7 @@ async fn a_metadata_codec_iceberg_cannot_write_blocks_every_commit_but_its_repai
             .await
             .unwrap_err()
             .to_string(),
-        floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+        floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
             .with_property("owner", "you")
             .execute()
             .await
@@ -287,7 +287,7 @@ async fn a_metadata_codec_iceberg_cannot_write_blocks_every_commit_but_its_repai
             "{e}"
         );
     }
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("write.metadata.compression-codec", "none")
         .execute()
         .await
@@ -318,13 +318,13 @@ async fn a_bad_value_written_by_pyiceberg_is_repaired_by_floe() {
         e.contains("commit.retry.num-retries") && e.contains("--unset"),
         "{e}"
     );
-    let e = floe::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
+    let e = floe::operations::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
         .execute()
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("history.expire.min-snapshots-to-keep"), "{e}");
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_unsets(vec![
             "commit.retry.num-retries".to_string(),
             "history.expire.min-snapshots-to-keep".to_string(),
@@ -353,21 +353,23 @@ async fn a_bad_stored_value_names_its_table_in_the_repair_command_of_every_opera
         store_raw(&fx, &ident, key, value).await;
         let err = match key {
             "write.target-file-size-bytes" => {
-                floe::compact::CompactBuilder::new(&fx.catalog, ident.clone())
+                floe::operations::compact::CompactBuilder::new(&fx.catalog, ident.clone())
                     .execute()
                     .await
                     .map(|_| ())
             }
             "history.expire.min-snapshots-to-keep" => {
-                floe::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
+                floe::operations::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
                     .execute()
                     .await
                     .map(|_| ())
             }
-            "gc.enabled" => floe::clean::orphans::OrphanBuilder::new(&fx.catalog, ident.clone())
-                .execute()
-                .await
-                .map(|_| ()),
+            "gc.enabled" => {
+                floe::operations::clean::orphans::OrphanBuilder::new(&fx.catalog, ident.clone())
+                    .execute()
+                    .await
+                    .map(|_| ())
+            }
             _ => try_append(&fx, &ident, 20, 30).await,
         }
         .expect_err(key)
@@ -386,7 +388,7 @@ async fn a_property_plan_commits_nothing_and_apply_validates_again_on_the_proper
     let ident = fx.table("props.plan", None).await;
     let location = |t: floe::iceberg::table::Table| t.metadata_location().unwrap().to_string();
     let before = location(fx.load(&ident).await);
-    let update = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    let update = floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("gc.enabled", "TRUE")
         .with_property("owner", "me");
     let plan = update.plan().await.unwrap();
@@ -409,10 +411,10 @@ async fn a_property_plan_commits_nothing_and_apply_validates_again_on_the_proper
 
     // Another writer's update of other keys merges with a planned one.
     let other = fx.second_connection().await;
-    let mine = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    let mine = floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("team", "data");
     let plan = mine.plan().await.unwrap();
-    floe::alter::AlterPropertiesBuilder::new(&other, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&other, ident.clone())
         .with_property("cost-center", "42")
         .execute()
         .await
@@ -428,15 +430,15 @@ async fn a_property_plan_commits_nothing_and_apply_validates_again_on_the_proper
 
     // A compaction setting valid with the target the plan saw, but not with the one another
     // writer set meanwhile: refused at apply, naming the key.
-    floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("write.target-file-size-bytes", (2u64 << 30).to_string())
         .execute()
         .await
         .unwrap();
-    let min = floe::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
+    let min = floe::operations::alter::AlterPropertiesBuilder::new(&fx.catalog, ident.clone())
         .with_property("floe.compact.min-file-size-bytes", (1u64 << 30).to_string());
     let plan = min.plan().await.unwrap();
-    floe::alter::AlterPropertiesBuilder::new(&other, ident.clone())
+    floe::operations::alter::AlterPropertiesBuilder::new(&other, ident.clone())
         .with_property("write.target-file-size-bytes", (256u64 << 20).to_string())
         .execute()
         .await

@@ -249,7 +249,7 @@ async fn a_long_string_in_an_early_row_group_keeps_its_file_findable() {
     let mut columns = batch.columns().to_vec();
     columns[2] = Arc::new(names);
     let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
-    floe::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![batch])
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![batch])
         .execute()
         .await
         .unwrap();

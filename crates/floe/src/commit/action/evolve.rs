@@ -1,12 +1,12 @@
 //! Schema and partition-spec evolution (and any metadata change iceberg's metadata builder
 //! checks): the builder's change list, committed under the table's uuid plus the caller's
-//! requirements (`crate::alter::schema`, `crate::alter::partition`).
+//! requirements (`crate::operations::alter::schema`, `crate::operations::alter::partition`).
 
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::TableRequirement;
 
+use crate::base::error::{Error, Result};
 use crate::commit::producer::PreparedCommit;
-use crate::error::{Error, Result};
 
 /// A metadata-only change planned against `md`: `change` applied through iceberg's metadata
 /// builder (which checks it, and whose change list is exactly what a catalog needs), committed

@@ -1,6 +1,6 @@
 //! Expire: remove expired refs and snapshots (and their statistics) from the metadata, under
 //! the table's uuid; the compare-and-swap on the base metadata makes the plan exact (any
-//! concurrent commit forces a re-plan, `crate::expire`).
+//! concurrent commit forces a re-plan, `crate::operations::expire`).
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,6 @@
 //! Properties: set and remove table properties, with no requirement (a property change
 //! another engine could have made concurrently merges; floe's validation of the values is the
-//! caller's, [`crate::alter::AlterPropertiesBuilder`]).
+//! caller's, [`crate::operations::alter::AlterPropertiesBuilder`]).
 
 use iceberg::TableUpdate;
 
@@ -21,7 +21,7 @@ pub fn on_every_attempt(
     updates: Vec<TableUpdate>,
 ) -> impl FnMut(
     iceberg::table::Table,
-) -> std::future::Ready<crate::error::Result<crate::commit::Produced<()>>> {
+) -> std::future::Ready<crate::base::error::Result<crate::commit::Produced<()>>> {
     move |_| {
         std::future::ready(Ok(crate::commit::Produced::commit(properties(
             updates.clone(),

@@ -1,6 +1,6 @@
 //! Row delta: remove data files and/or add delete and data files (Iceberg `delete` and
 //! `overwrite`): `floe delete`, upserts, copy-on-write changes. The per-attempt loop that
-//! locates rows again on every retry is `crate::change::commit_row_delta_with`, built on
+//! locates rows again on every retry is `crate::operations::change::commit_row_delta_with`, built on
 //! these constructors and [`crate::commit::Committer::commit_with`].
 
 use std::collections::HashMap;

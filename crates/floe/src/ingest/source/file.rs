@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::follow::Follower;
 use super::lines::{matching, read_lines, Unit};
 use super::{recv_batch, Positions, Source, SourceRecord};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Lines buffered between the reader thread and the engine.
 const CHANNEL: usize = 16 * 1024;

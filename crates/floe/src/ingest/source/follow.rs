@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 
 use super::lines::{input_error, matching, read_lines, Unit};
 use super::{Positions, SourceRecord};
-use crate::error::Result;
+use crate::base::error::Result;
 
 /// Bytes of a first line the fingerprint covers at most.
 pub const FINGERPRINT_BYTES: usize = 1024;

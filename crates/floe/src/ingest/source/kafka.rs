@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use super::kafka_group::GroupCommitter;
 use super::{recv_batch, Positions, Source, SourceRecord, StreamLag, Unreachable};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Records buffered between the fetch tasks and the engine.
 const CHANNEL: usize = 16 * 1024;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::SourceRecord;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::storage::listing::glob_match;
 
 pub(super) fn matching(dir: &Path, pattern: &str) -> Vec<PathBuf> {

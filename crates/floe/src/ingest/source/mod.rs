@@ -17,7 +17,7 @@ mod lines;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 pub use crate::table::exactly_once::Positions;
 

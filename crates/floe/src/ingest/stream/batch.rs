@@ -9,7 +9,7 @@ use arrow_schema::SchemaRef;
 use iceberg::table::Table;
 
 use super::IngestBuilder;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::ingest::buffer::{PartitionBuffers, PartitionRouter};
 use crate::ingest::dead_letter::DeadLetter;
 use crate::ingest::options::Distribution;

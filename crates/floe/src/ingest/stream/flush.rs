@@ -11,10 +11,11 @@ use iceberg::table::Table;
 
 use super::batch::Writers;
 use super::IngestBuilder;
+use crate::base::cost::{Amount, Progress};
+use crate::base::error::{Error, Result};
 use crate::catalog::ident_string;
 use crate::commit::Ledger;
 use crate::commit::{Committer, SnapshotUpdate};
-use crate::error::{Error, Result};
 use crate::ingest::buffer::{write_parts, RowsToWrite};
 use crate::ingest::debt::DebtLimits;
 use crate::ingest::hook::AfterCommit;
@@ -22,7 +23,6 @@ use crate::ingest::report::{CommitReport, IngestMetrics};
 use crate::ingest::source::{committed_lag, Positions};
 use crate::ingest::trigger::{Trigger, Window};
 use crate::ingest::upsert::last_changes;
-use crate::operation::{Amount, Progress};
 use crate::table::exactly_once;
 use crate::write::staged::{commit_append, Staged};
 
@@ -184,7 +184,7 @@ impl IngestBuilder {
         let commit_started = Instant::now();
         let writer_id = self.options.writer_id.clone();
         let expected = committed.clone();
-        crate::fault::pause("INGEST_BEFORE_COMMIT").await;
+        crate::base::fault::pause("INGEST_BEFORE_COMMIT").await;
         if let Some(d) = self.options.pause_before_commit {
             tokio::time::sleep(d).await;
         }
@@ -231,7 +231,7 @@ impl IngestBuilder {
                     }
                     // Every attempt deletes the window's keys from the table it commits on.
                     Some(keys) => {
-                        let delta = crate::change::commit_row_delta_with(
+                        let delta = crate::operations::change::commit_row_delta_with(
                             committer,
                             None,
                             staged,
@@ -239,7 +239,9 @@ impl IngestBuilder {
                             summary,
                             move |t| {
                                 let keys = keys.clone();
-                                async move { crate::change::keys::locate_keys(&t, &keys).await }
+                                async move {
+                                    crate::operations::change::keys::locate_keys(&t, &keys).await
+                                }
                             },
                         )
                         .await?;

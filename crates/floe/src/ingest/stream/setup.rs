@@ -7,8 +7,9 @@ use std::time::Duration;
 use iceberg::table::Table;
 
 use super::IngestBuilder;
+use crate::base::error::{Error, Result};
+use crate::base::properties::{duration_prop, u64_prop};
 use crate::catalog::ident_string;
-use crate::error::{Error, Result};
 use crate::ingest::debt::{maintain_enabled, DebtLimits};
 use crate::ingest::group::Group;
 use crate::ingest::hook::{AfterCommit, Start};
@@ -18,7 +19,6 @@ use crate::ingest::options::{
 };
 use crate::ingest::report::IngestPlan;
 use crate::ingest::source::Positions;
-use crate::properties::{duration_prop, u64_prop};
 use crate::table::exactly_once::writer_positions;
 
 impl IngestBuilder {

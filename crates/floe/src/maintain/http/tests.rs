@@ -3,8 +3,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::base::cost::Cost;
 use crate::maintain::state::{Decision, TableStatus};
-use crate::operation::Cost;
 
 fn state() -> Arc<ServiceState> {
     let s = ServiceState::new("host-1", 1_000);

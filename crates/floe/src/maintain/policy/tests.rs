@@ -1,5 +1,5 @@
 use super::*;
-use crate::properties::human_ms;
+use crate::base::properties::human_ms;
 
 fn props(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
@@ -122,7 +122,7 @@ fn durations_and_sizes_print_short() {
 
 #[test]
 fn every_maintain_property_is_validated_when_set_by_the_rule_it_is_read_with() {
-    use crate::properties::{validate, MAINTAIN_PROPERTIES};
+    use crate::base::properties::{validate, MAINTAIN_PROPERTIES};
     let mut known: Vec<&str> = MAINTAIN_PROPERTIES.iter().map(|(k, _)| *k).collect();
     let mut read: Vec<&str> = PROPERTIES.iter().map(|(k, _)| *k).collect();
     known.sort_unstable();

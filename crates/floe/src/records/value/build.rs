@@ -19,7 +19,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, SchemaRef, TimeUnit};
 
 use super::{Cell, Columns, Kind, Node};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 fn nulls_of(cells: &[&Cell]) -> Option<NullBuffer> {
     if cells.iter().any(|c| matches!(c, Cell::Null)) {

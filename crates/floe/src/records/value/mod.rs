@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, FieldRef, Fields, SchemaRef, TimeUnit};
 
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::records::ndjson::clip;
 
 mod build;

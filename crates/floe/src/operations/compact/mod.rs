@@ -1,0 +1,865 @@
+//! `floe compact`: Iceberg's `rewrite_data_files` (bin-pack), done beside a streaming writer.
+//!
+//! ```text
+//!  scan planning (one manifest pass, --where pruning, deletes attached)
+//!     -> plan (pure: candidates, bin-packing, groups)       [--dry-run stops here]
+//!     -> rewrite groups, max-concurrent-file-group-rewrites at a time (read + apply deletes,
+//!        write rolled at the target size)
+//!     -> commit: one `replace`, or with partial progress one per batch of finished groups
+//! ```
+//!
+//! Position delete files whose every target data file a commit rewrites are removed in that
+//! same commit (their rows were applied while rewriting; left live they would still match the
+//! new files by partition and sequence number, and readers would keep opening them).
+//!
+//! Safety: new files take the starting snapshot's sequence number; commits validate against the
+//! starting snapshot and retry through the commit path; a group whose files were removed (or got
+//! new position deletes) meanwhile fails alone, its output deleted, and is reported. A crash
+//! leaves the table as it was plus unreferenced files (orphans).
+
+mod commit;
+pub mod dangling;
+pub mod filter;
+mod multi_file;
+pub mod options;
+mod parallel;
+pub mod plan;
+pub mod position_deletes;
+mod rewrite;
+pub mod row_group_merge;
+pub mod sort;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+use iceberg::TableIdent;
+use serde::Serialize;
+
+use crate::base::cost::{Amount, Cost, Costed, Phase, Progress};
+use crate::base::error::{Error, Result};
+use crate::base::properties;
+use crate::catalog::{ident_string, Catalog};
+use crate::commit::Ledger;
+use crate::operations::{snapshot_of, Ctx, Operation, Planned};
+use crate::write::WriteOptions;
+pub use options::{CompactOptions, RowGroupMerge};
+pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
+pub use rewrite::partition_path;
+use rewrite::{plan_file, plan_files, rewrite_group};
+
+/// Prefix of table properties that set compaction defaults (`floe.compact.min-input-files`, ...).
+pub const PROPERTY_PREFIX: &str = "floe.compact.";
+
+/// What a compaction did (or, in its plan's report, `dry_run: true`, would do).
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactMetrics {
+    pub table: String,
+    pub dry_run: bool,
+    pub options: PlanOptions,
+    pub max_concurrent_file_group_rewrites: usize,
+    pub partial_progress: bool,
+    pub plan: Plan,
+    pub live_files_before: usize,
+    pub live_files_after: usize,
+    pub rewritten_files: usize,
+    pub added_files: usize,
+    pub rewritten_bytes: u64,
+    pub added_bytes: u64,
+    pub rows: u64,
+    pub commits: Vec<i64>,
+    /// Delete files dropped because no live data file can match them any more.
+    pub removed_dangling_deletes: usize,
+    /// Position delete files removed in the compaction commits: every data file they target
+    /// was rewritten (their rows applied).
+    pub removed_delete_files: usize,
+    /// Deleted positions those files held.
+    pub removed_position_deletes: u64,
+    pub failed_groups: Vec<FailedGroup>,
+    /// Input data files of the failed groups (Iceberg's `failedDataFilesCount`).
+    pub failed_data_files_count: usize,
+    /// Inputs whose row groups were copied into the outputs without decoding
+    /// (`row-group-merge`).
+    pub row_group_merge: row_group_merge::MergeReport,
+    /// Batches of partitions the run was planned and committed in (`plan-batch-files`).
+    pub plan_batches: usize,
+    pub duration_ms: u64,
+    pub mb_per_s: f64,
+}
+
+impl Costed for CompactMetrics {
+    /// Planned: the input files read, about as many bytes written in the expected outputs.
+    /// Rewritten inputs leave the table but stay on storage until expiry deletes them.
+    fn cost(&self) -> Cost {
+        if self.dry_run {
+            let bytes = self.plan.input_bytes();
+            Cost {
+                files_to_read: self.plan.input_files() as u64,
+                bytes_to_read: bytes,
+                files_to_write: self
+                    .plan
+                    .groups
+                    .iter()
+                    .map(|g| g.expected_output_files)
+                    .sum(),
+                bytes_to_write: bytes,
+                ..Cost::default()
+            }
+        } else {
+            Cost {
+                files_to_read: self.rewritten_files as u64,
+                bytes_to_read: self.rewritten_bytes,
+                files_to_write: self.added_files as u64,
+                bytes_to_write: self.added_bytes,
+                ..Cost::default()
+            }
+        }
+    }
+}
+
+impl CompactMetrics {
+    /// Adds the outcome of a later batch of the same run.
+    fn absorb(&mut self, o: CompactMetrics) {
+        self.plan.groups.extend(o.plan.groups);
+        self.plan.candidate_files += o.plan.candidate_files;
+        self.rewritten_files += o.rewritten_files;
+        self.added_files += o.added_files;
+        self.rewritten_bytes += o.rewritten_bytes;
+        self.added_bytes += o.added_bytes;
+        self.rows += o.rows;
+        self.commits.extend(o.commits);
+        self.removed_dangling_deletes += o.removed_dangling_deletes;
+        self.removed_delete_files += o.removed_delete_files;
+        self.removed_position_deletes += o.removed_position_deletes;
+        self.failed_groups.extend(o.failed_groups);
+        self.failed_data_files_count += o.failed_data_files_count;
+        self.row_group_merge.files += o.row_group_merge.files;
+        self.row_group_merge.row_groups += o.row_group_merge.row_groups;
+        self.row_group_merge.bytes += o.row_group_merge.bytes;
+        self.live_files_after = self.live_files_before + self.added_files - self.rewritten_files;
+    }
+
+    /// The run of several batches: the first batch's metrics with the others absorbed.
+    fn of_batches(batches: Vec<CompactMetrics>) -> Result<CompactMetrics> {
+        let n = batches.len();
+        let mut it = batches.into_iter();
+        let mut total = it
+            .next()
+            .ok_or_else(|| Error::Io(std::io::Error::other("compaction: no partition to plan")))?;
+        for m in it {
+            total.absorb(m);
+        }
+        total.plan_batches = n;
+        Ok(total)
+    }
+
+    /// Whether every planned group failed: there was work and nothing was committed.
+    pub fn all_groups_failed(&self) -> bool {
+        !self.failed_groups.is_empty() && self.commits.is_empty()
+    }
+}
+
+/// A group that could not be committed, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedGroup {
+    pub partition: String,
+    pub input_files: usize,
+    pub reason: String,
+}
+
+/// The table's `write.target-file-size-bytes` (Iceberg's default when unset).
+fn table_target(table: &Table) -> Result<u64> {
+    properties::table_u64_prop(
+        table,
+        properties::WRITE_TARGET_FILE_SIZE_BYTES,
+        properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+    )
+}
+
+/// Plans `files`; the files of a partition in `roll_up` with the candidate bound its size tier
+/// sets and groups of two or more.
+fn plan_with_roll_up(
+    files: &[PlanFile],
+    opts: &PlanOptions,
+    roll_up: &BTreeMap<String, u64>,
+) -> plan::Plan {
+    if roll_up.is_empty() {
+        return plan::plan(files, opts);
+    }
+    let (tiered, rest): (Vec<PlanFile>, Vec<PlanFile>) = files
+        .iter()
+        .cloned()
+        .partition(|f| roll_up.contains_key(&f.partition));
+    let mut out = plan::plan(&rest, opts);
+    let mut by_bound: BTreeMap<u64, Vec<PlanFile>> = BTreeMap::new();
+    for f in tiered {
+        let bound = roll_up[&f.partition].min(opts.min_file_size_bytes);
+        by_bound.entry(bound).or_default().push(f);
+    }
+    for (bound, fs) in by_bound {
+        let o = PlanOptions {
+            min_file_size_bytes: bound,
+            min_input_files: 2,
+            ..opts.clone()
+        };
+        let p = plan::plan(&fs, &o);
+        out.groups.extend(p.groups);
+        out.candidate_files += p.candidate_files;
+    }
+    out.live_files = files.len();
+    out
+}
+
+/// Builder of a compaction.
+#[derive(Clone)]
+pub struct CompactBuilder {
+    ctx: Ctx,
+    options: CompactOptions,
+    /// The first `with_option` (key, value) that did not parse, reported by `plan`/`execute`.
+    bad_option: Option<(String, String)>,
+    where_filter: Option<String>,
+    /// The instant the filter's time functions mean: one for the whole run.
+    now: chrono::DateTime<chrono::Utc>,
+    /// Only these partitions ([`partition_path`] names), when set.
+    partitions: Option<Arc<BTreeSet<String>>>,
+    /// Partitions rolled up by size tier: only their files under the bound are merged.
+    roll_up: BTreeMap<String, u64>,
+    sort_by: Option<String>,
+}
+
+struct GroupResult {
+    group: usize,
+    files: Vec<DataFile>,
+    rows: u64,
+}
+
+impl CompactBuilder {
+    pub fn new(catalog: &Catalog, ident: TableIdent) -> Self {
+        Self {
+            ctx: Ctx::new(catalog, ident),
+            options: CompactOptions::default(),
+            bad_option: None,
+            where_filter: None,
+            now: filter::statement_now(),
+            partitions: None,
+            roll_up: BTreeMap::new(),
+            sort_by: None,
+        }
+    }
+
+    /// Sets the options (typed; unset ones come from `floe.compact.*` table properties, then
+    /// Iceberg's defaults).
+    pub fn with_options(mut self, options: CompactOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets one option by its Iceberg name from text (`--option K=V`), parsed here
+    /// ([`CompactOptions::set`]); a bad one fails `plan`/`execute`, naming it.
+    pub fn with_option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
+        let (key, value) = (key.into(), value.to_string());
+        if self.options.set(&key, &value).is_err() && self.bad_option.is_none() {
+            self.bad_option = Some((key, value));
+        }
+        self
+    }
+
+    /// Only compacts files that may hold rows matching this filter.
+    pub fn with_where(mut self, filter: Option<String>) -> Self {
+        self.where_filter = filter;
+        self
+    }
+
+    /// Only compacts the file groups of these partitions, named as [`partition_path`] names
+    /// them (`None`: every partition). `floe maintain` uses it to leave partitions still being
+    /// written alone.
+    pub fn with_partitions(mut self, partitions: Option<BTreeSet<String>>) -> Self {
+        self.partitions = partitions.map(Arc::new);
+        self
+    }
+
+    /// Rolls these partitions up (`floe.maintain.compact.roll-up-fan-in`): in each, only the
+    /// data files under its bound (and under `min-file-size-bytes`) are candidates, and two
+    /// make a group; other partitions are planned as usual.
+    pub fn with_roll_up(mut self, roll_up: BTreeMap<String, u64>) -> Self {
+        self.roll_up = roll_up;
+        self
+    }
+
+    /// Writes each output sorted: `col [asc|desc] [nulls first|last], ...` (default: the
+    /// table's sort order, if any).
+    pub fn with_sort_by(mut self, sort_by: Option<String>) -> Self {
+        self.sort_by = sort_by;
+        self
+    }
+
+    /// Receives progress events: the rewrite phase, one step per file group.
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.ctx.progress = Some(Arc::new(f));
+        self
+    }
+
+    /// The options in effect for `table`: the caller's, then `floe.compact.*` properties.
+    pub fn effective_options(&self, table: &Table) -> Result<CompactOptions> {
+        if let Some((key, value)) = &self.bad_option {
+            // Parsing it again gives the error, naming the option.
+            CompactOptions::default().set(key, value)?;
+        }
+        self.options
+            .clone()
+            .with_table_defaults(table.metadata().properties())
+    }
+
+    /// The planner options in effect for `table`: explicit options, then `floe.compact.*`
+    /// table properties, then Iceberg's defaults.
+    pub fn plan_options(&self, table: &Table) -> Result<PlanOptions> {
+        self.effective_options(table)?
+            .plan_options(table_target(table)?)
+    }
+
+    /// The row-group merge of this run: `row-group-merge` and its threshold, never for a sorted
+    /// rewrite or a table that writes bloom filters (copied chunks carry none), the targets of
+    /// the position deletes the scan attached (the iceberg crate attaches every position delete
+    /// of a partition to each of its files), and the NaN counts of the planned files that may
+    /// be copied. Those come from the manifests: `live` when planning already read them, else
+    /// one read, and none at all when no planned file can be copied (small inputs under
+    /// `auto`, the usual case).
+    async fn merge_config(
+        table: &Table,
+        effective: &CompactOptions,
+        sorted: bool,
+        drops: &commit::DeleteDrops,
+        tasks: &[FileScanTask],
+        groups: &[FileGroup],
+        live: &HashMap<String, crate::commit::LiveFile>,
+    ) -> Result<row_group_merge::MergeConfig> {
+        let (mode, min) = effective.row_group_merge();
+        let blooms = table.metadata().properties().iter().any(|(k, v)| {
+            k.starts_with("write.parquet.bloom-filter-enabled") && v.eq_ignore_ascii_case("true")
+        });
+        if mode == RowGroupMerge::Never || sorted || blooms {
+            return Ok(row_group_merge::MergeConfig::never());
+        }
+        let mut config = row_group_merge::MergeConfig {
+            mode,
+            min_row_group_bytes: min,
+            nans: HashMap::new(),
+            position_targets: drops.position_targets(),
+            stats: Default::default(),
+        };
+        let mut candidates: BTreeSet<String> = BTreeSet::new();
+        for g in groups {
+            for &i in &g.files {
+                if config.may_merge(&tasks[i]) {
+                    candidates.insert(tasks[i].data_file_path.clone());
+                }
+            }
+        }
+        if candidates.is_empty() {
+            return Ok(config);
+        }
+        let loaded: Vec<crate::commit::LiveFile>;
+        let files: Vec<&DataFile> = if live.is_empty() {
+            loaded = crate::table::manifests::live_files(table).await?;
+            loaded.iter().map(|f| &f.file).collect()
+        } else {
+            live.values().map(|f| &f.file).collect()
+        };
+        config.nans = files
+            .into_iter()
+            .filter(|f| candidates.contains(f.file_path()))
+            .map(|f| (f.file_path().to_string(), f.nan_value_counts().clone()))
+            .collect();
+        Ok(config)
+    }
+
+    /// Splits partitions (in order) into batches holding at most `limit` candidate files (a
+    /// partition with more is a batch of its own).
+    fn batches(counts: BTreeMap<String, usize>, limit: usize) -> Vec<BTreeSet<String>> {
+        let mut batches: Vec<BTreeSet<String>> = Vec::new();
+        let mut current = BTreeSet::new();
+        let mut held = 0usize;
+        for (partition, n) in counts {
+            if held > 0 && held + n > limit {
+                batches.push(std::mem::take(&mut current));
+                held = 0;
+            }
+            current.insert(partition);
+            held += n;
+        }
+        if !current.is_empty() {
+            batches.push(current);
+        }
+        batches
+    }
+
+    /// Plans the run batch by batch (see [`CompactWork::Batches`]): each batch's plan joins
+    /// the report, its scan tasks are dropped.
+    async fn plan_in_batches(
+        &self,
+        counts: BTreeMap<String, usize>,
+        limit: usize,
+        started: Instant,
+        snapshot_id: Option<i64>,
+    ) -> Result<CompactPlan> {
+        let batches = Self::batches(counts, limit);
+        let mut total = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            let run = self.clone().with_partitions(Some(batch.clone()));
+            total.push(run.plan_boxed().await?.report);
+        }
+        let mut m = CompactMetrics::of_batches(total)?;
+        m.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(Planned::new(
+            m,
+            snapshot_id,
+            CompactWork::Batches {
+                batches,
+                planning: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Applies a run planned in batches: each batch is planned again right before it is
+    /// rewritten and committed, so memory follows the batch, not the table, and each batch
+    /// sees what the earlier ones committed. A failing batch stops the run; earlier batches
+    /// stay committed.
+    async fn apply_batches(
+        self,
+        batches: Vec<BTreeSet<String>>,
+        planning: std::time::Duration,
+    ) -> Result<CompactMetrics> {
+        let started = Instant::now();
+        let mut total = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let run = self.clone().with_partitions(Some(batch));
+            let plan = run.plan_boxed().await?;
+            total.push(run.apply_boxed(plan).await?);
+        }
+        let mut m = CompactMetrics::of_batches(total)?;
+        let elapsed = started.elapsed() + planning;
+        m.duration_ms = elapsed.as_millis() as u64;
+        m.mb_per_s = m.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
+        Ok(m)
+    }
+}
+
+/// What [`CompactBuilder`]'s `apply` needs beyond the report: the scan it planned on.
+pub enum CompactWork {
+    /// No group to rewrite.
+    Nothing,
+    /// The file groups of the report, over these scan tasks of `table` (the starting
+    /// snapshot: outputs take its sequence number, commits validate against it).
+    Groups(Box<Prepared>),
+    /// Past `plan-batch-files` candidates: these batches of partitions, each planned again
+    /// when applied.
+    Batches {
+        batches: Vec<BTreeSet<String>>,
+        planning: std::time::Duration,
+    },
+}
+
+/// A planned run's scan and settings.
+pub struct Prepared {
+    table: Table,
+    effective: CompactOptions,
+    opts: PlanOptions,
+    sort_keys: Option<Arc<Vec<sort::SortKey>>>,
+    concurrency: usize,
+    partial: bool,
+    max_commits: usize,
+    tasks: Vec<FileScanTask>,
+    live: HashMap<String, crate::commit::LiveFile>,
+    planning: std::time::Duration,
+}
+
+impl std::fmt::Debug for CompactWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompactWork::Nothing => f.write_str("Nothing"),
+            CompactWork::Groups(p) => write!(f, "Groups({} tasks)", p.tasks.len()),
+            CompactWork::Batches { batches, .. } => write!(f, "Batches({})", batches.len()),
+        }
+    }
+}
+
+/// A compaction's plan: the dry-run report (options, file groups, their [`Cost`]) and the scan
+/// it was planned on.
+pub type CompactPlan = Planned<CompactMetrics, CompactWork>;
+
+impl CompactPlan {
+    /// Keeps only the file groups of `partitions` (a scheduler's cut of the plan it scored).
+    pub fn retain_partitions(&mut self, partitions: &BTreeSet<String>) {
+        let m = &mut self.report;
+        m.plan.groups.retain(|g| partitions.contains(&g.partition));
+        if let CompactWork::Batches { batches, .. } = &mut self.work {
+            for b in batches.iter_mut() {
+                b.retain(|p| partitions.contains(p));
+            }
+            batches.retain(|b| !b.is_empty());
+        }
+    }
+}
+
+impl Operation for CompactBuilder {
+    type Plan = CompactPlan;
+    type Metrics = CompactMetrics;
+
+    /// Scans the table and plans its file groups, changing nothing.
+    fn plan(&self) -> impl std::future::Future<Output = Result<CompactPlan>> + Send {
+        self.plan_boxed()
+    }
+
+    /// Rewrites the planned groups, max-concurrent-file-group-rewrites at a time, and commits
+    /// them against the table as it then is (a group whose inputs changed fails alone).
+    fn apply(
+        self,
+        planned: CompactPlan,
+    ) -> impl std::future::Future<Output = Result<CompactMetrics>> + Send {
+        self.apply_boxed(planned)
+    }
+}
+
+/// A boxed future (the plan and apply of a batched run call themselves per batch).
+type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 'a>>;
+
+impl CompactBuilder {
+    fn plan_boxed(&self) -> Boxed<'_, CompactPlan> {
+        Box::pin(self.plan_now())
+    }
+
+    fn apply_boxed(self, planned: CompactPlan) -> Boxed<'static, CompactMetrics> {
+        Box::pin(self.apply_now(planned))
+    }
+
+    async fn plan_now(&self) -> Result<CompactPlan> {
+        let started = Instant::now();
+        let table = self.ctx.load().await?;
+        let snapshot_id = snapshot_of(&table);
+        // The options, parsed once for the whole run.
+        let effective = self.effective_options(&table)?;
+        let opts = effective.plan_options(table_target(&table)?)?;
+        let arrow_schema: arrow_schema::SchemaRef = Arc::new(
+            iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?,
+        );
+        let sort_keys: Option<Arc<Vec<sort::SortKey>>> = match &self.sort_by {
+            Some(spec) => Some(Arc::new(sort::parse_sort_by(spec, &arrow_schema)?)),
+            None => sort::table_sort_order(&table, &arrow_schema)?.map(Arc::new),
+        };
+        // Iceberg's RewriteDataFiles refuses both when not positive (max-commits only with
+        // partial progress, the only time it is read).
+        let concurrency = effective.max_concurrent()?;
+        let (partial, max_commits) = effective.partial_progress()?;
+
+        // Only possible candidates are held: a file of the right size with no deletes to apply
+        // is never rewritten (with a single spec; after partition evolution every file is
+        // held, its spec is known only from the manifests). Roll-up bounds are lower than
+        // min-file-size-bytes, so they select among these.
+        let single_spec = table.metadata().partition_specs_iter().len() == 1;
+        let default_spec = table.metadata().default_partition_spec_id();
+        let partition_of =
+            |t: &FileScanTask| partition_path(&table, default_spec, t.partition.as_ref());
+        let may_plan = |t: &FileScanTask| {
+            // Another spec is possible for any file while the table has several.
+            opts.is_candidate(t.file_size_in_bytes, t.deletes.len(), !single_spec)
+                // A batch (or `floe maintain`'s partitions) holds only its partitions' files.
+                && match (&self.partitions, single_spec) {
+                    (Some(keep), true) => keep.contains(&partition_of(t)),
+                    _ => true,
+                }
+        };
+        // Past `plan-batch-files` candidates the run goes by batches of partitions (with one
+        // spec and no partition selection: other specs group files across partitions).
+        let limit = if self.partitions.is_none() && self.roll_up.is_empty() && single_spec {
+            effective.plan_batch_files()
+        } else {
+            usize::MAX
+        };
+        let (scanned, live_before) = plan_files(
+            &table,
+            self.where_filter.as_deref(),
+            self.now,
+            may_plan,
+            limit,
+            partition_of,
+        )
+        .await?;
+        let tasks = match scanned {
+            rewrite::Scanned::Tasks(tasks) => tasks,
+            rewrite::Scanned::Counted(counts) => {
+                return self
+                    .plan_in_batches(counts, limit, started, snapshot_id)
+                    .await;
+            }
+        };
+        // Scan tasks carry the partition tuple but not the spec id. With a single spec (the
+        // common case) that is the default; otherwise take both from the manifests.
+        let md = table.metadata();
+        let live: HashMap<String, crate::commit::LiveFile> =
+            if tasks.is_empty() || md.partition_specs_iter().len() == 1 {
+                HashMap::new()
+            } else {
+                crate::table::manifests::live_files(&table)
+                    .await?
+                    .into_iter()
+                    .map(|f| (f.file.file_path().to_string(), f))
+                    .collect()
+            };
+        let plan_files: Vec<PlanFile> = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let entry = live.get(&t.data_file_path);
+                let (spec_id, partition) = match entry {
+                    Some(f) => (f.spec_id, Some(f.file.partition())),
+                    None => (md.default_partition_spec_id(), t.partition.as_ref()),
+                };
+                plan_file(i, t, spec_id, partition, entry.map(|f| &f.file), &table)
+            })
+            .collect();
+        let mut plan = plan_with_roll_up(&plan_files, &opts, &self.roll_up);
+        plan.live_files = live_before;
+        if let Some(keep) = &self.partitions {
+            plan.groups.retain(|g| keep.contains(&g.partition));
+        }
+        let report = CompactMetrics {
+            table: ident_string(&self.ctx.ident),
+            dry_run: true,
+            options: opts.clone(),
+            max_concurrent_file_group_rewrites: concurrency,
+            partial_progress: partial,
+            live_files_before: live_before,
+            live_files_after: live_before,
+            rewritten_files: 0,
+            added_files: 0,
+            rewritten_bytes: 0,
+            added_bytes: 0,
+            rows: 0,
+            commits: vec![],
+            removed_dangling_deletes: 0,
+            removed_delete_files: 0,
+            removed_position_deletes: 0,
+            failed_groups: vec![],
+            failed_data_files_count: 0,
+            row_group_merge: Default::default(),
+            plan_batches: 1,
+            duration_ms: started.elapsed().as_millis() as u64,
+            mb_per_s: 0.0,
+            plan,
+        };
+        let work = if report.plan.groups.is_empty() {
+            CompactWork::Nothing
+        } else {
+            CompactWork::Groups(Box::new(Prepared {
+                table,
+                effective,
+                opts,
+                sort_keys,
+                concurrency,
+                partial,
+                max_commits,
+                tasks,
+                live,
+                planning: started.elapsed(),
+            }))
+        };
+        Ok(Planned::new(report, snapshot_id, work))
+    }
+
+    async fn apply_now(self, planned: CompactPlan) -> Result<CompactMetrics> {
+        let started = Instant::now();
+        let mut metrics = planned.report;
+        metrics.dry_run = false;
+        let p = match planned.work {
+            CompactWork::Nothing => {
+                self.ctx
+                    .report(&Progress::start(Phase::Write, Amount::default()));
+                return Ok(metrics);
+            }
+            CompactWork::Batches { batches, planning } => {
+                return self.apply_batches(batches, planning).await;
+            }
+            CompactWork::Groups(p) => *p,
+        };
+        // The report may have been cut (`retain_partitions`): nothing left is nothing to do.
+        let mut progress = Progress::start(
+            Phase::Write,
+            Amount {
+                steps: metrics.plan.groups.len() as u64,
+                files: metrics.plan.input_files() as u64,
+                bytes: metrics.plan.input_bytes(),
+                rows: 0,
+            },
+        );
+        self.ctx.report(&progress);
+        if metrics.plan.groups.is_empty() {
+            return Ok(metrics);
+        }
+        let Prepared {
+            table,
+            effective,
+            opts,
+            sort_keys,
+            concurrency,
+            partial,
+            max_commits,
+            tasks,
+            live,
+            planning,
+        } = p;
+
+        let groups = metrics.plan.groups.clone();
+        let mut drops = self.delete_drops(&table, &tasks, &groups).await?;
+        let tasks = Arc::new(tasks);
+        let write_options = WriteOptions {
+            target_file_size_bytes: Some(opts.target_file_size_bytes),
+        };
+        let mut rows_total = 0u64;
+        let chunk = if partial {
+            groups.len().div_ceil(max_commits)
+        } else {
+            groups.len()
+        };
+        // Each group is split into jobs of about one output file, run
+        // max-concurrent-file-group-rewrites at a time; a group is done when all its jobs are.
+        let mut jobs: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let sized: Vec<(usize, u64)> = g
+                .files
+                .iter()
+                .map(|&i| (i, tasks[i].file_size_in_bytes))
+                .collect();
+            for job in plan::split_into_jobs(&sized, &opts) {
+                jobs.push((gi, job));
+            }
+        }
+        let mut pending: Vec<usize> = vec![0; groups.len()];
+        for (gi, _) in &jobs {
+            pending[*gi] += 1;
+        }
+        let mut partial: Vec<GroupResult> = (0..groups.len())
+            .map(|group| GroupResult {
+                group,
+                files: vec![],
+                rows: 0,
+            })
+            .collect();
+        let shared = Arc::new(parallel::JobShared {
+            cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
+            equality: Default::default(),
+            merge: Arc::new(
+                Self::merge_config(
+                    &table,
+                    &effective,
+                    sort_keys.is_some(),
+                    &drops,
+                    &tasks,
+                    &groups,
+                    &live,
+                )
+                .await?,
+            ),
+        });
+        let mut results = futures::stream::iter(jobs.into_iter().map(|(gi, files)| {
+            let table = table.clone();
+            let shared = shared.clone();
+            let members: Vec<FileScanTask> = files.iter().map(|&i| tasks[i].clone()).collect();
+            let write_options = write_options.clone();
+            let sort_keys = sort_keys.clone();
+            let spec_id = groups[gi].spec_id;
+            // A task per job: encoding (the costly half) of concurrent jobs then runs on
+            // every core, not on the one polling this stream.
+            async move {
+                tokio::spawn(async move {
+                    rewrite_group(
+                        &table,
+                        gi,
+                        spec_id,
+                        members,
+                        &write_options,
+                        sort_keys.as_deref(),
+                        &shared,
+                    )
+                    .await
+                })
+                .await
+                .map_err(Error::task("compaction group"))?
+            }
+        }))
+        .buffer_unordered(concurrency);
+
+        let mut done: Vec<GroupResult> = Vec::new();
+        let mut first_error = None;
+        while let Some(r) = results.next().await {
+            match r {
+                Ok(job) => {
+                    rows_total += job.rows;
+                    let gi = job.group;
+                    partial[gi].files.extend(job.files);
+                    partial[gi].rows += job.rows;
+                    pending[gi] -= 1;
+                    if pending[gi] == 0 {
+                        progress.done += Amount {
+                            steps: 1,
+                            files: groups[gi].input_files as u64,
+                            bytes: groups[gi].input_bytes,
+                            rows: partial[gi].rows,
+                        };
+                        self.ctx.report(&progress);
+                        done.push(std::mem::replace(
+                            &mut partial[gi],
+                            GroupResult {
+                                group: gi,
+                                files: vec![],
+                                rows: 0,
+                            },
+                        ));
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+            if first_error.is_none() && done.len() >= chunk {
+                self.commit_groups(
+                    &table,
+                    &tasks,
+                    std::mem::take(&mut done),
+                    &mut drops,
+                    &mut metrics,
+                )
+                .await?;
+            }
+        }
+        drop(results);
+        if let Some(e) = first_error {
+            // A rewrite failed (I/O, corrupt file): remove what the unfinished groups wrote.
+            let mut written = Ledger::of(&table);
+            for g in done.iter().chain(&partial) {
+                written.stage_files(&g.files);
+            }
+            written.discard().await;
+            return Err(e);
+        }
+        if !done.is_empty() {
+            self.commit_groups(&table, &tasks, done, &mut drops, &mut metrics)
+                .await?;
+        }
+        if effective.remove_dangling_deletes.unwrap_or(false) && !metrics.commits.is_empty() {
+            self.remove_dangling_deletes(&mut metrics).await?;
+        }
+        metrics.rows = rows_total;
+        metrics.row_group_merge = shared.merge.stats.report();
+        metrics.live_files_after =
+            metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
+        let elapsed = started.elapsed() + planning;
+        metrics.duration_ms = elapsed.as_millis() as u64;
+        metrics.mb_per_s =
+            metrics.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
+        Ok(metrics)
+    }
+}

@@ -1,0 +1,253 @@
+//! Reading and rewriting: the scan planned once (live data files with their deletes), one
+//! plan file per task, and one job of a file group read (deletes applied), sorted if asked and
+//! written rolled at the target size.
+
+use std::collections::BTreeMap;
+
+use arrow::record_batch::RecordBatch;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::scan::FileScanTask;
+use iceberg::table::Table;
+
+use super::plan::PlanFile;
+use super::{filter, parallel, sort, GroupResult};
+use crate::base::error::{Error, Result};
+use crate::write::{TableWriter, WriteOptions};
+
+/// What the planning scan kept.
+pub(super) enum Scanned {
+    /// The kept tasks.
+    Tasks(Vec<FileScanTask>),
+    /// More kept tasks than the limit: none held, their number per partition (`key`).
+    Counted(BTreeMap<String, usize>),
+}
+
+/// Plans the scan once: live data files (optionally pruned by `--where`) with the delete files
+/// that apply to them, keeping only the tasks `keep` accepts (the others are counted, not
+/// held: memory grows with the candidates, not with the table). Past `limit` kept tasks, the
+/// tasks are dropped and only counted per partition (`key`), so the caller plans in batches.
+/// Returns what was kept and the total number of live data files.
+pub(super) async fn plan_files(
+    table: &Table,
+    where_filter: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+    keep: impl Fn(&FileScanTask) -> bool,
+    limit: usize,
+    key: impl Fn(&FileScanTask) -> String,
+) -> Result<(Scanned, usize)> {
+    crate::base::fault::probe("scan", table.metadata().location());
+    if table.metadata().current_snapshot().is_none() {
+        return Ok((Scanned::Tasks(vec![]), 0));
+    }
+    // Tasks read through the current schema, the one the outputs are written in.
+    let table = &crate::table::current_state(table)?;
+    let matching: Option<std::collections::HashSet<String>> = match where_filter {
+        None => None,
+        Some(w) => {
+            let predicate = filter::parse_where(w, table.metadata().current_schema(), now)?;
+            Some(
+                table
+                    .scan()
+                    .with_filter(predicate)
+                    .build()?
+                    .plan_files()
+                    .await?
+                    .map_ok(|t| t.data_file_path)
+                    .try_collect()
+                    .await?,
+            )
+        }
+    };
+    let mut total = 0usize;
+    let mut kept = Scanned::Tasks(Vec::new());
+    let mut all = table.scan().build()?.plan_files().await?;
+    while let Some(task) = all.try_next().await? {
+        total += 1;
+        if !(matching
+            .as_ref()
+            .is_none_or(|m| m.contains(&task.data_file_path))
+            && keep(&task))
+        {
+            continue;
+        }
+        match &mut kept {
+            Scanned::Tasks(tasks) if tasks.len() < limit => tasks.push(task),
+            Scanned::Tasks(tasks) => {
+                let mut counts = BTreeMap::new();
+                for t in tasks.iter().chain(std::iter::once(&task)) {
+                    *counts.entry(key(t)).or_insert(0) += 1;
+                }
+                kept = Scanned::Counted(counts);
+            }
+            Scanned::Counted(counts) => *counts.entry(key(&task)).or_insert(0) += 1,
+        }
+    }
+    Ok((kept, total))
+}
+
+/// How a compaction names a partition (its file groups' `partition`, what
+/// [`super::CompactBuilder::with_partitions`] selects): the spec's path form
+/// (`ts_day=2026-11-30`), or `unpartitioned`.
+pub fn partition_path(
+    table: &Table,
+    spec_id: i32,
+    partition: Option<&iceberg::spec::Struct>,
+) -> String {
+    let md = table.metadata();
+    match (partition, md.partition_spec_by_id(spec_id)) {
+        (Some(p), Some(spec)) if !spec.is_unpartitioned() => {
+            spec.partition_to_path(p, md.current_schema().clone())
+        }
+        _ => "unpartitioned".to_string(),
+    }
+}
+
+/// What the planner knows of a task. `file` (the manifest entry) is given when the table has
+/// several specs: a file of another spec than the default is grouped by where its rows land
+/// in the default spec ([`respec_key`]).
+pub(super) fn plan_file(
+    index: usize,
+    t: &FileScanTask,
+    spec_id: i32,
+    partition: Option<&iceberg::spec::Struct>,
+    file: Option<&iceberg::spec::DataFile>,
+    table: &Table,
+) -> PlanFile {
+    let mut path = partition_path(table, spec_id, partition);
+    let other_spec = spec_id != table.metadata().default_partition_spec_id();
+    if other_spec {
+        // Grouped by the partition the rows go to: the old partitions of one new one merge.
+        path = match file.and_then(|f| respec_key(table, f)) {
+            Some(into) => format!("-> {into}"),
+            None => format!("{path} -> (several partitions)"),
+        };
+    }
+    PlanFile {
+        index,
+        size: t.file_size_in_bytes,
+        records: t.record_count.unwrap_or(0),
+        spec_id,
+        partition: path,
+        deletes: t.deletes.len(),
+        other_spec,
+    }
+}
+
+/// The default-spec partition all rows of `file` fall in, from its column bounds: each field's
+/// transform applied to the lower and the upper bound of its source column gives one value
+/// (`hour(ts)` files of one day give that day under `day(ts)`). `None` when a field has no
+/// bounds or they give two values. Only a grouping key: the writer partitions every row.
+pub(super) fn respec_key(table: &Table, file: &iceberg::spec::DataFile) -> Option<String> {
+    let spec = table.metadata().default_partition_spec();
+    if spec.is_unpartitioned() {
+        return Some("unpartitioned".to_string());
+    }
+    let mut parts = Vec::new();
+    for field in spec.fields() {
+        let lower = file.lower_bounds().get(&field.source_id)?;
+        let upper = file.upper_bounds().get(&field.source_id)?;
+        let f = iceberg::transform::create_transform_function(&field.transform).ok()?;
+        let (a, b) = (
+            f.transform_literal(lower).ok()??,
+            f.transform_literal(upper).ok()??,
+        );
+        if a != b {
+            return None;
+        }
+        parts.push(format!("{}={a}", field.name));
+    }
+    Some(parts.join("/"))
+}
+
+/// Every row of `members`, their delete files applied (all rows, not only those matching a
+/// `--where` filter), as batches in `schema`: the table's Arrow schema with field ids.
+pub(super) fn read_rows(
+    table: &Table,
+    members: Vec<FileScanTask>,
+    schema: arrow_schema::SchemaRef,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let tasks: Vec<iceberg::Result<FileScanTask>> = members
+        .into_iter()
+        .map(|mut t| {
+            t.predicate = None;
+            Ok(t)
+        })
+        .collect();
+    let batches = table
+        .reader_builder()
+        .with_batch_size(8192)
+        .build()
+        .read(futures::stream::iter(tasks).boxed())?
+        .stream();
+    Ok(batches
+        .map(move |b| crate::write::conform::to_schema(b?, &schema))
+        .boxed())
+}
+
+/// Reads a group's files (applying their delete files) and writes them rolled at the target.
+pub(super) async fn rewrite_group(
+    table: &Table,
+    group: usize,
+    spec_id: i32,
+    members: Vec<FileScanTask>,
+    options: &WriteOptions,
+    sort_keys: Option<&Vec<sort::SortKey>>,
+    shared: &parallel::JobShared,
+) -> Result<GroupResult> {
+    if sort_keys.is_none() {
+        if let (Some((spec, partition)), Some(target)) = (
+            parallel::output_partition(table, spec_id, &members),
+            options.target_file_size_bytes,
+        ) {
+            let (files, rows) =
+                parallel::rewrite(table, members, target, spec, partition, shared).await?;
+            return Ok(GroupResult { group, files, rows });
+        }
+    }
+    let mut writer = TableWriter::new(table, options).await?;
+    let schema = writer.arrow_schema().clone();
+    // Decode on another task while this one encodes: the two halves of a rewrite then use
+    // two cores. The bounded channel keeps at most a few batches in flight (memory is bounded
+    // by concurrency, not by group size).
+    let mut stream = read_rows(table, members, schema.clone())?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4);
+    let reader = tokio::spawn(async move {
+        while let Some(batch) = stream.next().await {
+            let failed = batch.is_err();
+            if tx.send(batch).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    let step = async {
+        let mut held = Vec::new();
+        while let Some(batch) = rx.recv().await {
+            let batch = batch?;
+            match sort_keys {
+                Some(_) => held.push(batch),
+                None => writer.write(batch).await?,
+            }
+        }
+        if let (Some(keys), false) = (sort_keys, held.is_empty()) {
+            let sorted = sort::sort_batches(&schema, &held, keys)?;
+            drop(held);
+            let mut offset = 0;
+            while offset < sorted.num_rows() {
+                let len = (sorted.num_rows() - offset).min(crate::write::BATCH_ROWS);
+                writer.write(sorted.slice(offset, len)).await?;
+                offset += len;
+            }
+        }
+        Ok::<_, Error>(())
+    };
+    let result = step.await;
+    reader.abort();
+    if let Err(e) = result {
+        writer.abort().await;
+        return Err(e);
+    }
+    let rows = writer.rows();
+    let files = writer.close().await?;
+    Ok(GroupResult { group, files, rows })
+}
