@@ -4,77 +4,82 @@
 //! of small files, shows what is wrong with a table, and fixes it (compaction, snapshot expiry,
 //! orphan and metadata cleanup).
 //!
-//! ## Architecture
+//! ## Architecture: the folders are the layers
 //!
-//! floe is a stack of layers. Every `use crate::` points down the stack (or sideways inside the
-//! operations layer, without cycles); `layers.rs` (a unit test) fails the build on an import that
-//! points up, a module cycle, or a circle between the files of one module.
+//! Every folder of `src/` is a layer, listed here from the top down. Every `use crate::` points
+//! down the stack (or sideways between the operations, without cycles); `layers.rs` (a unit
+//! test) fails the build on an import that points up, a cycle between units, or a circle
+//! between the files of one unit. Two folders are floors rather than modules: each child of
+//! `base/` and of `operations/` is a unit of its own, placed and checked alone.
 //!
 //! ```text
-//!  maintain     the self-driving service: facts, triggers, scheduling of the operations;
-//!      v        in_stream: the maintenance `floe ingest --maintain` runs, through ingest's hook
-//!  ingest       records in: streams with exactly-once commits, backpressure on compaction
-//!      v        debt, scale-out (--group); the maintenance beside it is its caller's hook
-//!  operations   compact  change  expire  clean  diagnose  inspect  sql  alter  refs  append
-//!      │            each reads tables, plans, writes files and commits through the layers below
+//!  maintain/      the self-driving service: facts, triggers, scheduling of the operations;
+//!      v          in_stream: the maintenance `floe ingest --maintain` runs, through ingest's hook
+//!  ingest/        streams in: exactly-once commits, backpressure on compaction debt, scale-out
+//!      v          (--group); the pure trigger and outage tracker; the after-commit hook
+//!  operations/    mod.rs: the contract (plan, apply, execute; Ctx; Planned) and query.rs (Query)
+//!      │            append  alter  refs  compact  change  expire  clean      (change a table)
+//!      │            diagnose  inspect  sql                                    (read only)
 //!      v
-//!  records      input (NDJSON, CSV, Parquet, stream payloads) decoded into the table's schema
+//!  records/       input (NDJSON, CSV, Parquet, stream payloads) decoded into the table's schema
 //!      v
-//!  write        partitioned, size-rolled Parquet writer; deletes what a failed write left
+//!  write/         partitioned, size-rolled Parquet writer; deletes what a failed write left
 //!      v
-//!  coordination leases, run history and ingest hand-offs in one SQL database
+//!  coordination/  leases, run history and ingest hand-offs in one SQL database
 //!      v
-//!  commit       snapshot producers (append, replace, delete), validation, retry, cleanup
+//!  commit/        one file per action (append, rewrite, row delta, ...), the staged-files
+//!      v          ledger, validation, conflicts, retry
+//!  catalog/       connect, load, create, drop, and the compare-and-swap of the table pointer
+//!      v          (SQLite/PostgreSQL in the Iceberg JDBC schema, or an Iceberg REST server)
+//!  table/         identifiers, metadata and manifest readers, reachability, writer watermarks,
+//!      v          the exactly-once protocol, schema/partition text
+//!  storage/       FileIO by scheme, S3 listing, the delete fence and the only delete functions
 //!      v
-//!  catalog      connect, load, create, drop, and the compare-and-swap of the table pointer
-//!      v        (SQLite/PostgreSQL in the Iceberg JDBC schema, or an Iceberg REST server)
-//!  table        identifiers, metadata and manifest readers, reachability, writer watermarks
-//!      v        and exactly-once positions, schema/partition text
-//!  storage      FileIO by scheme, S3 listing, the delete fence and the only delete functions
-//!      v
-//!  base         error, properties (every table property floe reads), secrets, fault, operation,
-//!               server (the HTTP server and Prometheus exposition of the endpoints)
+//!  base/          error, properties (every table property floe reads), secrets, fault, cost
+//!                 (what operations report), server (the HTTP server and Prometheus text)
 //! ```
 //!
 //! ## The data flow
 //!
 //! ```text
-//!  input/stream ──> ingest ──> write ──> commit ──> catalog CAS ──> [metadata.json, manifests,
-//!                                          ^                         data files on storage]
-//!                                          │                                │
-//!           compact / expire / clean ──────┘ <── inspect / sql / diagnose <─┘
+//!  input/stream ──> ingest ──> records ──> write ──> commit ──> catalog CAS ──> [metadata.json,
+//!                                                      ^          manifests, data files]
+//!                                                      │                    │
+//!           compact / expire / clean / change ─────────┘ <── inspect / sql / diagnose <─┘
 //! ```
 //!
-//! A compaction, end to end: the CLI builds [`compact::CompactBuilder`] and calls the
-//! [`operations::Operation`] contract. `plan()` loads the table through its
+//! A compaction, end to end: the CLI builds [`operations::compact::CompactBuilder`] and calls
+//! the [`operations::Operation`] contract. `plan()` loads the table through its
 //! [`operations::Ctx`], scans it once with delete files attached, and plans file groups
-//! ([`compact::plan`]): a [`compact::CompactPlan`] value, printed by `--dry-run`. `apply(plan)`
-//! rewrites each group with [`write::TableWriter`], registers the outputs in a
-//! [`commit::Ledger`], and commits a replace through [`commit::Committer`]: the producer
-//! ([`commit::producer`]) writes manifests and a manifest list, the committer retries under its
-//! [`commit::retry::RetryPolicy`] and hands each attempt to the catalog's compare-and-swap
-//! (`Catalog::commit`, crate-private), which makes the snapshot current. On a conflict
-//! ([`commit::Conflict`]) the ledger comes back and each group is committed alone with its part;
-//! on any other definite failure the committer deletes the ledger's files through the table's
-//! fence ([`storage::delete`]); on an unknown outcome it keeps them.
+//! ([`operations::compact::plan`]): a [`operations::compact::CompactPlan`] value, printed by
+//! `--dry-run`. `apply(plan)` rewrites each group with [`write::TableWriter`], registers the
+//! outputs in a [`commit::Ledger`], and commits a replace ([`commit::action`]) through
+//! [`commit::Committer`]: the producer ([`commit::producer`]) writes manifests and a manifest
+//! list, the committer retries under its [`commit::retry::RetryPolicy`] and hands each attempt
+//! to the catalog's compare-and-swap (`Catalog::commit`, crate-private), which makes the
+//! snapshot current. On a conflict ([`commit::Conflict`]) the ledger comes back and each group
+//! is committed alone with its part; on any other definite failure the committer deletes the
+//! ledger's files through the table's fence ([`storage::delete`]); on an unknown outcome it
+//! keeps them.
 //!
-//! An ingest commit: the driver (`ingest::stream`) reads the source, decodes into per-partition
-//! buffers, and when the pure trigger (`ingest::trigger`) says a window is due, writes the
-//! buffers and commits an append (or a row delta) whose summary carries the writer's positions
-//! ([`table::exactly_once`]); the committer checks the writer fence on every attempt, so a
-//! zombie writer cannot commit, and a restart resumes from the positions in the table.
+//! An ingest commit: the driver (`ingest::stream`) reads the source, decodes records
+//! ([`records`]) into per-partition buffers, and when the pure trigger (`ingest::trigger`) says
+//! a window is due, writes the buffers ([`write`]) and commits an append (or a row delta) whose
+//! summary carries the writer's positions ([`table::exactly_once`]) through the same
+//! committer; it checks the writer fence on every attempt, so a zombie writer cannot commit,
+//! and a restart resumes from the positions in the table. After the commit the driver calls
+//! its hook ([`ingest::hook`]), which `floe ingest --maintain` fills with
+//! [`maintain::in_stream`].
 //!
 //! ## Where things live
 //!
-//! - [`operation`]: what every operation reports ([`operation::Cost`], [`operation::Progress`]).
-//! - [`operations`]: the contract every operation that changes a table implements: `plan()` a
-//!   value that changes nothing, `apply(plan)` re-validated at commit, `execute()`; and the
-//!   read-only one ([`operations::Query`]: `query()`) of `diagnose`, `inspect` and `sql`.
-//! - [`error`]: one error type; every variant names what to fix. [`properties`]: names,
-//!   defaults and validation of table properties. [`secrets`]: the one masking function for
-//!   everything printed. [`fault`]: fault injection for crash tests. [`server`]: the one HTTP
-//!   server (axum) of `floe maintain --listen` and `floe ingest --metrics-addr`, and their
-//!   Prometheus text exposition ([`server::exposition`]).
+//! - [`base`]: [`base::error`] (one error type; every variant names what to fix),
+//!   [`base::properties`] (names, defaults and validation of table properties),
+//!   [`base::secrets`] (the one masking function for everything printed), [`base::fault`]
+//!   (fault injection for crash tests), [`base::cost`] (what every operation reports:
+//!   [`base::cost::Cost`], [`base::cost::Progress`]), [`base::server`] (the one HTTP server,
+//!   axum, of `floe maintain --listen` and `floe ingest --metrics-addr`, and their Prometheus
+//!   text exposition).
 //! - [`storage`]: FileIO construction, the S3 lister, listings ([`storage::listing`]), the delete
 //!   fence ([`storage::fence`]: nothing outside the table's own location is ever deleted) and
 //!   batched deletes ([`storage::delete`]).
@@ -90,14 +95,17 @@
 //! - [`records`]: the record codec: NDJSON records, CSV and Parquet files and stream payloads
 //!   decoded into Arrow batches of a table's schema, every value converted exactly or the
 //!   record set aside with its reason (shared by `append` and `ingest`).
-//! - Operations: [`compact`]
-//!   (`rewrite_data_files`), [`change`] (row-level changes: `delete --where`, upserts by key
-//!   with position deletes), [`expire`] (`expire_snapshots`), [`clean`] (`remove_orphan_files`,
-//!   old metadata files, `rewrite_manifests`, `table drop --purge`), [`diagnose`] (health
-//!   report), [`inspect`] (metadata tables `$files`, `$snapshots`, ...), [`sql`] (read-only
-//!   DataFusion), [`alter`] (property updates, schema and partition-spec evolution),
-//!   [`refs`] (create and drop tags and branches).
-//! - [`append`]: input files in one commit.
+//! - [`operations`]: the contract every operation that changes a table implements (`plan()` a
+//!   value that changes nothing, `apply(plan)` re-validated at commit, `execute()`), the
+//!   read-only one ([`operations::Query`]), and the operations:
+//!   [`operations::compact`] (`rewrite_data_files`, and `rewrite_position_delete_files`),
+//!   [`operations::change`] (`delete --where`, `convert-equality-deletes`, upserts by key with
+//!   position deletes), [`operations::expire`] (`expire_snapshots`), [`operations::clean`]
+//!   (`remove_orphan_files`, old metadata files, `rewrite_manifests`, `table drop --purge`),
+//!   [`operations::append`] (input files in one commit), [`operations::alter`] (property
+//!   updates, schema and partition-spec evolution), [`operations::refs`] (create and drop tags
+//!   and branches), [`operations::diagnose`] (health report), [`operations::inspect`]
+//!   (metadata tables `$files`, `$snapshots`, ...), [`operations::sql`] (read-only DataFusion).
 //! - [`ingest`]: `floe ingest`, streams with exactly-once commits, backpressure on compaction
 //!   debt, and scale-out over worker processes with one coordinator (`--group`); the table's
 //!   maintenance run in the same process through one committer (`--maintain`) is given by the
