@@ -62,7 +62,7 @@ impl Catalog {
             let writable = properties::check_stored(
                 Some(name.as_str()),
                 &after,
-                &[properties::METADATA_COMPRESSION_CODEC],
+                &[properties::METADATA_COMPRESSION_CODEC.key],
             );
             async move {
                 writable?;
@@ -155,7 +155,7 @@ mod tests {
         // Raising the table's target along with it makes it consistent.
         let mut set = set;
         set.insert(
-            WRITE_TARGET_FILE_SIZE_BYTES.into(),
+            WRITE_TARGET_FILE_SIZE_BYTES.key.into(),
             (2u64 << 30).to_string(),
         );
         validate_property_update(&current, &set, &[]).unwrap();
@@ -163,8 +163,8 @@ mod tests {
             &current,
             &set,
             &[
-                GC_ENABLED.to_string(),
-                WRITE_TARGET_FILE_SIZE_BYTES.to_string(),
+                GC_ENABLED.key.to_string(),
+                WRITE_TARGET_FILE_SIZE_BYTES.key.to_string(),
             ],
         )
         .unwrap_err()

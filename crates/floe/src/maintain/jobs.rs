@@ -171,7 +171,7 @@ pub async fn evaluate_table(
                 table: w.name.clone(),
                 job: job.to_string(),
                 scope: "table".into(),
-                skipped: Some(format!("{}=false", super::policy::ENABLED)),
+                skipped: Some(format!("{}=false", crate::properties::MAINTAIN_ENABLED.key)),
                 ..Decision::default()
             })
             .collect();
