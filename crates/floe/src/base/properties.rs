@@ -13,70 +13,472 @@ use std::collections::HashMap;
 
 use crate::base::error::{Error, Result};
 
+/// A table property floe knows: its key and the [`Rule`] its values follow (which says its
+/// type). Every known key is declared once, as a `pub const` of this type, and listed once in
+/// [`ALL`]; other modules name a key as `properties::NAME.key`. Defaults sit next to their key
+/// as `NAME_DEFAULT` constants, typed as the key is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Property {
+    pub key: &'static str,
+    pub rule: Rule,
+}
+
+const fn prop(key: &'static str, rule: Rule) -> Property {
+    Property { key, rule }
+}
+
+const fn int(key: &'static str, min: i64, max: i64) -> Property {
+    prop(key, Rule::Int { min, max })
+}
+
+const INT_MAX: i64 = i32::MAX as i64;
+const LONG_MAX: i64 = i64::MAX;
+const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+const DAY_MS: u64 = 24 * HOUR_MS;
+const MIB: u64 = 1 << 20;
+
 /// Target size of data files written by append, ingest and compaction.
-pub const WRITE_TARGET_FILE_SIZE_BYTES: &str = "write.target-file-size-bytes";
+pub const WRITE_TARGET_FILE_SIZE_BYTES: Property = int("write.target-file-size-bytes", 1, LONG_MAX);
 /// Iceberg's default target file size: 512 MiB.
-pub const WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT: u64 = 512 * 1024 * 1024;
+pub const WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT: u64 = 512 * MIB;
 /// Target size of delete files `rewrite-position-delete-files` writes.
-pub const WRITE_DELETE_TARGET_FILE_SIZE_BYTES: &str = "write.delete.target-file-size-bytes";
+pub const WRITE_DELETE_TARGET_FILE_SIZE_BYTES: Property =
+    int("write.delete.target-file-size-bytes", 1, LONG_MAX);
 /// Iceberg's default delete file target size: 64 MiB.
-pub const WRITE_DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+pub const WRITE_DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT: u64 = 64 * MIB;
 /// Parquet row group size.
-pub const WRITE_PARQUET_ROW_GROUP_SIZE_BYTES: &str = "write.parquet.row-group-size-bytes";
+pub const WRITE_PARQUET_ROW_GROUP_SIZE_BYTES: Property =
+    int("write.parquet.row-group-size-bytes", 1, LONG_MAX);
 /// Iceberg's default row group size: 128 MiB.
-pub const WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
+pub const WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT: u64 = 128 * MIB;
 /// Parquet compression codec.
-pub const WRITE_PARQUET_COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
-/// Compression level (zstd).
-pub const WRITE_PARQUET_COMPRESSION_LEVEL: &str = "write.parquet.compression-level";
+pub const WRITE_PARQUET_COMPRESSION_CODEC: Property = prop(
+    "write.parquet.compression-codec",
+    Rule::OneOf(&["zstd", "snappy", "uncompressed", "none"]),
+);
+/// Compression level (zstd): zstd's levels, as the Parquet writer accepts them.
+pub const WRITE_PARQUET_COMPRESSION_LEVEL: Property = int("write.parquet.compression-level", 1, 22);
 /// zstd level when unset: 1, the Arrow default that PyIceberg and delta-rs write with
 /// (Iceberg Java's parquet-mr uses 3: set the property for its slightly smaller files).
 pub const WRITE_PARQUET_ZSTD_LEVEL_DEFAULT: i32 = 1;
 /// Number of retries of a commit that lost a race.
-pub const COMMIT_RETRY_NUM_RETRIES: &str = "commit.retry.num-retries";
+pub const COMMIT_RETRY_NUM_RETRIES: Property = int("commit.retry.num-retries", 0, INT_MAX);
 /// Default number of commit retries.
 pub const COMMIT_RETRY_NUM_RETRIES_DEFAULT: u64 = 4;
 /// Minimum wait between commit retries.
-pub const COMMIT_RETRY_MIN_WAIT_MS: &str = "commit.retry.min-wait-ms";
+pub const COMMIT_RETRY_MIN_WAIT_MS: Property = int("commit.retry.min-wait-ms", 0, LONG_MAX);
 /// Default minimum wait.
 pub const COMMIT_RETRY_MIN_WAIT_MS_DEFAULT: u64 = 100;
 /// Maximum wait between commit retries.
-pub const COMMIT_RETRY_MAX_WAIT_MS: &str = "commit.retry.max-wait-ms";
+pub const COMMIT_RETRY_MAX_WAIT_MS: Property = int("commit.retry.max-wait-ms", 0, LONG_MAX);
 /// Default maximum wait.
 pub const COMMIT_RETRY_MAX_WAIT_MS_DEFAULT: u64 = 60_000;
 /// Total time budget of a commit with retries.
-pub const COMMIT_RETRY_TOTAL_TIMEOUT_MS: &str = "commit.retry.total-timeout-ms";
+pub const COMMIT_RETRY_TOTAL_TIMEOUT_MS: Property =
+    int("commit.retry.total-timeout-ms", 0, LONG_MAX);
 /// Default total time budget: 30 minutes.
 pub const COMMIT_RETRY_TOTAL_TIMEOUT_MS_DEFAULT: u64 = 1_800_000;
 /// Delete metadata files that fall out of the metadata log after a commit.
-pub const METADATA_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
-/// Number of previous metadata files kept in the metadata log.
-pub const METADATA_PREVIOUS_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
+pub const METADATA_DELETE_AFTER_COMMIT: Property =
+    prop("write.metadata.delete-after-commit.enabled", Rule::Bool);
+/// Number of previous metadata files kept in the metadata log (Java and iceberg-rust keep at
+/// least one entry whatever the value).
+pub const METADATA_PREVIOUS_VERSIONS_MAX: Property =
+    int("write.metadata.previous-versions-max", 0, INT_MAX);
+/// Default number of previous metadata files kept in the metadata log: 100.
+pub const METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT: u64 = 100;
 /// Number of manifests that triggers merging on append.
-pub const COMMIT_MANIFEST_MIN_COUNT_TO_MERGE: &str = "commit.manifest.min-count-to-merge";
+pub const COMMIT_MANIFEST_MIN_COUNT_TO_MERGE: Property =
+    int("commit.manifest.min-count-to-merge", 0, INT_MAX);
 /// Iceberg's default: 100.
 pub const COMMIT_MANIFEST_MIN_COUNT_TO_MERGE_DEFAULT: u64 = 100;
 /// Target manifest size when merging.
-pub const COMMIT_MANIFEST_TARGET_SIZE_BYTES: &str = "commit.manifest.target-size-bytes";
+pub const COMMIT_MANIFEST_TARGET_SIZE_BYTES: Property =
+    int("commit.manifest.target-size-bytes", 1, LONG_MAX);
 /// Iceberg's default: 8 MiB.
-pub const COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
+pub const COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT: u64 = 8 * MIB;
 /// Whether appends merge manifests.
-pub const COMMIT_MANIFEST_MERGE_ENABLED: &str = "commit.manifest-merge.enabled";
+pub const COMMIT_MANIFEST_MERGE_ENABLED: Property =
+    prop("commit.manifest-merge.enabled", Rule::Bool);
 
 /// Whether files of this table may be garbage-collected (expiry file cleanup, orphan removal).
-pub const GC_ENABLED: &str = "gc.enabled";
+pub const GC_ENABLED: Property = prop("gc.enabled", Rule::Bool);
+/// Iceberg's default: `true`.
+pub const GC_ENABLED_DEFAULT: bool = true;
 /// Maximum age of snapshots kept by expiry.
-pub const HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS: &str = "history.expire.max-snapshot-age-ms";
+pub const HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS: Property =
+    int("history.expire.max-snapshot-age-ms", 0, LONG_MAX);
 /// Iceberg's default: 5 days.
-pub const HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT: u64 = 5 * 24 * 3600 * 1000;
-/// Minimum number of snapshots expiry keeps on each branch.
-pub const HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP: &str = "history.expire.min-snapshots-to-keep";
+pub const HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT: u64 = 5 * DAY_MS;
+/// Minimum number of snapshots expiry keeps on each branch (the current snapshot is never
+/// expired: at least one is kept).
+pub const HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP: Property =
+    int("history.expire.min-snapshots-to-keep", 1, INT_MAX);
 /// Iceberg's default: 1.
 pub const HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT: u64 = 1;
 /// Maximum age of branches and tags (not `main`) before expiry removes them.
-pub const HISTORY_EXPIRE_MAX_REF_AGE_MS: &str = "history.expire.max-ref-age-ms";
-/// Default number of previous metadata files kept in the metadata log: 100.
-pub const METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT: u64 = 100;
+pub const HISTORY_EXPIRE_MAX_REF_AGE_MS: Property =
+    int("history.expire.max-ref-age-ms", 0, LONG_MAX);
+
+/// `write.metadata.compression-codec` (metadata.json files; read by iceberg-rust on every
+/// metadata write).
+pub const METADATA_COMPRESSION_CODEC: Property = prop(
+    "write.metadata.compression-codec",
+    Rule::OneOf(&["none", "gzip"]),
+);
+/// `write.distribution-mode` (ingest: how rows are spread over writer tasks). `range` is taken
+/// as `hash` by ingest (partitions still go to one writer each).
+pub const WRITE_DISTRIBUTION_MODE: Property = prop(
+    "write.distribution-mode",
+    Rule::OneOf(&["none", "hash", "range"]),
+);
+/// Values of the row-level operation modes.
+const ROW_LEVEL_MODES: &[&str] = &["merge-on-read", "copy-on-write"];
+/// `write.delete.mode`: how `floe delete` removes rows (`merge-on-read`: position deletes, floe's
+/// default; `copy-on-write`: affected data files rewritten without them).
+pub const WRITE_DELETE_MODE: Property = prop("write.delete.mode", Rule::OneOf(ROW_LEVEL_MODES));
+/// `write.update.mode` (upserts), with the same values.
+pub const WRITE_UPDATE_MODE: Property = prop("write.update.mode", Rule::OneOf(ROW_LEVEL_MODES));
+/// `write.merge.mode`, with the same values.
+pub const WRITE_MERGE_MODE: Property = prop("write.merge.mode", Rule::OneOf(ROW_LEVEL_MODES));
+
+// Parsed by iceberg-rust's `TableProperties` (drop --purge reads them all).
+/// `write.datafusion.fanout.enabled` (iceberg-rust).
+pub const WRITE_DATAFUSION_FANOUT_ENABLED: Property =
+    prop("write.datafusion.fanout.enabled", Rule::Bool);
+/// `write.parquet.content-defined-chunking.enabled` (iceberg-rust).
+pub const WRITE_PARQUET_CDC_ENABLED: Property =
+    prop("write.parquet.content-defined-chunking.enabled", Rule::Bool);
+/// `write.parquet.content-defined-chunking.min-chunk-size` (iceberg-rust).
+pub const WRITE_PARQUET_CDC_MIN_CHUNK_SIZE: Property = int(
+    "write.parquet.content-defined-chunking.min-chunk-size",
+    0,
+    INT_MAX,
+);
+/// `write.parquet.content-defined-chunking.max-chunk-size` (iceberg-rust).
+pub const WRITE_PARQUET_CDC_MAX_CHUNK_SIZE: Property = int(
+    "write.parquet.content-defined-chunking.max-chunk-size",
+    0,
+    INT_MAX,
+);
+/// `write.parquet.content-defined-chunking.norm-level` (iceberg-rust).
+pub const WRITE_PARQUET_CDC_NORM_LEVEL: Property = int(
+    "write.parquet.content-defined-chunking.norm-level",
+    i32::MIN as i64,
+    INT_MAX,
+);
+/// `encryption.data-key-length` (iceberg-rust).
+pub const ENCRYPTION_DATA_KEY_LENGTH: Property = int("encryption.data-key-length", 1, INT_MAX);
+
+/// Prefix of the table-level defaults of `floe compact` options.
+pub const COMPACT_PREFIX: &str = "floe.compact.";
+/// Prefix of `floe ingest` table properties.
+pub const INGEST_PREFIX: &str = "floe.ingest.";
+/// Prefix of `floe maintain` table properties (`crate::maintain::policy` reads them).
+pub const MAINTAIN_PREFIX: &str = "floe.maintain.";
+
+/// `floe.ingest.write-buffer-size`: the ingest buffer budget, in bytes.
+pub const INGEST_WRITE_BUFFER_SIZE: Property = int("floe.ingest.write-buffer-size", 1, LONG_MAX);
+/// Default write buffer budget: 256 MiB.
+pub const INGEST_WRITE_BUFFER_SIZE_DEFAULT: u64 = 256 * MIB;
+/// `floe.ingest.maintain`: `true` runs the table's maintenance in every `floe ingest` into it
+/// (as `--maintain` does).
+pub const INGEST_MAINTAIN: Property = prop("floe.ingest.maintain", Rule::Bool);
+/// Default: `false`.
+pub const INGEST_MAINTAIN_DEFAULT: bool = false;
+/// `floe.ingest.max-small-files-per-partition`: small files in one partition above which the
+/// writer slows down.
+pub const INGEST_MAX_SMALL_FILES: Property =
+    int("floe.ingest.max-small-files-per-partition", 0, LONG_MAX);
+/// Default with `--maintain` (without it, unset limits are off).
+pub const INGEST_MAX_SMALL_FILES_DEFAULT: u64 = 200;
+/// `floe.ingest.max-snapshots-since-compaction`: snapshots since the last compaction above
+/// which the writer slows down.
+pub const INGEST_MAX_SNAPSHOTS: Property =
+    int("floe.ingest.max-snapshots-since-compaction", 0, LONG_MAX);
+/// Default with `--maintain` (without it, unset limits are off).
+pub const INGEST_MAX_SNAPSHOTS_DEFAULT: u64 = 1000;
+/// `floe.ingest.max-time-since-compaction`: how long small files may wait since the last
+/// compaction before the writer slows down.
+pub const INGEST_MAX_TIME: Property = prop(
+    "floe.ingest.max-time-since-compaction",
+    Rule::Duration { min_ms: 0 },
+);
+/// Default with `--maintain` (without it, unset limits are off): 1h.
+pub const INGEST_MAX_TIME_DEFAULT_MS: u64 = HOUR_MS;
+/// `floe.ingest.max-commit-interval`: the longest commit interval backpressure stretches to
+/// (default: 10x `--commit-interval`, at least 60s; `crate::ingest::debt` computes it).
+pub const INGEST_MAX_COMMIT_INTERVAL: Property = prop(
+    "floe.ingest.max-commit-interval",
+    Rule::Duration { min_ms: 0 },
+);
+/// `floe.ingest.source-timeout`: how long a source (a Kafka broker) may stay unreachable before
+/// the ingest commits what it read and exits with an error (default: wait forever, reporting
+/// the wait).
+pub const INGEST_SOURCE_TIMEOUT: Property =
+    prop("floe.ingest.source-timeout", Rule::Duration { min_ms: 0 });
+
+/// Values of `floe.compact.rewrite-job-order` (Iceberg's `rewrite-job-order`), as
+/// `crate::operations::compact::JobOrder` parses them.
+pub const JOB_ORDERS: [&str; 5] = ["none", "bytes-asc", "bytes-desc", "files-asc", "files-desc"];
+
+/// Values of `floe.compact.row-group-merge`.
+pub const ROW_GROUP_MERGE_MODES: [&str; 3] = ["auto", "always", "never"];
+
+// `floe compact` options that may be given table-wide as `floe.compact.<option>`, with the
+// rule `floe compact` parses each with (its `CompactBuilder::plan_options` and `execute`).
+/// `floe.compact.target-file-size-bytes`.
+pub const COMPACT_TARGET_FILE_SIZE_BYTES: Property =
+    prop("floe.compact.target-file-size-bytes", Rule::Size { min: 1 });
+/// `floe.compact.min-file-size-bytes`.
+pub const COMPACT_MIN_FILE_SIZE_BYTES: Property =
+    prop("floe.compact.min-file-size-bytes", Rule::Size { min: 0 });
+/// `floe.compact.max-file-size-bytes`.
+pub const COMPACT_MAX_FILE_SIZE_BYTES: Property =
+    prop("floe.compact.max-file-size-bytes", Rule::Size { min: 0 });
+/// `floe.compact.min-input-files`.
+pub const COMPACT_MIN_INPUT_FILES: Property =
+    prop("floe.compact.min-input-files", Rule::Count { min: 1 });
+/// `floe.compact.max-file-group-size-bytes`.
+pub const COMPACT_MAX_FILE_GROUP_SIZE_BYTES: Property = prop(
+    "floe.compact.max-file-group-size-bytes",
+    Rule::Size { min: 1 },
+);
+/// `floe.compact.max-concurrent-file-group-rewrites`.
+pub const COMPACT_MAX_CONCURRENT_FILE_GROUP_REWRITES: Property = prop(
+    "floe.compact.max-concurrent-file-group-rewrites",
+    Rule::Count { min: 0 },
+);
+/// `floe.compact.partial-progress.enabled`.
+pub const COMPACT_PARTIAL_PROGRESS_ENABLED: Property =
+    prop("floe.compact.partial-progress.enabled", Rule::Bool);
+/// `floe.compact.partial-progress.max-commits`.
+pub const COMPACT_PARTIAL_PROGRESS_MAX_COMMITS: Property = prop(
+    "floe.compact.partial-progress.max-commits",
+    Rule::Count { min: 0 },
+);
+/// `floe.compact.rewrite-all`.
+pub const COMPACT_REWRITE_ALL: Property = prop("floe.compact.rewrite-all", Rule::Bool);
+/// `floe.compact.rewrite-job-order`.
+pub const COMPACT_REWRITE_JOB_ORDER: Property =
+    prop("floe.compact.rewrite-job-order", Rule::JobOrder);
+/// `floe.compact.delete-file-threshold`.
+pub const COMPACT_DELETE_FILE_THRESHOLD: Property =
+    prop("floe.compact.delete-file-threshold", Rule::Count { min: 0 });
+/// `floe.compact.remove-dangling-deletes`.
+pub const COMPACT_REMOVE_DANGLING_DELETES: Property =
+    prop("floe.compact.remove-dangling-deletes", Rule::Bool);
+/// `floe.compact.row-group-merge`.
+pub const COMPACT_ROW_GROUP_MERGE: Property = prop(
+    "floe.compact.row-group-merge",
+    Rule::OneOf(&ROW_GROUP_MERGE_MODES),
+);
+/// `floe.compact.row-group-merge-min-bytes`.
+pub const COMPACT_ROW_GROUP_MERGE_MIN_BYTES: Property = prop(
+    "floe.compact.row-group-merge-min-bytes",
+    Rule::Size { min: 0 },
+);
+/// `floe.compact.plan-batch-files`.
+pub const COMPACT_PLAN_BATCH_FILES: Property =
+    prop("floe.compact.plan-batch-files", Rule::Count { min: 1 });
+
+// The `floe.maintain.*` properties, as `crate::maintain::policy` reads them. The compaction
+// triggers are named after Flink's `TableMaintenance`; a count, size or interval trigger set
+// to `0` is off.
+/// `floe.maintain.enabled`: `false` keeps `floe maintain` off this table.
+pub const MAINTAIN_ENABLED: Property = prop("floe.maintain.enabled", Rule::Bool);
+pub const MAINTAIN_ENABLED_DEFAULT: bool = true;
+/// `floe.maintain.compact.trigger.commit-count`: commits since the last compaction that
+/// trigger one (Flink `scheduleOnCommitCount`).
+pub const MAINTAIN_COMMIT_COUNT: Property = prop(
+    "floe.maintain.compact.trigger.commit-count",
+    Rule::Count { min: 0 },
+);
+pub const MAINTAIN_COMMIT_COUNT_DEFAULT: u64 = 10;
+/// `floe.maintain.compact.trigger.data-file-count`: data files added since the last
+/// compaction that trigger one (Flink `scheduleOnDataFileCount`).
+pub const MAINTAIN_DATA_FILE_COUNT: Property = prop(
+    "floe.maintain.compact.trigger.data-file-count",
+    Rule::Count { min: 0 },
+);
+pub const MAINTAIN_DATA_FILE_COUNT_DEFAULT: u64 = 50;
+/// `floe.maintain.compact.trigger.data-file-size`: bytes of data files added since the last
+/// compaction that trigger one (Flink `scheduleOnDataFileSize`).
+pub const MAINTAIN_DATA_FILE_SIZE: Property = prop(
+    "floe.maintain.compact.trigger.data-file-size",
+    Rule::Size { min: 0 },
+);
+pub const MAINTAIN_DATA_FILE_SIZE_DEFAULT: u64 = 512 * MIB;
+/// `floe.maintain.compact.trigger.pos-delete-file-count`: position delete files added since
+/// the last compaction that trigger one (Flink `scheduleOnPosDeleteFileCount`).
+pub const MAINTAIN_POS_DELETE_FILE_COUNT: Property = prop(
+    "floe.maintain.compact.trigger.pos-delete-file-count",
+    Rule::Count { min: 0 },
+);
+pub const MAINTAIN_POS_DELETE_FILE_COUNT_DEFAULT: u64 = 10;
+/// `floe.maintain.compact.trigger.eq-delete-file-count`: equality delete files added since
+/// the last compaction that trigger one (Flink `scheduleOnEqDeleteFileCount`).
+pub const MAINTAIN_EQ_DELETE_FILE_COUNT: Property = prop(
+    "floe.maintain.compact.trigger.eq-delete-file-count",
+    Rule::Count { min: 0 },
+);
+pub const MAINTAIN_EQ_DELETE_FILE_COUNT_DEFAULT: u64 = 5;
+/// `floe.maintain.compact.trigger.interval`: time since the last compaction (or since the
+/// first commit after it, when the table never was compacted) after which any new commit
+/// triggers one (Flink `scheduleOnInterval`).
+pub const MAINTAIN_INTERVAL: Property = prop(
+    "floe.maintain.compact.trigger.interval",
+    Rule::Duration { min_ms: 0 },
+);
+pub const MAINTAIN_INTERVAL_DEFAULT_MS: u64 = HOUR_MS;
+/// `floe.maintain.compact.rate-limit`: minimum time between two compactions of one table,
+/// whatever fired (Flink `rateLimit`). `0s` is no limit.
+pub const MAINTAIN_RATE_LIMIT: Property = prop(
+    "floe.maintain.compact.rate-limit",
+    Rule::Duration { min_ms: 0 },
+);
+pub const MAINTAIN_RATE_LIMIT_DEFAULT_MS: u64 = 5 * MINUTE_MS;
+/// `floe.maintain.compact.partition-idle-time`: a partition without a write for this long is
+/// done being written and may be compacted; a still-active one is left to its writers (used
+/// by the planning step).
+pub const MAINTAIN_PARTITION_IDLE_TIME: Property = prop(
+    "floe.maintain.compact.partition-idle-time",
+    Rule::Duration { min_ms: 0 },
+);
+pub const MAINTAIN_PARTITION_IDLE_TIME_DEFAULT_MS: u64 = 15 * MINUTE_MS;
+/// `floe.maintain.compact.small-file-hard-limit`: small files in one still-active partition
+/// that force compacting it anyway (used by the planning step).
+pub const MAINTAIN_SMALL_FILE_HARD_LIMIT: Property = prop(
+    "floe.maintain.compact.small-file-hard-limit",
+    Rule::Count { min: 1 },
+);
+pub const MAINTAIN_SMALL_FILE_HARD_LIMIT_DEFAULT: u64 = 100;
+/// `floe.maintain.compact.roll-up-fan-in` (`0`: off; `floe ingest --maintain` uses `4` unless
+/// set): compacts a partition still being written by size tiers, so its small files stay few
+/// however short the commit interval. A tier spans a factor of the fan-in in file size,
+/// starting at the partition's smallest file; once a tier holds fan-in files, every small file
+/// of that tier and below is merged into one. A partition being written then holds fewer than
+/// fan-in files per tier (`fan-in - 1` times `log_fan-in(min-file-size / smallest file)` at
+/// most), and each byte is rewritten at most once per tier.
+pub const MAINTAIN_ROLL_UP_FAN_IN: Property =
+    prop("floe.maintain.compact.roll-up-fan-in", Rule::FanIn);
+pub const MAINTAIN_ROLL_UP_FAN_IN_DEFAULT: u64 = 0;
+/// `floe.maintain.expire.enabled`: expire snapshots by Iceberg's
+/// `history.expire.max-snapshot-age-ms` and `history.expire.min-snapshots-to-keep`.
+pub const MAINTAIN_EXPIRE_ENABLED: Property = prop("floe.maintain.expire.enabled", Rule::Bool);
+pub const MAINTAIN_EXPIRE_ENABLED_DEFAULT: bool = true;
+/// `floe.maintain.orphans.interval` (at least `1d`): time between two orphan file removals.
+pub const MAINTAIN_ORPHANS_INTERVAL: Property = prop(
+    "floe.maintain.orphans.interval",
+    Rule::Duration {
+        min_ms: MAINTAIN_ORPHANS_INTERVAL_MIN_MS,
+    },
+);
+pub const MAINTAIN_ORPHANS_INTERVAL_MIN_MS: u64 = DAY_MS;
+pub const MAINTAIN_ORPHANS_INTERVAL_DEFAULT_MS: u64 = DAY_MS;
+/// `floe.maintain.orphans.older-than` (at least `3d`): only files older than this are orphans
+/// (younger ones may belong to a commit in flight).
+pub const MAINTAIN_ORPHANS_OLDER_THAN: Property = prop(
+    "floe.maintain.orphans.older-than",
+    Rule::Duration {
+        min_ms: MAINTAIN_ORPHANS_OLDER_THAN_MIN_MS,
+    },
+);
+pub const MAINTAIN_ORPHANS_OLDER_THAN_MIN_MS: u64 = 3 * DAY_MS;
+pub const MAINTAIN_ORPHANS_OLDER_THAN_DEFAULT_MS: u64 = 3 * DAY_MS;
+/// `floe.maintain.rewrite-manifests.min-manifests` (at least 2): small manifests in the
+/// current snapshot that trigger a manifest rewrite.
+pub const MAINTAIN_MIN_MANIFESTS: Property = prop(
+    "floe.maintain.rewrite-manifests.min-manifests",
+    Rule::Count { min: 2 },
+);
+pub const MAINTAIN_MIN_MANIFESTS_DEFAULT: u64 = 20;
+/// `floe.maintain.rewrite-manifests.small-manifest-bytes`: a manifest under this size counts
+/// as small.
+pub const MAINTAIN_SMALL_MANIFEST_BYTES: Property = prop(
+    "floe.maintain.rewrite-manifests.small-manifest-bytes",
+    Rule::Size { min: 0 },
+);
+pub const MAINTAIN_SMALL_MANIFEST_BYTES_DEFAULT: u64 = MIB;
+
+/// Every property floe knows, each once; a family (`floe.compact.*`, `floe.ingest.*`,
+/// `floe.maintain.*`) in the order its error message lists it.
+pub const ALL: &[Property] = &[
+    WRITE_TARGET_FILE_SIZE_BYTES,
+    WRITE_DELETE_TARGET_FILE_SIZE_BYTES,
+    WRITE_PARQUET_ROW_GROUP_SIZE_BYTES,
+    WRITE_PARQUET_COMPRESSION_CODEC,
+    WRITE_PARQUET_COMPRESSION_LEVEL,
+    COMMIT_RETRY_NUM_RETRIES,
+    COMMIT_RETRY_MIN_WAIT_MS,
+    COMMIT_RETRY_MAX_WAIT_MS,
+    COMMIT_RETRY_TOTAL_TIMEOUT_MS,
+    METADATA_DELETE_AFTER_COMMIT,
+    METADATA_PREVIOUS_VERSIONS_MAX,
+    COMMIT_MANIFEST_MIN_COUNT_TO_MERGE,
+    COMMIT_MANIFEST_TARGET_SIZE_BYTES,
+    COMMIT_MANIFEST_MERGE_ENABLED,
+    GC_ENABLED,
+    HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+    HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+    HISTORY_EXPIRE_MAX_REF_AGE_MS,
+    METADATA_COMPRESSION_CODEC,
+    WRITE_DISTRIBUTION_MODE,
+    WRITE_DELETE_MODE,
+    WRITE_UPDATE_MODE,
+    WRITE_MERGE_MODE,
+    WRITE_DATAFUSION_FANOUT_ENABLED,
+    WRITE_PARQUET_CDC_ENABLED,
+    WRITE_PARQUET_CDC_MIN_CHUNK_SIZE,
+    WRITE_PARQUET_CDC_MAX_CHUNK_SIZE,
+    WRITE_PARQUET_CDC_NORM_LEVEL,
+    ENCRYPTION_DATA_KEY_LENGTH,
+    INGEST_WRITE_BUFFER_SIZE,
+    INGEST_MAINTAIN,
+    INGEST_MAX_SMALL_FILES,
+    INGEST_MAX_SNAPSHOTS,
+    INGEST_MAX_TIME,
+    INGEST_MAX_COMMIT_INTERVAL,
+    INGEST_SOURCE_TIMEOUT,
+    COMPACT_TARGET_FILE_SIZE_BYTES,
+    COMPACT_MIN_FILE_SIZE_BYTES,
+    COMPACT_MAX_FILE_SIZE_BYTES,
+    COMPACT_MIN_INPUT_FILES,
+    COMPACT_MAX_FILE_GROUP_SIZE_BYTES,
+    COMPACT_MAX_CONCURRENT_FILE_GROUP_REWRITES,
+    COMPACT_PARTIAL_PROGRESS_ENABLED,
+    COMPACT_PARTIAL_PROGRESS_MAX_COMMITS,
+    COMPACT_REWRITE_ALL,
+    COMPACT_REWRITE_JOB_ORDER,
+    COMPACT_DELETE_FILE_THRESHOLD,
+    COMPACT_REMOVE_DANGLING_DELETES,
+    COMPACT_ROW_GROUP_MERGE,
+    COMPACT_ROW_GROUP_MERGE_MIN_BYTES,
+    COMPACT_PLAN_BATCH_FILES,
+    MAINTAIN_ENABLED,
+    MAINTAIN_COMMIT_COUNT,
+    MAINTAIN_DATA_FILE_COUNT,
+    MAINTAIN_DATA_FILE_SIZE,
+    MAINTAIN_POS_DELETE_FILE_COUNT,
+    MAINTAIN_EQ_DELETE_FILE_COUNT,
+    MAINTAIN_INTERVAL,
+    MAINTAIN_RATE_LIMIT,
+    MAINTAIN_PARTITION_IDLE_TIME,
+    MAINTAIN_SMALL_FILE_HARD_LIMIT,
+    MAINTAIN_ROLL_UP_FAN_IN,
+    MAINTAIN_EXPIRE_ENABLED,
+    MAINTAIN_ORPHANS_INTERVAL,
+    MAINTAIN_ORPHANS_OLDER_THAN,
+    MAINTAIN_MIN_MANIFESTS,
+    MAINTAIN_SMALL_MANIFEST_BYTES,
+];
+
+/// The properties of [`ALL`] under `prefix` (one family: [`COMPACT_PREFIX`],
+/// [`INGEST_PREFIX`], [`MAINTAIN_PREFIX`]), in their order.
+pub fn family(prefix: &str) -> impl Iterator<Item = &'static Property> + '_ {
+    ALL.iter().filter(move |p| p.key.starts_with(prefix))
+}
 
 /// Parses a command-line duration such as `5d`, `12h`, `30m`, `10s`, `500ms`, naming `option`
 /// in the error. The unit is required: a bare `5` could mean 5 ms or 5 days, and guessing wrong
@@ -121,36 +523,6 @@ pub fn parse_duration(option: &str, s: &str) -> Result<std::time::Duration> {
     Ok(std::time::Duration::from_millis((n * ms).round() as u64))
 }
 
-/// `write.metadata.compression-codec` (metadata.json files; read by iceberg-rust on every
-/// metadata write).
-pub const METADATA_COMPRESSION_CODEC: &str = "write.metadata.compression-codec";
-/// `write.distribution-mode` (ingest: how rows are spread over writer tasks).
-pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
-/// `write.delete.mode`: how `floe delete` removes rows (`merge-on-read`: position deletes, floe's
-/// default; `copy-on-write`: affected data files rewritten without them).
-pub const WRITE_DELETE_MODE: &str = "write.delete.mode";
-/// `write.update.mode` (upserts), with the same values.
-pub const WRITE_UPDATE_MODE: &str = "write.update.mode";
-/// Prefix of the table-level defaults of `floe compact` options.
-pub const COMPACT_PREFIX: &str = "floe.compact.";
-/// Prefix of `floe ingest` table properties.
-pub const INGEST_PREFIX: &str = "floe.ingest.";
-/// `floe.ingest.write-buffer-size`: the ingest buffer budget, in bytes.
-pub const INGEST_WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
-/// Every `floe.ingest.*` property (`crate::ingest::debt` documents the others).
-pub const INGEST_PROPERTIES: [&str; 7] = [
-    INGEST_WRITE_BUFFER_SIZE,
-    "floe.ingest.maintain",
-    "floe.ingest.max-small-files-per-partition",
-    "floe.ingest.max-snapshots-since-compaction",
-    "floe.ingest.max-time-since-compaction",
-    "floe.ingest.max-commit-interval",
-    "floe.ingest.source-timeout",
-];
-
-const INT_MAX: i64 = i32::MAX as i64;
-const LONG_MAX: i64 = i64::MAX;
-
 /// What a known property accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
@@ -178,167 +550,16 @@ pub enum Rule {
     Unknown(&'static str),
 }
 
-/// `floe compact` options that may be given table-wide as `floe.compact.<option>`, with the
-/// rule `floe compact` parses each with (its `CompactBuilder::plan_options` and `execute`).
-/// Values of `floe.compact.rewrite-job-order` (Iceberg's `rewrite-job-order`), as
-/// `crate::operations::compact::JobOrder` parses them.
-pub const JOB_ORDERS: [&str; 5] = ["none", "bytes-asc", "bytes-desc", "files-asc", "files-desc"];
-
-/// Values of `floe.compact.row-group-merge`.
-pub const ROW_GROUP_MERGE_MODES: [&str; 3] = ["auto", "always", "never"];
-
-const COMPACT_OPTIONS: [(&str, Rule); 15] = [
-    ("target-file-size-bytes", Rule::Size { min: 1 }),
-    ("min-file-size-bytes", Rule::Size { min: 0 }),
-    ("max-file-size-bytes", Rule::Size { min: 0 }),
-    ("min-input-files", Rule::Count { min: 1 }),
-    ("max-file-group-size-bytes", Rule::Size { min: 1 }),
-    ("max-concurrent-file-group-rewrites", Rule::Count { min: 0 }),
-    ("partial-progress.enabled", Rule::Bool),
-    ("partial-progress.max-commits", Rule::Count { min: 0 }),
-    ("rewrite-all", Rule::Bool),
-    ("rewrite-job-order", Rule::JobOrder),
-    ("delete-file-threshold", Rule::Count { min: 0 }),
-    ("remove-dangling-deletes", Rule::Bool),
-    ("row-group-merge", Rule::OneOf(&ROW_GROUP_MERGE_MODES)),
-    ("row-group-merge-min-bytes", Rule::Size { min: 0 }),
-    ("plan-batch-files", Rule::Count { min: 1 }),
-];
-
-/// Prefix of `floe maintain` table properties (`crate::maintain::policy` reads them).
-pub const MAINTAIN_PREFIX: &str = "floe.maintain.";
-
-const DAY_MS: u64 = 24 * 3600 * 1000;
-
-/// Every `floe.maintain.*` property with its rule, as `crate::maintain::policy` reads it (its
-/// tests check that the two agree).
-pub const MAINTAIN_PROPERTIES: [(&str, Rule); 16] = [
-    ("floe.maintain.enabled", Rule::Bool),
-    (
-        "floe.maintain.compact.trigger.commit-count",
-        Rule::Count { min: 0 },
-    ),
-    (
-        "floe.maintain.compact.trigger.data-file-count",
-        Rule::Count { min: 0 },
-    ),
-    (
-        "floe.maintain.compact.trigger.data-file-size",
-        Rule::Size { min: 0 },
-    ),
-    (
-        "floe.maintain.compact.trigger.pos-delete-file-count",
-        Rule::Count { min: 0 },
-    ),
-    (
-        "floe.maintain.compact.trigger.eq-delete-file-count",
-        Rule::Count { min: 0 },
-    ),
-    (
-        "floe.maintain.compact.trigger.interval",
-        Rule::Duration { min_ms: 0 },
-    ),
-    (
-        "floe.maintain.compact.rate-limit",
-        Rule::Duration { min_ms: 0 },
-    ),
-    (
-        "floe.maintain.compact.partition-idle-time",
-        Rule::Duration { min_ms: 0 },
-    ),
-    (
-        "floe.maintain.compact.small-file-hard-limit",
-        Rule::Count { min: 1 },
-    ),
-    ("floe.maintain.compact.roll-up-fan-in", Rule::FanIn),
-    ("floe.maintain.expire.enabled", Rule::Bool),
-    (
-        "floe.maintain.orphans.interval",
-        Rule::Duration { min_ms: DAY_MS },
-    ),
-    (
-        "floe.maintain.orphans.older-than",
-        Rule::Duration { min_ms: 3 * DAY_MS },
-    ),
-    (
-        "floe.maintain.rewrite-manifests.min-manifests",
-        Rule::Count { min: 2 },
-    ),
-    (
-        "floe.maintain.rewrite-manifests.small-manifest-bytes",
-        Rule::Size { min: 0 },
-    ),
-];
-
-/// The rule of a known property, `None` for keys floe neither reads nor owns.
+/// The rule of a known property, `None` for keys floe neither reads nor owns: the rule of its
+/// entry in [`ALL`], else [`Rule::Unknown`] for a key under a floe prefix.
 pub fn rule(key: &str) -> Option<Rule> {
-    let int = |min, max| Some(Rule::Int { min, max });
-    match key {
-        COMMIT_RETRY_NUM_RETRIES => int(0, INT_MAX),
-        COMMIT_RETRY_MIN_WAIT_MS | COMMIT_RETRY_MAX_WAIT_MS | COMMIT_RETRY_TOTAL_TIMEOUT_MS => {
-            int(0, LONG_MAX)
-        }
-        COMMIT_MANIFEST_MIN_COUNT_TO_MERGE => int(0, INT_MAX),
-        COMMIT_MANIFEST_TARGET_SIZE_BYTES => int(1, LONG_MAX),
-        COMMIT_MANIFEST_MERGE_ENABLED => Some(Rule::Bool),
-        WRITE_TARGET_FILE_SIZE_BYTES
-        | WRITE_DELETE_TARGET_FILE_SIZE_BYTES
-        | WRITE_PARQUET_ROW_GROUP_SIZE_BYTES => int(1, LONG_MAX),
-        WRITE_PARQUET_COMPRESSION_CODEC => {
-            Some(Rule::OneOf(&["zstd", "snappy", "uncompressed", "none"]))
-        }
-        // zstd's levels, as the Parquet writer accepts them.
-        WRITE_PARQUET_COMPRESSION_LEVEL => int(1, 22),
-        METADATA_DELETE_AFTER_COMMIT => Some(Rule::Bool),
-        // Java and iceberg-rust keep at least one entry whatever the value.
-        METADATA_PREVIOUS_VERSIONS_MAX => int(0, INT_MAX),
-        METADATA_COMPRESSION_CODEC => Some(Rule::OneOf(&["none", "gzip"])),
-        // `range` is taken as `hash` by ingest (partitions still go to one writer each).
-        WRITE_DISTRIBUTION_MODE => Some(Rule::OneOf(&["none", "hash", "range"])),
-        WRITE_DELETE_MODE | WRITE_UPDATE_MODE | "write.merge.mode" => {
-            Some(Rule::OneOf(&["merge-on-read", "copy-on-write"]))
-        }
-        HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS | HISTORY_EXPIRE_MAX_REF_AGE_MS => int(0, LONG_MAX),
-        // The current snapshot is never expired: at least one is kept.
-        HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP => int(1, INT_MAX),
-        GC_ENABLED => Some(Rule::Bool),
-        INGEST_WRITE_BUFFER_SIZE => int(1, LONG_MAX),
-        "floe.ingest.maintain" => Some(Rule::Bool),
-        "floe.ingest.max-small-files-per-partition"
-        | "floe.ingest.max-snapshots-since-compaction" => int(0, LONG_MAX),
-        "floe.ingest.max-time-since-compaction"
-        | "floe.ingest.max-commit-interval"
-        | "floe.ingest.source-timeout" => Some(Rule::Duration { min_ms: 0 }),
-        // Parsed by iceberg-rust's `TableProperties` (drop --purge reads them all).
-        "write.datafusion.fanout.enabled" | "write.parquet.content-defined-chunking.enabled" => {
-            Some(Rule::Bool)
-        }
-        "write.parquet.content-defined-chunking.min-chunk-size"
-        | "write.parquet.content-defined-chunking.max-chunk-size" => int(0, INT_MAX),
-        "write.parquet.content-defined-chunking.norm-level" => int(i32::MIN as i64, INT_MAX),
-        "encryption.data-key-length" => int(1, INT_MAX),
-        _ => {
-            if let Some(option) = key.strip_prefix(COMPACT_PREFIX) {
-                Some(
-                    COMPACT_OPTIONS
-                        .iter()
-                        .find(|(name, _)| *name == option)
-                        .map_or(Rule::Unknown(COMPACT_PREFIX), |(_, r)| *r),
-                )
-            } else if key.starts_with(INGEST_PREFIX) {
-                Some(Rule::Unknown(INGEST_PREFIX))
-            } else if key.starts_with(MAINTAIN_PREFIX) {
-                Some(
-                    MAINTAIN_PROPERTIES
-                        .iter()
-                        .find(|(name, _)| *name == key)
-                        .map_or(Rule::Unknown(MAINTAIN_PREFIX), |(_, r)| *r),
-                )
-            } else {
-                None
-            }
-        }
+    if let Some(p) = ALL.iter().find(|p| p.key == key) {
+        return Some(p.rule);
     }
+    [COMPACT_PREFIX, INGEST_PREFIX, MAINTAIN_PREFIX]
+        .into_iter()
+        .find(|prefix| key.starts_with(prefix))
+        .map(Rule::Unknown)
 }
 
 impl Rule {
@@ -366,24 +587,16 @@ impl Rule {
             Rule::FanIn => "expected 0 (off) or an integer of at least 2".into(),
             Rule::Unknown(MAINTAIN_PREFIX) => format!(
                 "not a floe maintain property; expected one of: {}",
-                MAINTAIN_PROPERTIES
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                family_keys(MAINTAIN_PREFIX)
             ),
             Rule::Unknown(COMPACT_PREFIX) => format!(
                 "not a floe compact option; expected one of: {}",
-                COMPACT_OPTIONS
-                    .iter()
-                    .map(|(n, _)| format!("{COMPACT_PREFIX}{n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                family_keys(COMPACT_PREFIX)
             ),
             Rule::Unknown(_) => {
                 format!(
                     "not a floe ingest property; expected one of: {}",
-                    INGEST_PROPERTIES.join(", ")
+                    family_keys(INGEST_PREFIX)
                 )
             }
         }
@@ -438,6 +651,11 @@ impl Rule {
     }
 }
 
+/// The keys of a family of [`ALL`], comma-separated, for messages.
+fn family_keys(prefix: &str) -> String {
+    family(prefix).map(|p| p.key).collect::<Vec<_>>().join(", ")
+}
+
 /// `ms` in its largest whole unit (`3d`, `12h`, `90s`), for messages.
 fn duration_text(ms: u64) -> String {
     for (unit, name) in [(DAY_MS, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")] {
@@ -484,7 +702,7 @@ pub fn validate_update(
 /// True when an update of these keys changes what `floe compact` plans with
 /// (`floe.compact.*` or `write.target-file-size-bytes`).
 pub fn touches_compaction<'a>(mut keys: impl Iterator<Item = &'a String>) -> bool {
-    keys.any(|k| k.starts_with(COMPACT_PREFIX) || k == WRITE_TARGET_FILE_SIZE_BYTES)
+    keys.any(|k| k.starts_with(COMPACT_PREFIX) || k == WRITE_TARGET_FILE_SIZE_BYTES.key)
 }
 
 /// `current` with `set` applied, then `remove`.

@@ -130,7 +130,7 @@ async fn commit_sql(
     // files and say why.
     let delete_old = properties::bool_prop(
         built.metadata.properties(),
-        properties::METADATA_DELETE_AFTER_COMMIT,
+        properties::METADATA_DELETE_AFTER_COMMIT.key,
         false,
     )
     .unwrap_or_else(|e| {

@@ -474,18 +474,22 @@ async fn merge_small_manifests(
     ctx: &mut Ctx<'_>,
     carried: Vec<ManifestFile>,
 ) -> Result<Vec<ManifestFile>> {
-    if !properties::table_bool_prop(ctx.table, properties::COMMIT_MANIFEST_MERGE_ENABLED, true)? {
+    if !properties::table_bool_prop(
+        ctx.table,
+        properties::COMMIT_MANIFEST_MERGE_ENABLED.key,
+        true,
+    )? {
         return Ok(carried);
     }
     let min_count = properties::table_u64_prop(
         ctx.table,
-        properties::COMMIT_MANIFEST_MIN_COUNT_TO_MERGE,
+        properties::COMMIT_MANIFEST_MIN_COUNT_TO_MERGE.key,
         properties::COMMIT_MANIFEST_MIN_COUNT_TO_MERGE_DEFAULT,
     )?
     .max(2) as usize;
     let target = properties::table_u64_prop(
         ctx.table,
-        properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES,
+        properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES.key,
         properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT,
     )? as i64;
     let spec = ctx.table.metadata().default_partition_spec_id();
@@ -543,7 +547,7 @@ async fn rewrite_manifests(
 ) -> Result<(Vec<ManifestFile>, Vec<(String, String)>)> {
     let target = properties::table_u64_prop(
         ctx.table,
-        properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES,
+        properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES.key,
         properties::COMMIT_MANIFEST_TARGET_SIZE_BYTES_DEFAULT,
     )?
     .max(1);

@@ -25,19 +25,19 @@ pub struct RetryPolicy {
 /// The retry settings: key and Iceberg's default.
 const RETRY_KEYS: [(&str, u64); 4] = [
     (
-        properties::COMMIT_RETRY_NUM_RETRIES,
+        properties::COMMIT_RETRY_NUM_RETRIES.key,
         properties::COMMIT_RETRY_NUM_RETRIES_DEFAULT,
     ),
     (
-        properties::COMMIT_RETRY_MIN_WAIT_MS,
+        properties::COMMIT_RETRY_MIN_WAIT_MS.key,
         properties::COMMIT_RETRY_MIN_WAIT_MS_DEFAULT,
     ),
     (
-        properties::COMMIT_RETRY_MAX_WAIT_MS,
+        properties::COMMIT_RETRY_MAX_WAIT_MS.key,
         properties::COMMIT_RETRY_MAX_WAIT_MS_DEFAULT,
     ),
     (
-        properties::COMMIT_RETRY_TOTAL_TIMEOUT_MS,
+        properties::COMMIT_RETRY_TOTAL_TIMEOUT_MS.key,
         properties::COMMIT_RETRY_TOTAL_TIMEOUT_MS_DEFAULT,
     ),
 ];
@@ -46,9 +46,9 @@ const RETRY_KEYS: [(&str, u64); 4] = [
 /// writes `metadata.json` per `write.metadata.compression-codec` and trims the log per
 /// `previous-versions-max`; floe deletes trimmed files per `delete-after-commit.enabled`.
 pub(crate) const COMMIT_PATH_KEYS: [&str; 3] = [
-    properties::METADATA_COMPRESSION_CODEC,
-    properties::METADATA_PREVIOUS_VERSIONS_MAX,
-    properties::METADATA_DELETE_AFTER_COMMIT,
+    properties::METADATA_COMPRESSION_CODEC.key,
+    properties::METADATA_PREVIOUS_VERSIONS_MAX.key,
+    properties::METADATA_DELETE_AFTER_COMMIT.key,
 ];
 
 impl RetryPolicy {
@@ -141,15 +141,15 @@ mod tests {
     fn bad_retry_settings_fall_back_to_iceberg_defaults_one_by_one() {
         let props = HashMap::from([
             (
-                properties::COMMIT_RETRY_NUM_RETRIES.to_string(),
+                properties::COMMIT_RETRY_NUM_RETRIES.key.to_string(),
                 "-1".to_string(),
             ),
             (
-                properties::COMMIT_RETRY_MIN_WAIT_MS.to_string(),
+                properties::COMMIT_RETRY_MIN_WAIT_MS.key.to_string(),
                 "7".to_string(),
             ),
             (
-                properties::COMMIT_RETRY_MAX_WAIT_MS.to_string(),
+                properties::COMMIT_RETRY_MAX_WAIT_MS.key.to_string(),
                 "soon".to_string(),
             ),
         ]);

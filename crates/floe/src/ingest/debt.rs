@@ -1,5 +1,5 @@
 //! Backpressure on compaction debt: every ingest whose table sets a limit (and every
-//! `floe ingest --maintain`, with the defaults of [`PROPERTIES`]) has the table's debt
+//! `floe ingest --maintain`, with the defaults `crate::base::properties` gives the `floe.ingest.max-*` keys) has the table's debt
 //! measured after a commit, and slows its commits while the debt passes a limit.
 //!
 //! ```text
@@ -14,7 +14,7 @@
 //! spill to disk past the write buffer, so memory stays within it.
 //!
 //! Also here: whether an ingest maintains its table at all ([`maintain_enabled`]: `--maintain`,
-//! else [`INGEST_MAINTAIN`]).
+//! else `floe.ingest.maintain`, [`INGEST_MAINTAIN`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -22,37 +22,19 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::base::error::Result;
-use crate::base::properties::{bool_prop, duration_prop, u64_prop};
-
-/// Table property: `true` runs the table's maintenance in every `floe ingest` into it
-/// (as `--maintain` does).
-pub const INGEST_MAINTAIN: &str = "floe.ingest.maintain";
-/// Table property: small files in one partition above which the writer slows down.
-pub const MAX_SMALL_FILES: &str = "floe.ingest.max-small-files-per-partition";
-/// Table property: snapshots since the last compaction above which the writer slows down.
-pub const MAX_SNAPSHOTS: &str = "floe.ingest.max-snapshots-since-compaction";
-/// Table property: how long small files may wait since the last compaction before the writer
-/// slows down.
-pub const MAX_TIME: &str = "floe.ingest.max-time-since-compaction";
-/// Table property: the longest commit interval backpressure stretches to.
-pub const MAX_COMMIT_INTERVAL: &str = "floe.ingest.max-commit-interval";
-
-/// Every `floe.ingest.*` backpressure property with its default with `--maintain` (without it,
-/// unset limits are off: nothing pays the debt but another maintainer).
-pub const PROPERTIES: &[(&str, &str)] = &[
-    (INGEST_MAINTAIN, "false"),
-    (MAX_SMALL_FILES, "200"),
-    (MAX_SNAPSHOTS, "1000"),
-    (MAX_TIME, "1h"),
-    (MAX_COMMIT_INTERVAL, "10x --commit-interval, at least 60s"),
-];
+use crate::base::properties::{
+    bool_prop, duration_prop, u64_prop, INGEST_MAINTAIN, INGEST_MAINTAIN_DEFAULT,
+    INGEST_MAX_COMMIT_INTERVAL, INGEST_MAX_SMALL_FILES, INGEST_MAX_SMALL_FILES_DEFAULT,
+    INGEST_MAX_SNAPSHOTS, INGEST_MAX_SNAPSHOTS_DEFAULT, INGEST_MAX_TIME,
+    INGEST_MAX_TIME_DEFAULT_MS,
+};
 
 /// Whether an ingest into a table with `props` maintains it: `--maintain` when given, else
 /// `floe.ingest.maintain`.
 pub fn maintain_enabled(flag: Option<bool>, props: &HashMap<String, String>) -> Result<bool> {
     match flag {
         Some(b) => Ok(b),
-        None => bool_prop(props, INGEST_MAINTAIN, false),
+        None => bool_prop(props, INGEST_MAINTAIN.key, INGEST_MAINTAIN_DEFAULT),
     }
 }
 
@@ -67,7 +49,8 @@ pub struct DebtLimits {
 
 impl DebtLimits {
     /// The limits `props` set for an ingest committing every `interval`; unset limits take
-    /// the defaults of [`PROPERTIES`] when the ingest maintains the table, else are off.
+    /// their defaults (`properties::INGEST_MAX_*_DEFAULT`; `floe.ingest.max-commit-interval`:
+    /// 10x `interval`, at least 60s) when the ingest maintains the table, else are off.
     pub fn from_properties(
         props: &HashMap<String, String>,
         interval: Duration,
@@ -76,12 +59,25 @@ impl DebtLimits {
         let on = |d: u64| if maintaining { d } else { 0 };
         let interval_ms = interval.as_millis() as u64;
         Ok(DebtLimits {
-            max_small_files_per_partition: u64_prop(props, MAX_SMALL_FILES, on(200))?,
-            max_snapshots_since_compaction: u64_prop(props, MAX_SNAPSHOTS, on(1000))?,
-            max_ms_since_compaction: duration_prop(props, MAX_TIME, on(3_600_000), 0)?,
+            max_small_files_per_partition: u64_prop(
+                props,
+                INGEST_MAX_SMALL_FILES.key,
+                on(INGEST_MAX_SMALL_FILES_DEFAULT),
+            )?,
+            max_snapshots_since_compaction: u64_prop(
+                props,
+                INGEST_MAX_SNAPSHOTS.key,
+                on(INGEST_MAX_SNAPSHOTS_DEFAULT),
+            )?,
+            max_ms_since_compaction: duration_prop(
+                props,
+                INGEST_MAX_TIME.key,
+                on(INGEST_MAX_TIME_DEFAULT_MS),
+                0,
+            )?,
             max_commit_interval_ms: duration_prop(
                 props,
-                MAX_COMMIT_INTERVAL,
+                INGEST_MAX_COMMIT_INTERVAL.key,
                 (interval_ms * 10).max(60_000),
                 0,
             )?
@@ -117,9 +113,10 @@ pub fn over(d: &Debt, l: &DebtLimits) -> Vec<String> {
     let mut out = vec![];
     if l.max_small_files_per_partition > 0 && d.max_small_files > l.max_small_files_per_partition {
         out.push(format!(
-            "{} small files in {} > {MAX_SMALL_FILES} {}",
+            "{} small files in {} > {} {}",
             d.max_small_files,
             d.partition.as_deref().unwrap_or("?"),
+            INGEST_MAX_SMALL_FILES.key,
             l.max_small_files_per_partition
         ));
     }
@@ -127,14 +124,17 @@ pub fn over(d: &Debt, l: &DebtLimits) -> Vec<String> {
         && d.snapshots_since_compaction > l.max_snapshots_since_compaction
     {
         out.push(format!(
-            "{} snapshots since the last compaction > {MAX_SNAPSHOTS} {}",
-            d.snapshots_since_compaction, l.max_snapshots_since_compaction
+            "{} snapshots since the last compaction > {} {}",
+            d.snapshots_since_compaction,
+            INGEST_MAX_SNAPSHOTS.key,
+            l.max_snapshots_since_compaction
         ));
     }
     if l.max_ms_since_compaction > 0 && d.ms_since_compaction > l.max_ms_since_compaction {
         out.push(format!(
-            "{} s since the last compaction > {MAX_TIME} {} s",
+            "{} s since the last compaction > {} {} s",
             d.ms_since_compaction / 1000,
+            INGEST_MAX_TIME.key,
             l.max_ms_since_compaction / 1000
         ));
     }
@@ -145,14 +145,12 @@ pub fn over(d: &Debt, l: &DebtLimits) -> Vec<String> {
 mod tests {
     use super::*;
 
+    const MAX_SMALL_FILES: &str = INGEST_MAX_SMALL_FILES.key;
+    const MAX_TIME: &str = INGEST_MAX_TIME.key;
+    const MAX_COMMIT_INTERVAL: &str = INGEST_MAX_COMMIT_INTERVAL.key;
+
     #[test]
-    fn every_ingest_property_is_known_to_the_property_rules() {
-        for (key, _) in PROPERTIES {
-            assert!(
-                crate::base::properties::INGEST_PROPERTIES.contains(key),
-                "{key} is refused by `floe table set-properties`"
-            );
-        }
+    fn a_limit_is_validated_when_set() {
         assert!(crate::base::properties::validate(MAX_TIME, "10m").is_ok());
         assert!(crate::base::properties::validate(MAX_TIME, "soon").is_err());
     }

@@ -7,15 +7,6 @@ use crate::base::error::{Error, Result};
 use crate::write::WriteOptions;
 
 pub use crate::table::exactly_once::{POSITION_PREFIX, SOURCE_KEY};
-/// Table property: write buffer budget (bytes).
-pub const WRITE_BUFFER_SIZE: &str = "floe.ingest.write-buffer-size";
-/// Default write buffer budget: 256 MiB.
-pub const WRITE_BUFFER_SIZE_DEFAULT: u64 = 256 * 1024 * 1024;
-/// Table property: how long a source (a Kafka broker) may stay unreachable before the ingest
-/// commits what it read and exits with an error (default: wait forever, reporting the wait).
-pub const SOURCE_TIMEOUT: &str = "floe.ingest.source-timeout";
-/// Iceberg's `write.distribution-mode` property.
-pub const WRITE_DISTRIBUTION_MODE: &str = "write.distribution-mode";
 
 /// How rows are spread over writer tasks (`write.distribution-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -38,7 +29,7 @@ impl std::str::FromStr for Distribution {
             "hash" => Ok(Self::Hash),
             "range" => Ok(Self::Range),
             _ => Err(Error::invalid_option(
-                WRITE_DISTRIBUTION_MODE,
+                crate::base::properties::WRITE_DISTRIBUTION_MODE.key,
                 s,
                 "expected none, hash or range",
             )),

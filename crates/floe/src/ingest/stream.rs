@@ -43,10 +43,7 @@ use crate::ingest::upsert::ChangeState;
 use batch::Writers;
 use flush::After;
 
-pub use crate::ingest::options::{
-    Distribution, IngestOptions, POSITION_PREFIX, SOURCE_KEY, SOURCE_TIMEOUT, WRITE_BUFFER_SIZE,
-    WRITE_BUFFER_SIZE_DEFAULT, WRITE_DISTRIBUTION_MODE,
-};
+pub use crate::ingest::options::{Distribution, IngestOptions, POSITION_PREFIX, SOURCE_KEY};
 
 pub use crate::ingest::report::{
     peak_rss_bytes, CommitReport, IngestMetrics, IngestPlan, SourceStatus,

@@ -34,13 +34,13 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::base::error::{Error, Result};
+use crate::base::properties::MAINTAIN_ROLL_UP_FAN_IN;
 use crate::catalog::Catalog;
 use crate::coordination::Store;
 use crate::ingest::debt::{over, Debt, DebtLimits};
 use crate::ingest::hook::{AfterCommit, Maintenance, MetricsFn, Start};
 use crate::maintain::facts;
 use crate::maintain::partitions::activity;
-use crate::maintain::policy::ROLL_UP_FAN_IN;
 use crate::maintain::service::{LogFn, MaintainOptions, MaintainSummary, Maintainer, Source};
 use crate::maintain::state::ServiceState;
 use crate::operations::compact::CompactBuilder;
@@ -56,13 +56,13 @@ pub const ROLL_UP_FAN_IN_DEFAULT: &str = "4";
 /// five days, which at a commit every few seconds is tens of thousands of snapshots in every
 /// `metadata.json`. The writer's newest snapshot (its recovery point) is always kept.
 pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
-    (ROLL_UP_FAN_IN, ROLL_UP_FAN_IN_DEFAULT),
+    (MAINTAIN_ROLL_UP_FAN_IN.key, ROLL_UP_FAN_IN_DEFAULT),
     (
-        crate::base::properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+        crate::base::properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS.key,
         "3600000",
     ),
     (
-        crate::base::properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+        crate::base::properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.key,
         "10",
     ),
 ];

@@ -173,7 +173,10 @@ pub async fn evaluate_table(
                 table: w.name.clone(),
                 job: job.to_string(),
                 scope: "table".into(),
-                skipped: Some(format!("{}=false", super::policy::ENABLED)),
+                skipped: Some(format!(
+                    "{}=false",
+                    crate::base::properties::MAINTAIN_ENABLED.key
+                )),
                 ..Decision::default()
             })
             .collect();

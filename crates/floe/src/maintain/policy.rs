@@ -13,93 +13,11 @@
 use std::collections::HashMap;
 
 use crate::base::error::{Error, Result};
-use crate::base::properties::{self, bool_prop, duration_prop, parse_size, u64_prop};
+use crate::base::properties::{
+    self as p, bool_prop, duration_prop, parse_size, u64_prop, Property, MAINTAIN_PREFIX,
+};
 
-/// Prefix of every maintenance property.
-pub const PREFIX: &str = "floe.maintain.";
-
-/// `floe.maintain.enabled` (default `true`): `false` keeps `floe maintain` off this table.
-pub const ENABLED: &str = "floe.maintain.enabled";
-/// `floe.maintain.compact.trigger.commit-count` (default `10`): commits since the last
-/// compaction that trigger one (Flink `scheduleOnCommitCount`).
-pub const COMMIT_COUNT: &str = "floe.maintain.compact.trigger.commit-count";
-/// `floe.maintain.compact.trigger.data-file-count` (default `50`): data files added since the
-/// last compaction that trigger one (Flink `scheduleOnDataFileCount`).
-pub const DATA_FILE_COUNT: &str = "floe.maintain.compact.trigger.data-file-count";
-/// `floe.maintain.compact.trigger.data-file-size` (default `512MiB`): bytes of data files
-/// added since the last compaction that trigger one (Flink `scheduleOnDataFileSize`).
-pub const DATA_FILE_SIZE: &str = "floe.maintain.compact.trigger.data-file-size";
-/// `floe.maintain.compact.trigger.pos-delete-file-count` (default `10`): position delete
-/// files added since the last compaction that trigger one (Flink
-/// `scheduleOnPosDeleteFileCount`).
-pub const POS_DELETE_FILE_COUNT: &str = "floe.maintain.compact.trigger.pos-delete-file-count";
-/// `floe.maintain.compact.trigger.eq-delete-file-count` (default `5`): equality delete files
-/// added since the last compaction that trigger one (Flink `scheduleOnEqDeleteFileCount`).
-pub const EQ_DELETE_FILE_COUNT: &str = "floe.maintain.compact.trigger.eq-delete-file-count";
-/// `floe.maintain.compact.trigger.interval` (default `1h`): time since the last compaction
-/// (or since the first commit after it, when the table never was compacted) after which any
-/// new commit triggers one (Flink `scheduleOnInterval`).
-pub const INTERVAL: &str = "floe.maintain.compact.trigger.interval";
-/// `floe.maintain.compact.rate-limit` (default `5m`): minimum time between two compactions of
-/// one table, whatever fired (Flink `rateLimit`). `0s` is no limit.
-pub const RATE_LIMIT: &str = "floe.maintain.compact.rate-limit";
-/// `floe.maintain.compact.partition-idle-time` (default `15m`): a partition without a write
-/// for this long is done being written and may be compacted; a still-active one is left to
-/// its writers (used by the planning step).
-pub const PARTITION_IDLE_TIME: &str = "floe.maintain.compact.partition-idle-time";
-/// `floe.maintain.compact.small-file-hard-limit` (default `100`): small files in one
-/// still-active partition that force compacting it anyway (used by the planning step).
-pub const SMALL_FILE_HARD_LIMIT: &str = "floe.maintain.compact.small-file-hard-limit";
-/// `floe.maintain.compact.roll-up-fan-in` (default `0`: off; `floe ingest --maintain` uses `4`
-/// unless set): compacts a partition still being written by size tiers, so its small files
-/// stay few however short the commit interval. A tier spans a factor of the fan-in in file
-/// size, starting at the partition's smallest file; once a tier holds fan-in files, every
-/// small file of that tier and below is merged into one. A partition being written then holds
-/// fewer than fan-in files per tier (`fan-in - 1` times `log_fan-in(min-file-size / smallest
-/// file)` at most), and each byte is rewritten at most once per tier.
-pub const ROLL_UP_FAN_IN: &str = "floe.maintain.compact.roll-up-fan-in";
-/// `floe.maintain.expire.enabled` (default `true`): expire snapshots by Iceberg's
-/// `history.expire.max-snapshot-age-ms` and `history.expire.min-snapshots-to-keep`.
-pub const EXPIRE_ENABLED: &str = "floe.maintain.expire.enabled";
-/// `floe.maintain.orphans.interval` (default `1d`, at least `1d`): time between two orphan
-/// file removals.
-pub const ORPHANS_INTERVAL: &str = "floe.maintain.orphans.interval";
-/// `floe.maintain.orphans.older-than` (default `3d`, at least `3d`): only files older than this
-/// are orphans (younger ones may belong to a commit in flight).
-pub const ORPHANS_OLDER_THAN: &str = "floe.maintain.orphans.older-than";
-/// `floe.maintain.rewrite-manifests.min-manifests` (default `20`): small manifests in the
-/// current snapshot that trigger a manifest rewrite.
-pub const MIN_MANIFESTS: &str = "floe.maintain.rewrite-manifests.min-manifests";
-/// `floe.maintain.rewrite-manifests.small-manifest-bytes` (default `1MiB`): a manifest under
-/// this size counts as small.
-pub const SMALL_MANIFEST_BYTES: &str = "floe.maintain.rewrite-manifests.small-manifest-bytes";
-
-const MINUTE_MS: u64 = 60_000;
-const HOUR_MS: u64 = 60 * MINUTE_MS;
-const DAY_MS: u64 = 24 * HOUR_MS;
-const MIB: u64 = 1 << 20;
-
-/// Every `floe.maintain.*` property with its default, as the README lists them.
-pub const PROPERTIES: &[(&str, &str)] = &[
-    (ENABLED, "true"),
-    (COMMIT_COUNT, "10"),
-    (DATA_FILE_COUNT, "50"),
-    (DATA_FILE_SIZE, "512MiB"),
-    (POS_DELETE_FILE_COUNT, "10"),
-    (EQ_DELETE_FILE_COUNT, "5"),
-    (INTERVAL, "1h"),
-    (RATE_LIMIT, "5m"),
-    (PARTITION_IDLE_TIME, "15m"),
-    (SMALL_FILE_HARD_LIMIT, "100"),
-    (ROLL_UP_FAN_IN, "0"),
-    (EXPIRE_ENABLED, "true"),
-    (ORPHANS_INTERVAL, "1d"),
-    (ORPHANS_OLDER_THAN, "3d"),
-    (MIN_MANIFESTS, "20"),
-    (SMALL_MANIFEST_BYTES, "1MiB"),
-];
-
-/// When compaction is due (see the property constants). Counts, sizes and `interval_ms` of
+/// When compaction is due (see the `properties::MAINTAIN_*` constants). Counts, sizes and `interval_ms` of
 /// `0` turn their trigger off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactTriggers {
@@ -140,107 +58,123 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Policy {
-            enabled: true,
+            enabled: p::MAINTAIN_ENABLED_DEFAULT,
             compact: CompactTriggers {
-                commit_count: 10,
-                data_file_count: 50,
-                data_file_size: 512 * MIB,
-                pos_delete_file_count: 10,
-                eq_delete_file_count: 5,
-                interval_ms: HOUR_MS,
-                rate_limit_ms: 5 * MINUTE_MS,
-                partition_idle_time_ms: 15 * MINUTE_MS,
-                small_file_hard_limit: 100,
-                roll_up_fan_in: 0,
+                commit_count: p::MAINTAIN_COMMIT_COUNT_DEFAULT,
+                data_file_count: p::MAINTAIN_DATA_FILE_COUNT_DEFAULT,
+                data_file_size: p::MAINTAIN_DATA_FILE_SIZE_DEFAULT,
+                pos_delete_file_count: p::MAINTAIN_POS_DELETE_FILE_COUNT_DEFAULT,
+                eq_delete_file_count: p::MAINTAIN_EQ_DELETE_FILE_COUNT_DEFAULT,
+                interval_ms: p::MAINTAIN_INTERVAL_DEFAULT_MS,
+                rate_limit_ms: p::MAINTAIN_RATE_LIMIT_DEFAULT_MS,
+                partition_idle_time_ms: p::MAINTAIN_PARTITION_IDLE_TIME_DEFAULT_MS,
+                small_file_hard_limit: p::MAINTAIN_SMALL_FILE_HARD_LIMIT_DEFAULT,
+                roll_up_fan_in: p::MAINTAIN_ROLL_UP_FAN_IN_DEFAULT,
             },
-            expire_enabled: true,
-            max_snapshot_age_ms: properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
-            min_snapshots_to_keep: properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
-            gc_enabled: true,
-            orphans_interval_ms: DAY_MS,
-            orphans_older_than_ms: 3 * DAY_MS,
-            min_manifests: 20,
-            small_manifest_bytes: MIB,
+            expire_enabled: p::MAINTAIN_EXPIRE_ENABLED_DEFAULT,
+            max_snapshot_age_ms: p::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
+            min_snapshots_to_keep: p::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
+            gc_enabled: p::GC_ENABLED_DEFAULT,
+            orphans_interval_ms: p::MAINTAIN_ORPHANS_INTERVAL_DEFAULT_MS,
+            orphans_older_than_ms: p::MAINTAIN_ORPHANS_OLDER_THAN_DEFAULT_MS,
+            min_manifests: p::MAINTAIN_MIN_MANIFESTS_DEFAULT,
+            small_manifest_bytes: p::MAINTAIN_SMALL_MANIFEST_BYTES_DEFAULT,
         }
     }
 }
 
 impl Policy {
     /// The policy a table's properties set, defaults for what is unset. Fails on the first
-    /// bad value (in the order of [`PROPERTIES`]); [`Policy::problems`] lists them all.
+    /// bad value (in the order of `properties::ALL`); [`Policy::problems`] lists them all.
     pub fn from_properties(props: &HashMap<String, String>) -> Result<Policy> {
         let d = Policy::default();
         let c = &d.compact;
         Ok(Policy {
-            enabled: bool_prop(props, ENABLED, d.enabled)?,
+            enabled: bool_prop(props, p::MAINTAIN_ENABLED.key, d.enabled)?,
             compact: CompactTriggers {
-                commit_count: count(props, COMMIT_COUNT, c.commit_count, 0)?,
-                data_file_count: count(props, DATA_FILE_COUNT, c.data_file_count, 0)?,
-                data_file_size: size(props, DATA_FILE_SIZE, c.data_file_size)?,
+                commit_count: count(props, p::MAINTAIN_COMMIT_COUNT, c.commit_count, 0)?,
+                data_file_count: count(props, p::MAINTAIN_DATA_FILE_COUNT, c.data_file_count, 0)?,
+                data_file_size: size(props, p::MAINTAIN_DATA_FILE_SIZE, c.data_file_size)?,
                 pos_delete_file_count: count(
                     props,
-                    POS_DELETE_FILE_COUNT,
+                    p::MAINTAIN_POS_DELETE_FILE_COUNT,
                     c.pos_delete_file_count,
                     0,
                 )?,
                 eq_delete_file_count: count(
                     props,
-                    EQ_DELETE_FILE_COUNT,
+                    p::MAINTAIN_EQ_DELETE_FILE_COUNT,
                     c.eq_delete_file_count,
                     0,
                 )?,
-                interval_ms: duration_prop(props, INTERVAL, c.interval_ms, 0)?,
-                rate_limit_ms: duration_prop(props, RATE_LIMIT, c.rate_limit_ms, 0)?,
+                interval_ms: duration_prop(props, p::MAINTAIN_INTERVAL.key, c.interval_ms, 0)?,
+                rate_limit_ms: duration_prop(
+                    props,
+                    p::MAINTAIN_RATE_LIMIT.key,
+                    c.rate_limit_ms,
+                    0,
+                )?,
                 partition_idle_time_ms: duration_prop(
                     props,
-                    PARTITION_IDLE_TIME,
+                    p::MAINTAIN_PARTITION_IDLE_TIME.key,
                     c.partition_idle_time_ms,
                     0,
                 )?,
                 small_file_hard_limit: count(
                     props,
-                    SMALL_FILE_HARD_LIMIT,
+                    p::MAINTAIN_SMALL_FILE_HARD_LIMIT,
                     c.small_file_hard_limit,
                     1,
                 )?,
-                roll_up_fan_in: match count(props, ROLL_UP_FAN_IN, c.roll_up_fan_in, 0)? {
-                    1 => return Err(bad(ROLL_UP_FAN_IN, "1", "expected 0 (off) or at least 2")),
+                roll_up_fan_in: match count(props, p::MAINTAIN_ROLL_UP_FAN_IN, c.roll_up_fan_in, 0)?
+                {
+                    1 => {
+                        return Err(bad(
+                            p::MAINTAIN_ROLL_UP_FAN_IN.key,
+                            "1",
+                            "expected 0 (off) or at least 2",
+                        ))
+                    }
                     n => n,
                 },
             },
-            expire_enabled: bool_prop(props, EXPIRE_ENABLED, d.expire_enabled)?,
+            expire_enabled: bool_prop(props, p::MAINTAIN_EXPIRE_ENABLED.key, d.expire_enabled)?,
             max_snapshot_age_ms: u64_prop(
                 props,
-                properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+                p::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS.key,
                 d.max_snapshot_age_ms,
             )?,
             min_snapshots_to_keep: u64_prop(
                 props,
-                properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+                p::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.key,
                 d.min_snapshots_to_keep,
             )?,
-            gc_enabled: bool_prop(props, properties::GC_ENABLED, d.gc_enabled)?,
+            gc_enabled: bool_prop(props, p::GC_ENABLED.key, d.gc_enabled)?,
             orphans_interval_ms: duration_prop(
                 props,
-                ORPHANS_INTERVAL,
+                p::MAINTAIN_ORPHANS_INTERVAL.key,
                 d.orphans_interval_ms,
-                DAY_MS,
+                p::MAINTAIN_ORPHANS_INTERVAL_MIN_MS,
             )?,
             orphans_older_than_ms: duration_prop(
                 props,
-                ORPHANS_OLDER_THAN,
+                p::MAINTAIN_ORPHANS_OLDER_THAN.key,
                 d.orphans_older_than_ms,
-                3 * DAY_MS,
+                p::MAINTAIN_ORPHANS_OLDER_THAN_MIN_MS,
             )?,
-            min_manifests: count(props, MIN_MANIFESTS, d.min_manifests, 2)?,
-            small_manifest_bytes: size(props, SMALL_MANIFEST_BYTES, d.small_manifest_bytes)?,
+            min_manifests: count(props, p::MAINTAIN_MIN_MANIFESTS, d.min_manifests, 2)?,
+            small_manifest_bytes: size(
+                props,
+                p::MAINTAIN_SMALL_MANIFEST_BYTES,
+                d.small_manifest_bytes,
+            )?,
         })
     }
 
     /// Every bad `floe.maintain.*` value of `props`, one error each (sorted by key): what
     /// `floe maintain` reports for a table it skips.
     pub fn problems(props: &HashMap<String, String>) -> Vec<Error> {
-        let mut keys: Vec<&str> = PROPERTIES.iter().map(|(k, _)| *k).collect();
+        let mut keys: Vec<&str> = p::family(MAINTAIN_PREFIX).map(|p| p.key).collect();
         keys.sort_unstable();
         keys.into_iter()
             .filter_map(|key| {
@@ -261,24 +195,28 @@ fn bad(key: &str, value: &str, expected: impl Into<String>) -> Error {
     }
 }
 
-/// The check `table create` and `table set-property` make ([`properties::rule`]): a stored
+/// The check `table create` and `table set-property` make (the property's rule): a stored
 /// value is read by the same rule it is set by.
-fn check_rule(key: &str, value: &str) -> Result<()> {
-    match properties::rule(key) {
-        Some(r) => r
-            .check(value)
-            .map(|_| ())
-            .map_err(|expected| bad(key, value, expected)),
-        None => Ok(()),
-    }
+fn check_rule(property: Property, value: &str) -> Result<()> {
+    property
+        .rule
+        .check(value)
+        .map(|_| ())
+        .map_err(|expected| bad(property.key, value, expected))
 }
 
 /// A count (plain, or with a size suffix as `floe compact` options take it) of at least `min`.
-fn count(props: &HashMap<String, String>, key: &str, default: u64, min: u64) -> Result<u64> {
+fn count(
+    props: &HashMap<String, String>,
+    property: Property,
+    default: u64,
+    min: u64,
+) -> Result<u64> {
+    let key = property.key;
     let Some(v) = props.get(key) else {
         return Ok(default);
     };
-    check_rule(key, v)?;
+    check_rule(property, v)?;
     match parse_size(key, v) {
         Ok(n) if n >= min => Ok(n),
         _ if min == 0 => Err(bad(
@@ -295,11 +233,12 @@ fn count(props: &HashMap<String, String>, key: &str, default: u64, min: u64) -> 
 }
 
 /// A size such as `512MiB` or `1048576`.
-fn size(props: &HashMap<String, String>, key: &str, default: u64) -> Result<u64> {
+fn size(props: &HashMap<String, String>, property: Property, default: u64) -> Result<u64> {
+    let key = property.key;
     match props.get(key) {
         None => Ok(default),
         Some(v) => {
-            check_rule(key, v)?;
+            check_rule(property, v)?;
             parse_size(key, v).map_err(|_| bad(key, v, "expected a size such as 512MiB or 1048576"))
         }
     }

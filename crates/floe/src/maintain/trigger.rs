@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::facts::TableFacts;
-use super::policy::{human_bytes, Policy, ENABLED, EXPIRE_ENABLED};
+use super::policy::{human_bytes, Policy};
 use crate::base::properties::human_ms;
+use crate::base::properties::{MAINTAIN_ENABLED, MAINTAIN_EXPIRE_ENABLED};
 
 /// The maintenance jobs `floe maintain` schedules, in the order it considers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -102,7 +103,7 @@ pub fn evaluate(
     if !policy.enabled {
         return JobKind::ALL
             .iter()
-            .map(|job| Candidate::skipped(*job, format!("{ENABLED}=false")))
+            .map(|job| Candidate::skipped(*job, format!("{}=false", MAINTAIN_ENABLED.key)))
             .collect();
     }
     vec![
@@ -221,7 +222,7 @@ fn compact(
 fn expire(policy: &Policy, facts: &TableFacts, now_ms: i64) -> Candidate {
     let job = JobKind::ExpireSnapshots;
     if !policy.expire_enabled {
-        return Candidate::skipped(job, format!("{EXPIRE_ENABLED}=false"));
+        return Candidate::skipped(job, format!("{}=false", MAINTAIN_EXPIRE_ENABLED.key));
     }
     let keep = policy.min_snapshots_to_keep;
     if facts.snapshots <= keep {

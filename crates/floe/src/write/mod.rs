@@ -85,22 +85,22 @@ pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
     let props = table.metadata().properties();
     let row_group_bytes = properties::table_u64_prop(
         table,
-        properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES,
+        properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES.key,
         properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT,
     )?;
     let compression = match props
-        .get(properties::WRITE_PARQUET_COMPRESSION_CODEC)
+        .get(properties::WRITE_PARQUET_COMPRESSION_CODEC.key)
         .map(|s| s.to_ascii_lowercase())
         .as_deref()
     {
         None | Some("zstd") => {
-            let level = match props.get(properties::WRITE_PARQUET_COMPRESSION_LEVEL) {
+            let level = match props.get(properties::WRITE_PARQUET_COMPRESSION_LEVEL.key) {
                 None => properties::WRITE_PARQUET_ZSTD_LEVEL_DEFAULT,
                 Some(v) => v.trim().parse::<i32>().map_err(|_| {
                     Error::invalid_option(
                         format!(
                             "table property {}",
-                            properties::WRITE_PARQUET_COMPRESSION_LEVEL
+                            properties::WRITE_PARQUET_COMPRESSION_LEVEL.key
                         ),
                         v,
                         "expected an integer zstd level (1-22)",
@@ -111,7 +111,7 @@ pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
                 Error::invalid_option(
                     format!(
                         "table property {}",
-                        properties::WRITE_PARQUET_COMPRESSION_LEVEL
+                        properties::WRITE_PARQUET_COMPRESSION_LEVEL.key
                     ),
                     level,
                     e.to_string(),
@@ -124,7 +124,7 @@ pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
             return Err(Error::invalid_option(
                 format!(
                     "table property {}",
-                    properties::WRITE_PARQUET_COMPRESSION_CODEC
+                    properties::WRITE_PARQUET_COMPRESSION_CODEC.key
                 ),
                 other,
                 "supported: zstd, snappy, uncompressed",
@@ -148,7 +148,7 @@ impl TableWriter {
             Some(t) => t,
             None => properties::table_u64_prop(
                 table,
-                properties::WRITE_TARGET_FILE_SIZE_BYTES,
+                properties::WRITE_TARGET_FILE_SIZE_BYTES.key,
                 properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
             )?,
         };

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use floe::ingest::debt::{MAX_COMMIT_INTERVAL, MAX_SMALL_FILES};
+use floe::base::properties::{INGEST_MAX_COMMIT_INTERVAL, INGEST_MAX_SMALL_FILES};
 use floe::ingest::source;
 use floe::ingest::stream::{CommitReport, IngestBuilder, IngestMetrics, IngestOptions};
 use floe::maintain::in_stream::InStream;
@@ -126,8 +126,10 @@ async fn ingest_with_maintain_rolls_up_the_active_partition_through_one_committe
 async fn backpressure_stretches_the_commit_interval_while_debt_is_over_and_recovers() {
     let fx = Fixture::new().await;
     let ident = fx.table("s.pressed", Some("day(ts)")).await;
-    fx.set_property(&ident, MAX_SMALL_FILES, "3").await;
-    fx.set_property(&ident, MAX_COMMIT_INTERVAL, "2s").await;
+    fx.set_property(&ident, INGEST_MAX_SMALL_FILES.key, "3")
+        .await;
+    fx.set_property(&ident, INGEST_MAX_COMMIT_INTERVAL.key, "2s")
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("events.ndjson");
     write_lines(&input, 0..10);
@@ -172,7 +174,7 @@ async fn backpressure_stretches_the_commit_interval_while_debt_is_over_and_recov
         .find(|r| r.debt.as_ref().is_some_and(|d| !d.over.is_empty()))
         .expect("a commit saw the debt over its limit");
     assert!(
-        over.debt.as_ref().unwrap().over[0].contains(MAX_SMALL_FILES),
+        over.debt.as_ref().unwrap().over[0].contains(INGEST_MAX_SMALL_FILES.key),
         "{:?}",
         over.debt
     );

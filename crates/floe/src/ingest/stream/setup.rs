@@ -8,15 +8,15 @@ use iceberg::table::Table;
 
 use super::IngestBuilder;
 use crate::base::error::{Error, Result};
-use crate::base::properties::{duration_prop, u64_prop};
+use crate::base::properties::{
+    duration_prop, u64_prop, INGEST_SOURCE_TIMEOUT, INGEST_WRITE_BUFFER_SIZE,
+    INGEST_WRITE_BUFFER_SIZE_DEFAULT, WRITE_DISTRIBUTION_MODE,
+};
 use crate::catalog::ident_string;
 use crate::ingest::debt::{maintain_enabled, DebtLimits};
 use crate::ingest::group::Group;
 use crate::ingest::hook::{AfterCommit, Start};
-use crate::ingest::options::{
-    Distribution, SOURCE_TIMEOUT, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT,
-    WRITE_DISTRIBUTION_MODE,
-};
+use crate::ingest::options::Distribution;
 use crate::ingest::report::IngestPlan;
 use crate::ingest::source::Positions;
 use crate::table::exactly_once::writer_positions;
@@ -57,12 +57,16 @@ impl IngestBuilder {
         let props = table.metadata().properties();
         let budget = match self.options.write_buffer_size {
             Some(b) => b,
-            None => u64_prop(props, WRITE_BUFFER_SIZE, WRITE_BUFFER_SIZE_DEFAULT)
-                .map_err(|e| e.for_table(&ident_string(table.identifier())))?,
+            None => u64_prop(
+                props,
+                INGEST_WRITE_BUFFER_SIZE.key,
+                INGEST_WRITE_BUFFER_SIZE_DEFAULT,
+            )
+            .map_err(|e| e.for_table(&ident_string(table.identifier())))?,
         };
         let distribution = match self.options.distribution {
             Some(d) => d,
-            None => match props.get(WRITE_DISTRIBUTION_MODE) {
+            None => match props.get(WRITE_DISTRIBUTION_MODE.key) {
                 Some(v) => v.parse()?,
                 None => Distribution::None,
             },
@@ -85,7 +89,9 @@ impl IngestBuilder {
         let name = ident_string(&self.ident);
         let props = table.metadata().properties();
         Ok(
-            match duration_prop(props, SOURCE_TIMEOUT, 0, 1).map_err(|e| e.for_table(&name))? {
+            match duration_prop(props, INGEST_SOURCE_TIMEOUT.key, 0, 1)
+                .map_err(|e| e.for_table(&name))?
+            {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },

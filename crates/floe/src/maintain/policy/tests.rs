@@ -1,6 +1,40 @@
 use super::*;
 use crate::base::properties::human_ms;
 
+// Short names of the keys these tests set.
+const ENABLED: &str = p::MAINTAIN_ENABLED.key;
+const COMMIT_COUNT: &str = p::MAINTAIN_COMMIT_COUNT.key;
+const DATA_FILE_COUNT: &str = p::MAINTAIN_DATA_FILE_COUNT.key;
+const DATA_FILE_SIZE: &str = p::MAINTAIN_DATA_FILE_SIZE.key;
+const INTERVAL: &str = p::MAINTAIN_INTERVAL.key;
+const RATE_LIMIT: &str = p::MAINTAIN_RATE_LIMIT.key;
+const SMALL_FILE_HARD_LIMIT: &str = p::MAINTAIN_SMALL_FILE_HARD_LIMIT.key;
+const ROLL_UP_FAN_IN: &str = p::MAINTAIN_ROLL_UP_FAN_IN.key;
+const ORPHANS_INTERVAL: &str = p::MAINTAIN_ORPHANS_INTERVAL.key;
+const ORPHANS_OLDER_THAN: &str = p::MAINTAIN_ORPHANS_OLDER_THAN.key;
+const MIN_MANIFESTS: &str = p::MAINTAIN_MIN_MANIFESTS.key;
+const SMALL_MANIFEST_BYTES: &str = p::MAINTAIN_SMALL_MANIFEST_BYTES.key;
+
+/// Every `floe.maintain.*` property with its default as the README writes it.
+const PROPERTIES: &[(&str, &str)] = &[
+    (ENABLED, "true"),
+    (COMMIT_COUNT, "10"),
+    (DATA_FILE_COUNT, "50"),
+    (DATA_FILE_SIZE, "512MiB"),
+    (p::MAINTAIN_POS_DELETE_FILE_COUNT.key, "10"),
+    (p::MAINTAIN_EQ_DELETE_FILE_COUNT.key, "5"),
+    (INTERVAL, "1h"),
+    (RATE_LIMIT, "5m"),
+    (p::MAINTAIN_PARTITION_IDLE_TIME.key, "15m"),
+    (SMALL_FILE_HARD_LIMIT, "100"),
+    (ROLL_UP_FAN_IN, "0"),
+    (p::MAINTAIN_EXPIRE_ENABLED.key, "true"),
+    (ORPHANS_INTERVAL, "1d"),
+    (ORPHANS_OLDER_THAN, "3d"),
+    (MIN_MANIFESTS, "20"),
+    (SMALL_MANIFEST_BYTES, "1MiB"),
+];
+
 fn props(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
         .iter()
@@ -34,7 +68,9 @@ fn an_unconfigured_table_gets_the_defaults() {
 fn the_documented_defaults_are_the_defaults() {
     let all = props(PROPERTIES);
     assert_eq!(Policy::from_properties(&all).unwrap(), Policy::default());
-    assert!(PROPERTIES.iter().all(|(k, _)| k.starts_with(PREFIX)));
+    assert!(PROPERTIES
+        .iter()
+        .all(|(k, _)| k.starts_with(MAINTAIN_PREFIX)));
 }
 
 #[test]
@@ -122,8 +158,8 @@ fn durations_and_sizes_print_short() {
 
 #[test]
 fn every_maintain_property_is_validated_when_set_by_the_rule_it_is_read_with() {
-    use crate::base::properties::{validate, MAINTAIN_PROPERTIES};
-    let mut known: Vec<&str> = MAINTAIN_PROPERTIES.iter().map(|(k, _)| *k).collect();
+    use crate::base::properties::validate;
+    let mut known: Vec<&str> = p::family(MAINTAIN_PREFIX).map(|p| p.key).collect();
     let mut read: Vec<&str> = PROPERTIES.iter().map(|(k, _)| *k).collect();
     known.sort_unstable();
     read.sort_unstable();

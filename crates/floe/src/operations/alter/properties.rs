@@ -97,7 +97,11 @@ impl AlterPropertiesBuilder {
     ) -> Result<(HashMap<String, String>, Vec<TableUpdate>)> {
         let set = validate_property_update(current, &self.set, &self.unset)?;
         let after = props::updated(current, &set, &self.unset);
-        props::check_stored(Some(table), &after, &[props::METADATA_COMPRESSION_CODEC])?;
+        props::check_stored(
+            Some(table),
+            &after,
+            &[props::METADATA_COMPRESSION_CODEC.key],
+        )?;
         let mut updates = Vec::new();
         if !set.is_empty() {
             updates.push(TableUpdate::SetProperties { updates: set });
@@ -206,7 +210,7 @@ mod tests {
         // Raising the table's target along with it makes it consistent.
         let mut set = set;
         set.insert(
-            WRITE_TARGET_FILE_SIZE_BYTES.into(),
+            WRITE_TARGET_FILE_SIZE_BYTES.key.into(),
             (2u64 << 30).to_string(),
         );
         validate_property_update(&current, &set, &[]).unwrap();
@@ -214,8 +218,8 @@ mod tests {
             &current,
             &set,
             &[
-                GC_ENABLED.to_string(),
-                WRITE_TARGET_FILE_SIZE_BYTES.to_string(),
+                GC_ENABLED.key.to_string(),
+                WRITE_TARGET_FILE_SIZE_BYTES.key.to_string(),
             ],
         )
         .unwrap_err()

@@ -195,7 +195,7 @@ impl Operation for DeleteBuilder {
         let filter = Arc::new(RowFilter::parse(&table, &self.filter)?);
         let mode = match self.mode {
             Some(m) => m,
-            None => DeleteMode::of_table(&table, properties::WRITE_DELETE_MODE)?,
+            None => DeleteMode::of_table(&table, properties::WRITE_DELETE_MODE.key)?,
         };
         let (matched, searched) = self.find(&table, &filter).await?;
         let mut m = DeleteMetrics {

@@ -24,14 +24,14 @@ use crate::base::properties;
 /// Refuses file deletion on a table whose `gc.enabled` is false (Iceberg's rule: such tables
 /// may share files with other tables).
 pub(crate) fn check_gc_enabled(table: &iceberg::table::Table, operation: &str) -> Result<()> {
-    if properties::table_bool_prop(table, properties::GC_ENABLED, true)? {
+    if properties::table_bool_prop(table, properties::GC_ENABLED.key, true)? {
         Ok(())
     } else {
         Err(Error::Refused {
             operation: operation.to_string(),
             reason: format!(
                 "table property {} is false (files may be shared with other tables)",
-                properties::GC_ENABLED
+                properties::GC_ENABLED.key
             ),
         })
     }

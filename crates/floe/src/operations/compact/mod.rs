@@ -52,9 +52,6 @@ pub use plan::{FileGroup, JobOrder, Plan, PlanFile, PlanOptions};
 pub use rewrite::partition_path;
 use rewrite::{plan_file, plan_files, rewrite_group};
 
-/// Prefix of table properties that set compaction defaults (`floe.compact.min-input-files`, ...).
-pub const PROPERTY_PREFIX: &str = "floe.compact.";
-
 /// What a compaction did (or, in its plan's report, `dry_run: true`, would do).
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactMetrics {
@@ -175,7 +172,7 @@ pub struct FailedGroup {
 fn table_target(table: &Table) -> Result<u64> {
     properties::table_u64_prop(
         table,
-        properties::WRITE_TARGET_FILE_SIZE_BYTES,
+        properties::WRITE_TARGET_FILE_SIZE_BYTES.key,
         properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
     )
 }

@@ -299,7 +299,7 @@ pub fn check_property_defaults(props: &HashMap<String, String>) -> Result<()> {
             .unwrap_or(default)
     };
     let table_target = props
-        .get(properties::WRITE_TARGET_FILE_SIZE_BYTES)
+        .get(properties::WRITE_TARGET_FILE_SIZE_BYTES.key)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
     let target = size("target-file-size-bytes", table_target);

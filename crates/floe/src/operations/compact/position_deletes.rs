@@ -179,7 +179,7 @@ impl RewriteDeletesOptions {
             Some(t) => t,
             None => properties::table_u64_prop(
                 table,
-                properties::WRITE_DELETE_TARGET_FILE_SIZE_BYTES,
+                properties::WRITE_DELETE_TARGET_FILE_SIZE_BYTES.key,
                 properties::WRITE_DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT,
             )?,
         };

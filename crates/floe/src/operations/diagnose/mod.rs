@@ -236,7 +236,7 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
 
     let previous_versions_max = properties::table_u64_prop(
         &table,
-        properties::METADATA_PREVIOUS_VERSIONS_MAX,
+        properties::METADATA_PREVIOUS_VERSIONS_MAX.key,
         properties::METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT,
     )?;
     Ok(Facts {

@@ -176,7 +176,7 @@ impl ExpireBuilder {
             Some(n) => n,
             None => properties::table_u64_prop(
                 table,
-                properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+                properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.key,
                 properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
             )?,
         };
@@ -184,14 +184,14 @@ impl ExpireBuilder {
             Some(limit) => limit.cutoff_ms(now_ms),
             None => now_ms.saturating_sub(properties::table_u64_prop(
                 table,
-                properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
+                properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS.key,
                 properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
             )? as i64),
         };
-        let max_ref_age_ms = match p.get(properties::HISTORY_EXPIRE_MAX_REF_AGE_MS) {
+        let max_ref_age_ms = match p.get(properties::HISTORY_EXPIRE_MAX_REF_AGE_MS.key) {
             Some(_) => Some(properties::table_u64_prop(
                 table,
-                properties::HISTORY_EXPIRE_MAX_REF_AGE_MS,
+                properties::HISTORY_EXPIRE_MAX_REF_AGE_MS.key,
                 0,
             )? as i64),
             None => None,
