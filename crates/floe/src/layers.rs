@@ -40,6 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "operations",
         &[
             "operations",
+            "operations::query",
             "operations::append",
             "operations::alter",
             "operations::refs",

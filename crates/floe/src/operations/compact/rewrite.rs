@@ -5,13 +5,12 @@
 use std::collections::BTreeMap;
 
 use arrow::record_batch::RecordBatch;
-use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
 use super::plan::PlanFile;
-use super::{filter, parallel, sort, GroupResult};
+use super::{filter, multi_file, parallel, sort, GroupResult};
 use crate::base::error::{Error, Result};
 use crate::write::{TableWriter, WriteOptions};
 
@@ -160,31 +159,6 @@ pub(super) fn respec_key(table: &Table, file: &iceberg::spec::DataFile) -> Optio
     Some(parts.join("/"))
 }
 
-/// Every row of `members`, their delete files applied (all rows, not only those matching a
-/// `--where` filter), as batches in `schema`: the table's Arrow schema with field ids.
-pub(super) fn read_rows(
-    table: &Table,
-    members: Vec<FileScanTask>,
-    schema: arrow_schema::SchemaRef,
-) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let tasks: Vec<iceberg::Result<FileScanTask>> = members
-        .into_iter()
-        .map(|mut t| {
-            t.predicate = None;
-            Ok(t)
-        })
-        .collect();
-    let batches = table
-        .reader_builder()
-        .with_batch_size(8192)
-        .build()
-        .read(futures::stream::iter(tasks).boxed())?
-        .stream();
-    Ok(batches
-        .map(move |b| crate::write::conform::to_schema(b?, &schema))
-        .boxed())
-}
-
 /// Reads a group's files (applying their delete files) and writes them rolled at the target.
 pub(super) async fn rewrite_group(
     table: &Table,
@@ -210,7 +184,7 @@ pub(super) async fn rewrite_group(
     // Decode on another task while this one encodes: the two halves of a rewrite then use
     // two cores. The bounded channel keeps at most a few batches in flight (memory is bounded
     // by concurrency, not by group size).
-    let mut stream = read_rows(table, members, schema.clone())?;
+    let mut stream = multi_file::read_rows(table, members, schema.clone())?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4);
     let reader = tokio::spawn(async move {
         while let Some(batch) = stream.next().await {

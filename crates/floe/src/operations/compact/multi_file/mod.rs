@@ -35,6 +35,7 @@ use arrow::array::BooleanArray;
 use arrow::record_batch::RecordBatch;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::DataContentType;
@@ -104,7 +105,7 @@ pub(super) async fn for_each_batch(
                 }
             }
             Unit::Alone(task) => {
-                let mut stream = super::rewrite::read_rows(table, vec![*task], schema.clone())?;
+                let mut stream = read_rows(table, vec![*task], schema.clone())?;
                 while let Some(batch) = stream.next().await {
                     push(batch?)?;
                 }
@@ -240,6 +241,31 @@ fn decode(
             Some(k) => arrow::compute::filter_record_batch(&batch, &BooleanArray::from(k))?,
         })
     }))
+}
+
+/// Every row of `members`, their delete files applied (all rows, not only those matching a
+/// `--where` filter), as batches in `schema`: the table's Arrow schema with field ids.
+pub(super) fn read_rows(
+    table: &Table,
+    members: Vec<FileScanTask>,
+    schema: arrow_schema::SchemaRef,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let tasks: Vec<iceberg::Result<FileScanTask>> = members
+        .into_iter()
+        .map(|mut t| {
+            t.predicate = None;
+            Ok(t)
+        })
+        .collect();
+    let batches = table
+        .reader_builder()
+        .with_batch_size(8192)
+        .build()
+        .read(futures::stream::iter(tasks).boxed())?
+        .stream();
+    Ok(batches
+        .map(move |b| crate::write::conform::to_schema(b?, &schema))
+        .boxed())
 }
 
 #[cfg(test)]
