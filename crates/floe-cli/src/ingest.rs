@@ -295,14 +295,14 @@ pub async fn run(
             eprintln!("[ingest] {}", s.line());
             if json {
                 if let Ok(s) = serde_json::to_string(&serde_json::json!({ "source_status": s })) {
-                    println!("{s}");
+                    crate::output::line(format_args!("{s}"));
                 }
             }
         })
         .on_coordinate(move |c| {
             if json {
                 if let Ok(s) = serde_json::to_string(&serde_json::json!({ "coordinated": c })) {
-                    println!("{s}");
+                    crate::output::line(format_args!("{s}"));
                 }
             } else {
                 eprintln!(
@@ -318,7 +318,7 @@ pub async fn run(
         .on_commit(move |r| {
             if json {
                 if let Ok(s) = serde_json::to_string(r) {
-                    println!("{s}");
+                    crate::output::line(format_args!("{s}"));
                 }
             } else {
                 eprintln!("{}", progress_line(r));

@@ -45,12 +45,12 @@ impl Out {
     /// Prints a result: `value` as JSON, or `text()` for humans.
     pub fn result(&self, value: &Value, text: impl FnOnce() -> String) {
         if self.json {
-            println!("{value}");
+            crate::output::line(format_args!("{value}"));
         } else {
             // Names made by other tools may hold escapes and bidirectional overrides.
             let t = text();
             if !t.is_empty() {
-                println!("{}", printable_lines(&t));
+                crate::output::line(format_args!("{}", printable_lines(&t)));
             }
         }
     }
@@ -58,7 +58,7 @@ impl Out {
     /// Prints a line for humans only.
     pub fn say(&self, text: impl AsRef<str>) {
         if !self.json {
-            println!("{}", printable_lines(text.as_ref()));
+            crate::output::line(format_args!("{}", printable_lines(text.as_ref())));
         }
     }
 
@@ -98,7 +98,7 @@ impl Out {
                     }
                 }
             }
-            println!("{v}");
+            crate::output::line(format_args!("{v}"));
         }
         eprintln!("error: {}", printable_lines(&msg));
     }
@@ -165,8 +165,16 @@ impl Out {
         })
     }
 
-    /// Prints query results as a table, `--json` (one object per line) or CSV.
+    /// Prints query results as a table, `--json` (one object per line) or CSV. A reader that
+    /// went away (`floe sql ... | head`) ends the output quietly, as it ends any Unix filter.
     pub fn batches(&self, batches: &[RecordBatch], csv: bool) -> Result<()> {
+        match self.write_batches(batches, csv) {
+            Err(e) if broken_pipe(&e) => Ok(()),
+            done => done,
+        }
+    }
+
+    fn write_batches(&self, batches: &[RecordBatch], csv: bool) -> Result<()> {
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
         if self.json {
@@ -538,4 +546,24 @@ impl arrow::json::writer::Encoder for FloatEncoder {
         };
         out.extend_from_slice(text.as_bytes());
     }
+}
+
+/// Whether `e` is a write to a reader that went away.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    let pipe = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(pipe)
+            || matches!(
+                c.downcast_ref::<arrow::error::ArrowError>(),
+                Some(arrow::error::ArrowError::IoError(_, io)) if pipe(io)
+            )
+    })
+}
+
+/// Writes one line to stdout. A reader that went away (`floe ... | head`) is not floe's
+/// failure: the line is dropped and the command goes on and finishes its work (an ingest keeps
+/// committing); `println!` would panic there.
+pub fn line(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }

@@ -86,10 +86,10 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     stream_ingest(&catalog, &ident, &path)?
         .on_commit(move |r| {
             if !json_mode {
-                println!(
+                crate::output::line(format_args!(
                     "commit {}: {} events -> {} data files, snapshot {}",
                     r.commit, r.records, r.data_files, r.snapshot_id
-                );
+                ));
             }
             sink.lock().expect("not poisoned").push(r.clone());
         })
@@ -144,8 +144,11 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
             };
             results.insert((*name).to_string(), v);
         } else {
-            println!("\nfloe sql \"{q}\"");
-            println!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
+            crate::output::line(format_args!("\nfloe sql \"{q}\""));
+            crate::output::line(format_args!(
+                "{}",
+                arrow::util::pretty::pretty_format_batches(&batches)?
+            ));
         }
     }
     out.say(

@@ -2016,3 +2016,49 @@ fn compaction_paused_before_commit(d: &Path, outputs: usize, pause_ms: u64) -> s
     }
     child
 }
+
+/// Runs floe with its stdout read end closed before it prints (`floe ... | head` once `head`
+/// has gone): returns the exit status and stderr.
+fn floe_into_closed_pipe(d: &Path, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d)
+        .args(args)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_reader_that_went_away_is_no_panic_and_the_work_is_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (rows, sum) = make_table_with_small_files(d, 6, 10);
+    for json in [true, false] {
+        let mut args = vec!["sql", "SELECT * FROM db.t"];
+        if json {
+            args.insert(0, "--json");
+        }
+        let (status, stderr) = floe_into_closed_pipe(d, &args);
+        assert!(status.success(), "{args:?}: {status:?} {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    // A command that changes the table finishes its work although nobody reads its report.
+    let (status, stderr) = floe_into_closed_pipe(d, &["--json", "compact", "db.t"]);
+    assert!(status.success(), "{status:?} {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let files = ok_json(d, &["sql", "SELECT count(*) AS n FROM db.t$files"]);
+    assert_eq!(
+        files["n"], 3,
+        "one file per day partition after the compaction: {files}"
+    );
+    assert_eq!(count_and_sum(d, "db.t"), (rows, sum));
+}
