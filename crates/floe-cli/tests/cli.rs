@@ -903,13 +903,19 @@ fn a_source_matching_no_file_is_an_error_unless_following() {
     assert!(err.contains("waiting for files"), "{err}");
 }
 
-/// Runs floe and fails the test if it has not exited after `limit`.
-fn floe_within(d: &Path, args: &[&str], limit: std::time::Duration) -> std::process::ExitStatus {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
-        .current_dir(d)
+/// floe in `d` with `args`, outside any warehouse or catalog the environment names.
+fn floe_command(d: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
+    c.current_dir(d)
         .args(args)
         .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
+        .env_remove("FLOE_CATALOG");
+    c
+}
+
+/// Runs floe and fails the test if it has not exited after `limit`.
+fn floe_within(d: &Path, args: &[&str], limit: std::time::Duration) -> std::process::ExitStatus {
+    let mut child = floe_command(d, args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -2020,11 +2026,7 @@ fn compaction_paused_before_commit(d: &Path, outputs: usize, pause_ms: u64) -> s
 /// Runs floe with its stdout read end closed before it prints (`floe ... | head` once `head`
 /// has gone): returns the exit status and stderr.
 fn floe_into_closed_pipe(d: &Path, args: &[&str]) -> (std::process::ExitStatus, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
-        .current_dir(d)
-        .args(args)
-        .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
+    let mut child = floe_command(d, args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
