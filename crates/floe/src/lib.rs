@@ -85,7 +85,8 @@
 //!   batched deletes ([`storage::delete`]).
 //! - [`table`]: `ns.table` identifiers and the name rule, manifests and live files,
 //!   reachability, writer watermarks, the exactly-once protocol ([`table::exactly_once`]),
-//!   schema text.
+//!   schema text, and format v3's deletion vectors ([`table::deletion_vector`]: the
+//!   `deletion-vector-v1` blob, decoded and checked).
 //! - [`catalog`]: the catalogs and their configuration (`floe.toml`, environment).
 //! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers): one
 //!   file per action ([`commit::action`]), the staged-files [`commit::Ledger`], conflicts as

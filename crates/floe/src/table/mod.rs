@@ -9,6 +9,7 @@
 //! - [`schema`]: schema, partition and sort-order text as users write it.
 //! - [`read_metadata`], [`refs`], [`default_spec`]: table metadata helpers.
 
+pub mod deletion_vector;
 pub mod exactly_once;
 pub mod ident;
 pub mod manifests;
