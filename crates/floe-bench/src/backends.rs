@@ -195,8 +195,8 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         let (s, r, e) = measure(b, || async {
             Ok(
                 floe::operations::expire::ExpireBuilder::new(c, ident.clone())
-                    .older_than(Duration::ZERO)
-                    .retain_last(1)
+                    .with_older_than_age(Duration::ZERO)
+                    .with_retain_last(1)
                     .execute()
                     .await?,
             )
@@ -207,8 +207,8 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         let (s, r, o) = measure(b, || async {
             Ok(
                 floe::operations::clean::orphans::OrphanBuilder::new(c, ident.clone())
-                    .older_than(Duration::ZERO)
-                    .force(true)
+                    .with_older_than(Duration::ZERO)
+                    .with_force(true)
                     .run(true)
                     .await?,
             )
@@ -216,7 +216,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
         .await?;
         ops.push(json!({"op": format!("remove-orphan-files --dry-run ({} listed)", o.listed_files), "seconds": s, "requests": r}));
         floe::operations::clean::purge::DropBuilder::new(c, ident.clone())
-            .purge(true)
+            .with_purge(true)
             .execute()
             .await?;
         report.push(json!({"backend": b.name, "ops": ops}));

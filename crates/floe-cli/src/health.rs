@@ -198,9 +198,9 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
         } => {
             let mut b =
                 floe::operations::expire::ExpireBuilder::new(catalog, parse_table_ident(&table)?)
-                    .snapshot_ids(snapshot_ids)
-                    .clean_files(!no_clean_files)
-                    .delete_external_files(delete_external_files);
+                    .with_snapshot_ids(snapshot_ids)
+                    .with_clean_files(!no_clean_files)
+                    .with_delete_external_files(delete_external_files);
             if let Some(limit) = older_than {
                 let limit = OlderThan::parse("--older-than", &limit)?;
                 if let OlderThan::TimestampMs(ms) = limit {
@@ -214,7 +214,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 b = b.with_older_than(limit);
             }
             if let Some(n) = retain_last {
-                b = b.retain_last(crate::positive("--retain-last", n)?);
+                b = b.with_retain_last(crate::positive("--retain-last", n)?);
             }
             let (bar, progress) = out.progress("files");
             let r = b.with_progress(progress).run(dry_run).await;
@@ -271,12 +271,12 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 catalog,
                 parse_table_ident(&table)?,
             )
-            .location(location)
-            .prefix_mismatch_mode(prefix_mismatch_mode.parse()?)
-            .equal_schemes(equal_schemes)
-            .force(force);
+            .with_location(location)
+            .with_prefix_mismatch_mode(prefix_mismatch_mode.parse()?)
+            .with_equal_schemes(equal_schemes)
+            .with_force(force);
             if let Some(age) = older_than {
-                b = b.older_than(parse_duration("--older-than", &age)?);
+                b = b.with_older_than(parse_duration("--older-than", &age)?);
             }
             let (bar, progress) = out.progress("files");
             let r = b.with_progress(progress).run(dry_run).await;

@@ -34,7 +34,7 @@ pub async fn run(warehouse: Option<PathBuf>, out: &Out) -> Result<()> {
     }
     let ident = parse_table_ident(TABLE)?;
     match floe::operations::clean::purge::DropBuilder::new(&catalog, ident.clone())
-        .purge(true)
+        .with_purge(true)
         .execute()
         .await
     {

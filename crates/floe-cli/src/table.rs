@@ -366,8 +366,8 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                 &catalog,
                 parse_table_ident(&table)?,
             )
-            .purge(purge)
-            .delete_external_files(delete_external_files)
+            .with_purge(purge)
+            .with_delete_external_files(delete_external_files)
             .with_progress(progress)
             .execute()
             .await;

@@ -400,7 +400,7 @@ async fn plan_job(
         }
         JobKind::RemoveOrphanFiles => {
             let planned = OrphanBuilder::new(catalog, ident)
-                .older_than(Duration::from_millis(policy.orphans_older_than_ms))
+                .with_older_than(Duration::from_millis(policy.orphans_older_than_ms))
                 .plan()
                 .await?;
             let m = &planned.report;
@@ -470,8 +470,8 @@ async fn plan_job(
 /// the service's defaults for them (`floe ingest --maintain` keeps an hour).
 fn expiry(catalog: &Catalog, ident: TableIdent, policy: &Policy) -> ExpireBuilder {
     ExpireBuilder::new(catalog, ident)
-        .older_than(Duration::from_millis(policy.max_snapshot_age_ms))
-        .retain_last(policy.min_snapshots_to_keep.max(1))
+        .with_older_than_age(Duration::from_millis(policy.max_snapshot_age_ms))
+        .with_retain_last(policy.min_snapshots_to_keep.max(1))
 }
 
 /// The benefit of deleting `files` holding `bytes`.
@@ -623,7 +623,7 @@ async fn run(
                 _ => None,
             };
             let op = OrphanBuilder::new(catalog, ident)
-                .older_than(Duration::from_millis(policy.orphans_older_than_ms));
+                .with_older_than(Duration::from_millis(policy.orphans_older_than_ms));
             let m = apply_or_execute(op, kept).await?;
             Cost {
                 files_to_read: m.listed_files,

@@ -46,7 +46,7 @@ async fn namespaces_and_tables_round_trip_and_errors_are_clear() {
     let files_before = walk(&location);
     assert!(files_before > 0);
     floe::operations::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
-        .purge(true)
+        .with_purge(true)
         .execute()
         .await
         .unwrap();
@@ -121,7 +121,7 @@ async fn postgres_catalog_creates_appends_and_commits() {
         .unwrap();
     assert_eq!(fx.count_and_sum(&ident).await, (300, sum_ids(0, 300)));
     floe::operations::clean::purge::DropBuilder::new(&fx.catalog, ident.clone())
-        .purge(true)
+        .with_purge(true)
         .execute()
         .await
         .unwrap();

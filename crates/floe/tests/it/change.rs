@@ -231,8 +231,8 @@ async fn upserts_and_deletes_match_a_reference_model_in_every_reader() {
 
         // Expiry of everything but the current snapshot changes no row.
         floe::operations::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
-            .older_than(std::time::Duration::ZERO)
-            .retain_last(1)
+            .with_older_than_age(std::time::Duration::ZERO)
+            .with_retain_last(1)
             .execute()
             .await
             .unwrap();

@@ -662,8 +662,8 @@ async fn every_operation_plans_its_cost_without_changing_the_table() {
     assert_eq!(last.total.bytes, planned.report.plan.input_bytes());
     assert_eq!(last.done.rows, done.rows);
     let expire = ExpireBuilder::new(&fx.catalog, ident.clone())
-        .older_than(std::time::Duration::ZERO)
-        .retain_last(1);
+        .with_older_than_age(std::time::Duration::ZERO)
+        .with_retain_last(1);
     let after_compaction = current(&fx.load(&ident).await);
     let planned = expire.plan().await.unwrap();
     assert!(planned.report.dry_run);

@@ -162,8 +162,8 @@ async fn kafka_upserts_and_tombstones_match_a_reference_model_across_restarts_an
         .unwrap();
     assert_eq!(delete_files(&fx, &ident).await, 0);
     floe::operations::expire::ExpireBuilder::new(&fx.catalog, ident.clone())
-        .older_than(Duration::ZERO)
-        .retain_last(1)
+        .with_older_than_age(Duration::ZERO)
+        .with_retain_last(1)
         .execute()
         .await
         .unwrap();

@@ -204,8 +204,8 @@ async fn a_restarted_writer_finds_its_positions_past_snapshots_expiry_removed() 
     fx.append(&ident, 5000, 5010).await;
     fx.append(&ident, 5010, 5020).await;
     let e = ExpireBuilder::new(&fx.catalog, ident.clone())
-        .older_than(Duration::ZERO)
-        .retain_last(1)
+        .with_older_than_age(Duration::ZERO)
+        .with_retain_last(1)
         .execute()
         .await
         .unwrap();

@@ -172,10 +172,10 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
                     Duration::from_secs(3600)
                 };
                 let r = ExpireBuilder::new(&fx.catalog, ident.clone())
-                    .older_than(older)
-                    .retain_last(rng.random_range(1..=3))
+                    .with_older_than_age(older)
+                    .with_retain_last(rng.random_range(1..=3))
                     // false: a crash between the metadata commit and the file cleanup.
-                    .clean_files(rng.random_bool(0.7))
+                    .with_clean_files(rng.random_bool(0.7))
                     .execute()
                     .await
                     .unwrap();
@@ -192,7 +192,7 @@ async fn run_history(seed: u64, steps: usize) -> (Fixture, TableIdent, (i64, i64
                 young.push(in_flight);
                 age_files(&location, Duration::from_secs(2 * 3600), &young);
                 let r = OrphanBuilder::new(&fx.catalog, ident.clone())
-                    .older_than(Duration::from_secs(3600))
+                    .with_older_than(Duration::from_secs(3600))
                     .execute()
                     .await
                     .unwrap();
@@ -266,7 +266,7 @@ async fn randomized_histories_never_delete_a_referenced_or_young_file() {
         let location = t.metadata().location().to_string();
         age_files(&local(&location), Duration::from_secs(2 * 3600), &[]);
         OrphanBuilder::new(&fx.catalog, ident.clone())
-            .older_than(Duration::from_secs(3600))
+            .with_older_than(Duration::from_secs(3600))
             .execute()
             .await
             .unwrap();
@@ -310,8 +310,8 @@ async fn flink_checkpoint_snapshot_survives_aggressive_expiry() {
         fx.append(&ident, 1000 + k * 10, 1010 + k * 10).await;
     }
     let r = ExpireBuilder::new(&fx.catalog, ident.clone())
-        .older_than(Duration::ZERO)
-        .retain_last(1)
+        .with_older_than_age(Duration::ZERO)
+        .with_retain_last(1)
         .execute()
         .await
         .unwrap();
@@ -383,14 +383,14 @@ async fn orphan_removal_refuses_unsafe_requests() {
     let ident = fx.table("h.safe", None).await;
     fx.append(&ident, 0, 10).await;
     let e = OrphanBuilder::new(&fx.catalog, ident.clone())
-        .older_than(Duration::from_secs(60))
+        .with_older_than(Duration::from_secs(60))
         .execute()
         .await
         .unwrap_err();
     assert!(e.to_string().contains("under one hour"), "{e}");
     let outside = fx.warehouse().join("h").display().to_string();
     let e = OrphanBuilder::new(&fx.catalog, ident.clone())
-        .location(Some(outside))
+        .with_location(Some(outside))
         .execute()
         .await
         .unwrap_err();
@@ -422,7 +422,7 @@ async fn orphan_removal_keeps_files_differing_only_by_scheme_unless_told() {
     age_files(&location, Duration::from_secs(10 * 86_400), &[]);
     // Listing a plain path while metadata says file://: the same files, no orphan.
     let r = OrphanBuilder::new(&fx.catalog, ident.clone())
-        .location(Some(location.display().to_string()))
+        .with_location(Some(location.display().to_string()))
         .run(true)
         .await
         .unwrap();
@@ -628,8 +628,8 @@ async fn expiry_racing_appends_loses_nothing() {
     let mut expired = 0;
     for _ in 0..10 {
         let r = ExpireBuilder::new(&fx.catalog, ident.clone())
-            .older_than(Duration::ZERO)
-            .retain_last(1)
+            .with_older_than_age(Duration::ZERO)
+            .with_retain_last(1)
             .execute()
             .await
             .unwrap();
@@ -676,8 +676,8 @@ async fn expiry_of_a_long_history_lands_beside_a_fast_writer() {
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let m = ExpireBuilder::new(&fx.catalog, t.clone())
-        .older_than(Duration::ZERO)
-        .retain_last(1)
+        .with_older_than_age(Duration::ZERO)
+        .with_retain_last(1)
         .execute()
         .await
         .expect("expiry lands despite the writer");

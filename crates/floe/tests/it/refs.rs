@@ -30,8 +30,8 @@ fn tag_at(id: i64) -> NewRef {
 
 async fn expire_all(fx: &Fixture, ident: &TableIdent) -> floe::operations::expire::ExpireMetrics {
     ExpireBuilder::new(&fx.catalog, ident.clone())
-        .older_than(Duration::ZERO)
-        .retain_last(1)
+        .with_older_than_age(Duration::ZERO)
+        .with_retain_last(1)
         .execute()
         .await
         .unwrap()

@@ -69,9 +69,9 @@ async fn orphan_location_with_dot_dot_cannot_reach_a_neighbour() {
         format!("{}/data/%2e%2e/%2e%2e", table_dir(&fx, "n.x").display()),
     ] {
         let r = orphans(&fx, &x)
-            .older_than(std::time::Duration::from_secs(3600))
-            .force(true)
-            .location(Some(loc.clone()))
+            .with_older_than(std::time::Duration::from_secs(3600))
+            .with_force(true)
+            .with_location(Some(loc.clone()))
             .execute()
             .await;
         assert!(
@@ -98,7 +98,7 @@ async fn orphan_removal_does_not_follow_a_symlink_out_of_the_table() {
     std::os::unix::fs::symlink(&outside, &link).unwrap();
     backdate(fx._dir.path());
     let r = orphans(&fx, &x)
-        .location(Some(link.display().to_string()))
+        .with_location(Some(link.display().to_string()))
         .run(true)
         .await;
     assert!(matches!(r, Err(Error::Refused { .. })), "{r:?}");
@@ -353,8 +353,8 @@ async fn orphan_removal_and_purge_never_delete_files_of_a_table_whose_location_c
         .await
         .unwrap();
     let r = DropBuilder::new(&fx.catalog, child)
-        .purge(true)
-        .delete_external_files(true)
+        .with_purge(true)
+        .with_delete_external_files(true)
         .execute()
         .await
         .unwrap();
@@ -390,8 +390,8 @@ async fn tables_whose_locations_share_a_prefix_never_touch_each_others_files() {
         "orphan removal of ns.t touched ns.t2"
     );
     let r = DropBuilder::new(&fx.catalog, t)
-        .purge(true)
-        .delete_external_files(true)
+        .with_purge(true)
+        .with_delete_external_files(true)
         .execute()
         .await
         .unwrap();
@@ -425,8 +425,8 @@ async fn expiry_and_purge_keep_external_files_unless_asked() {
     let (t, external) = table_with_external_file(&fx, "n.exp").await;
     crate::common::rewrite_all(&fx.catalog, &t).await;
     let r = ExpireBuilder::new(&fx.catalog, t.clone())
-        .older_than(std::time::Duration::ZERO)
-        .retain_last(1)
+        .with_older_than_age(std::time::Duration::ZERO)
+        .with_retain_last(1)
         .execute()
         .await
         .unwrap();
@@ -439,7 +439,7 @@ async fn expiry_and_purge_keep_external_files_unless_asked() {
     // Purge: the same rule.
     let (t, external) = table_with_external_file(&fx, "n.pur").await;
     let r = DropBuilder::new(&fx.catalog, t.clone())
-        .purge(true)
+        .with_purge(true)
         .execute()
         .await
         .unwrap();
@@ -456,17 +456,17 @@ async fn expiry_and_purge_keep_external_files_unless_asked() {
     let (t, external) = table_with_external_file(&fx, "n.exp2").await;
     crate::common::rewrite_all(&fx.catalog, &t).await;
     ExpireBuilder::new(&fx.catalog, t.clone())
-        .older_than(std::time::Duration::ZERO)
-        .retain_last(1)
-        .delete_external_files(true)
+        .with_older_than_age(std::time::Duration::ZERO)
+        .with_retain_last(1)
+        .with_delete_external_files(true)
         .execute()
         .await
         .unwrap();
     assert!(!external.exists());
     let (t, external) = table_with_external_file(&fx, "n.pur2").await;
     let r = DropBuilder::new(&fx.catalog, t)
-        .purge(true)
-        .delete_external_files(true)
+        .with_purge(true)
+        .with_delete_external_files(true)
         .execute()
         .await
         .unwrap();
@@ -495,8 +495,8 @@ async fn purge_never_deletes_another_tables_files() {
         .unwrap();
     assert_eq!(fx.count_and_sum(&b).await.0, 10);
     let r = DropBuilder::new(&fx.catalog, b)
-        .purge(true)
-        .delete_external_files(true)
+        .with_purge(true)
+        .with_delete_external_files(true)
         .execute()
         .await
         .unwrap();
@@ -523,8 +523,8 @@ async fn expiry_reads_every_manifest_before_it_commits() {
     let bytes = std::fs::read(&list).unwrap();
     std::fs::write(&list, &bytes[..bytes.len() / 2]).unwrap();
     let r = ExpireBuilder::new(&fx.catalog, t.clone())
-        .older_than(std::time::Duration::ZERO)
-        .retain_last(1)
+        .with_older_than_age(std::time::Duration::ZERO)
+        .with_retain_last(1)
         .execute()
         .await;
     assert!(

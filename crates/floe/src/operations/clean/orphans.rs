@@ -128,31 +128,31 @@ impl OrphanBuilder {
     }
 
     /// Only files last modified longer ago than `age` are candidates (default 3 days).
-    pub fn older_than(mut self, age: Duration) -> Self {
+    pub fn with_older_than(mut self, age: Duration) -> Self {
         self.older_than = age;
         self
     }
 
     /// List this directory (inside the table location) instead of the whole table location.
-    pub fn location(mut self, location: Option<String>) -> Self {
+    pub fn with_location(mut self, location: Option<String>) -> Self {
         self.location = location;
         self
     }
 
     /// How to treat scheme/authority mismatches.
-    pub fn prefix_mismatch_mode(mut self, mode: PrefixMismatchMode) -> Self {
+    pub fn with_prefix_mismatch_mode(mut self, mode: PrefixMismatchMode) -> Self {
         self.mode = mode;
         self
     }
 
     /// Equivalent schemes, `s3a,s3n=s3` by default.
-    pub fn equal_schemes(mut self, spec: Option<String>) -> Self {
+    pub fn with_equal_schemes(mut self, spec: Option<String>) -> Self {
         self.equal_schemes = spec;
         self
     }
 
     /// Allow thresholds under one hour (files being written right now may be deleted).
-    pub fn force(mut self, yes: bool) -> Self {
+    pub fn with_force(mut self, yes: bool) -> Self {
         self.force = yes;
         self
     }

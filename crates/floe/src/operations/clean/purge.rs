@@ -57,13 +57,13 @@ impl DropBuilder {
     }
 
     /// Also delete the files the table references (inside its location).
-    pub fn purge(mut self, yes: bool) -> Self {
+    pub fn with_purge(mut self, yes: bool) -> Self {
         self.purge = yes;
         self
     }
 
     /// With purge, also delete referenced files outside the table location.
-    pub fn delete_external_files(mut self, yes: bool) -> Self {
+    pub fn with_delete_external_files(mut self, yes: bool) -> Self {
         self.delete_external = yes;
         self
     }

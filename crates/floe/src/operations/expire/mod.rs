@@ -108,7 +108,7 @@ impl ExpireBuilder {
     }
 
     /// Expire snapshots older than `age` (default `history.expire.max-snapshot-age-ms`, 5 d).
-    pub fn older_than(mut self, age: Duration) -> Self {
+    pub fn with_older_than_age(mut self, age: Duration) -> Self {
         self.older_than = Some(OlderThan::Age(age));
         self
     }
@@ -116,7 +116,7 @@ impl ExpireBuilder {
     /// Expire snapshots committed before `timestamp_ms` (epoch milliseconds), as Spark's
     /// `expire_snapshots(older_than => TIMESTAMP '...')`. A time in the future expires
     /// everything the other rules do not keep, as an age of zero does.
-    pub fn older_than_timestamp_ms(mut self, timestamp_ms: i64) -> Self {
+    pub fn with_older_than_timestamp_ms(mut self, timestamp_ms: i64) -> Self {
         self.older_than = Some(OlderThan::TimestampMs(timestamp_ms));
         self
     }
@@ -128,20 +128,20 @@ impl ExpireBuilder {
     }
 
     /// Keep at least `n` snapshots per branch (default `history.expire.min-snapshots-to-keep`).
-    pub fn retain_last(mut self, n: u64) -> Self {
+    pub fn with_retain_last(mut self, n: u64) -> Self {
         self.retain_last = Some(n);
         self
     }
 
     /// Expire exactly these snapshots (plus age-based expiry only if `older_than` is also set).
-    pub fn snapshot_ids(mut self, ids: Vec<i64>) -> Self {
+    pub fn with_snapshot_ids(mut self, ids: Vec<i64>) -> Self {
         self.snapshot_ids = ids;
         self
     }
 
     /// Whether to delete the files expiry unreferences (default true; false leaves them to
     /// `remove-orphan-files`).
-    pub fn clean_files(mut self, yes: bool) -> Self {
+    pub fn with_clean_files(mut self, yes: bool) -> Self {
         self.clean_files = yes;
         self
     }
@@ -149,7 +149,7 @@ impl ExpireBuilder {
     /// Also delete unreachable files outside the table location (for example files added with
     /// `add_files`); by default they are kept and listed. Never files inside another table's
     /// location or the catalog's.
-    pub fn delete_external_files(mut self, yes: bool) -> Self {
+    pub fn with_delete_external_files(mut self, yes: bool) -> Self {
         self.delete_external = yes;
         self
     }
