@@ -1,0 +1,314 @@
+"""Iceberg's Java implementation (Spark 3.5 + Iceberg 1.10.2, through PySpark) as writer and reader.
+
+Subcommands, each one Spark session (local[2]) printing one JSON object on stdout:
+
+  write-fixtures --warehouse DIR [--catalog-db PATH]
+      Writes the fixture tables (FIXTURES below) with a Spark `hadoop` catalog rooted at DIR;
+      with --catalog-db, registers each in the SQLite SQL catalog `floe` at PATH (PyIceberg's
+      register_table, warehouse file://DIR). Prints
+      {"tables": {"NS.T": {"metadata": "/abs/.../vN.metadata.json", "format_version": N, "rows": N}}}
+  read --metadata M [--metadata M2 ...] --columns a,b [--row-ids] [--files]
+      Reads the table of each metadata file read-only. Prints {M: {"rows": [[...], ...]}} with the
+      rows sorted and each value in read_table.py's canonical form (as read_rows.py prints them);
+      --row-ids adds "row_ids" (sorted _row_id) and "last_updated" (sorted [_row_id,
+      _last_updated_sequence_number] pairs); --files adds "data_files" (count) and "delete_files"
+      (one object per live delete file, from the `<M>#delete_files` metadata table).
+  rewrite-data-files --warehouse DIR --table NS.T [--option K=V ...]
+      CALL system.rewrite_data_files on a table of the hadoop catalog at DIR. Prints the
+      procedure's result row, "seconds" (the CALL alone, after a warm-up scan of the table) and
+      the new "metadata" file.
+
+The jars come from --jars or FLOE_SPARK_JARS (comma-separated: iceberg-spark-runtime and the
+relocated Jackson jar; .ci/setup prints it). Table locations written here are plain absolute
+paths (DIR/NS/T), as Iceberg's HadoopCatalog writes them for a warehouse given as a path.
+Any failure is one line on stderr and exit code 1.
+"""
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from urllib.parse import unquote, urlparse
+
+from read_table import canon, open_catalog, run_cli
+
+CATALOG = "hadoop"  # the Spark catalog name of the warehouse
+CATEGORIES = "array('north', 'south', 'east', 'west')"
+# Spark's log4j2 configuration: errors only, on stderr (stdout carries the JSON). The gateway's
+# own level keeps Spark from announcing "Setting default log level to WARN" at startup.
+LOG4J2 = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+"""
+
+
+def log(msg: str) -> None:
+    print(f"[java_iceberg] {msg}", file=sys.stderr, flush=True)
+
+
+def local_dir(path_or_uri: str) -> str:
+    """An absolute path from a path or a file:// URI."""
+    parsed = urlparse(path_or_uri)
+    return os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else path_or_uri)
+
+
+def spark_session(jars: str, warehouse=None):
+    """A local Spark session with Iceberg's SQL extensions and, with `warehouse`, a hadoop catalog."""
+    if not jars:
+        raise ValueError("no jars: pass --jars or set FLOE_SPARK_JARS (eval \"$(bash .ci/setup)\")")
+    missing = [j for j in jars.split(",") if not os.path.isfile(j)]
+    if missing:
+        raise FileNotFoundError(f"jar not found: {missing[0]}")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_dir = tempfile.mkdtemp(prefix="floe-spark-log-")
+    log_conf = os.path.join(log_dir, "log4j2.properties")
+    with open(log_conf, "w") as f:
+        f.write(LOG4J2)
+    from pyspark.sql import SparkSession  # noqa: PLC0415 (slow import, only when used)
+
+    b = (SparkSession.builder.master("local[2]").appName("floe-java-iceberg")
+         .config("spark.jars", jars)
+         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.default.parallelism", "2")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf} -Duser.timezone=UTC"))
+    if warehouse is not None:
+        b = (b.config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
+             .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
+             .config(f"spark.sql.catalog.{CATALOG}.warehouse", warehouse))
+    t0 = time.monotonic()
+    try:
+        spark = b.getOrCreate()
+    finally:  # read once, at JVM start
+        shutil.rmtree(log_dir, ignore_errors=True)
+    spark.sparkContext.setLogLevel("ERROR")
+    log(f"Spark session started in {time.monotonic() - t0:.1f} s")
+    return spark
+
+
+# --- fixtures -----------------------------------------------------------------------------
+
+def rows_sql(start: int, end: int, category: bool = False) -> str:
+    """Rows with ids [start, end) in one Spark partition (so one data file per table partition).
+    name is NULL for every 97th id; ts steps 37 s + 1 µs per id from 2023-11-14T22:13:20Z."""
+    cat = f", element_at({CATEGORIES}, CAST(id % 4 AS INT) + 1) AS category" if category else ""
+    return (f"SELECT id, CASE WHEN id % 97 = 0 THEN NULL ELSE concat('name-', id) END AS name, "
+            f"id * 0.25 + 0.1 AS amount, timestamp_micros(1700000000000000 + id * 37000001) AS ts{cat} "
+            f"FROM range({start}, {end}, 1, 1)")
+
+
+MOR = ("'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
+       "'write.merge.mode'='merge-on-read'")
+
+
+def v3_statements(t: str, category: bool) -> list:
+    """20 INSERTs of 500 rows (ids 0..9999), then a DELETE, an UPDATE and a MERGE whose id ranges
+    overlap, so some data files get a deletion vector that a later statement replaces."""
+    cols = "id bigint, name string, amount double, ts timestamp" + (", category string" if category else "")
+    part = " PARTITIONED BY (category)" if category else ""
+    fv = "'format-version'='3'"
+    out = [f"CREATE TABLE {t} ({cols}) USING iceberg{part} TBLPROPERTIES ({fv}, {MOR})"]
+    out += [f"INSERT INTO {t} {rows_sql(i * 500, (i + 1) * 500, category)}" for i in range(20)]
+    out.append(f"DELETE FROM {t} WHERE id < 4000 AND id % 7 = 0")
+    out.append(f"UPDATE {t} SET name = concat(name, '-u'), amount = amount + 1000 "
+               "WHERE id BETWEEN 3000 AND 6999 AND id % 5 = 1")
+    source = (f"SELECT id, concat('merged-', id) AS name, id * 0.5 AS amount, "
+              f"timestamp_micros(1700000000000000 + id * 37000001) AS ts"
+              + (f", element_at({CATEGORIES}, CAST(id % 4 AS INT) + 1) AS category" if category else "")
+              + " FROM range(0, 10300, 1, 1) WHERE (id BETWEEN 6500 AND 7499 AND id % 3 = 0) OR id >= 10000")
+    out.append(f"MERGE INTO {t} t USING ({source}) s ON t.id = s.id "
+               "WHEN MATCHED THEN UPDATE SET t.name = s.name, t.amount = s.amount "
+               "WHEN NOT MATCHED THEN INSERT *")
+    return out
+
+
+def v1_statements(t: str) -> list:
+    """Format 1, identity-partitioned by category: 10 INSERTs of 200 rows, a copy-on-write DELETE."""
+    out = [f"CREATE TABLE {t} (id bigint, name string, amount double, ts timestamp, category string) "
+           f"USING iceberg PARTITIONED BY (category) TBLPROPERTIES ('format-version'='1')"]
+    out += [f"INSERT INTO {t} {rows_sql(i * 200, (i + 1) * 200, True)}" for i in range(10)]
+    out.append(f"DELETE FROM {t} WHERE id % 10 = 3")
+    return out
+
+
+def v2_statements(t: str) -> list:
+    """Format 2, merge-on-read: 5 INSERTs of 500 rows, two DELETEs (Parquet position deletes; the
+    second hits files the first already has deletes for)."""
+    out = [f"CREATE TABLE {t} (id bigint, name string, amount double, ts timestamp) "
+           f"USING iceberg TBLPROPERTIES ('format-version'='2', {MOR}, "
+           "'write.delete.granularity'='partition')"]
+    out += [f"INSERT INTO {t} {rows_sql(i * 500, (i + 1) * 500)}" for i in range(5)]
+    out.append(f"DELETE FROM {t} WHERE id % 10 = 3")
+    out.append(f"DELETE FROM {t} WHERE id BETWEEN 400 AND 1199 AND id % 10 = 7")
+    return out
+
+
+FIXTURES = {
+    "v3.mor_flat": lambda t: v3_statements(t, category=False),
+    "v3.mor_part": lambda t: v3_statements(t, category=True),
+    "v1.plain": v1_statements,
+    "v2.mor": v2_statements,
+}
+
+
+def current_metadata(spark, table: str) -> str:
+    (path,) = spark.sql(f"SELECT file FROM {table}.metadata_log_entries "
+                        "ORDER BY timestamp DESC, latest_sequence_number DESC LIMIT 1").first()
+    return local_dir(path)
+
+
+def remove_crc_files(warehouse: str) -> None:
+    """Hadoop's local file system writes a `.NAME.crc` checksum beside every file it writes; they
+    are no part of the tables, so they go (other engines would see them as orphan files)."""
+    for root, _, files in os.walk(warehouse):
+        for f in files:
+            if f.startswith(".") and f.endswith(".crc"):
+                os.remove(os.path.join(root, f))
+
+
+def write_fixtures(args) -> None:
+    warehouse = local_dir(args.warehouse)
+    os.makedirs(warehouse, exist_ok=True)
+    spark = spark_session(args.jars, warehouse)
+    tables = {}
+    for name, statements in FIXTURES.items():
+        t0 = time.monotonic()
+        t = f"{CATALOG}.{name}"
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{name.split('.')[0]}")
+        for sql in statements(t):
+            spark.sql(sql)
+        metadata = current_metadata(spark, t)
+        with open(metadata) as f:
+            fv = json.load(f)["format-version"]
+        (rows,) = spark.sql(f"SELECT count(*) FROM {t}").first()
+        tables[name] = {"metadata": metadata, "format_version": fv, "rows": rows}
+        log(f"{name}: {rows} rows, format {fv}, {time.monotonic() - t0:.1f} s")
+    spark.stop()
+    remove_crc_files(warehouse)
+    if args.catalog_db:
+        cat = open_catalog(os.path.abspath(args.catalog_db), "floe", "file://" + warehouse)
+        for name, info in tables.items():
+            cat.create_namespace_if_not_exists(name.split(".")[0])
+            cat.register_table(tuple(name.split(".")), info["metadata"])
+    print(json.dumps({"tables": tables}))
+
+
+# --- reading ------------------------------------------------------------------------------
+
+UTC_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def canon_rows(df, columns: list) -> list:
+    """Sorted rows of `columns` in canonical form. A `timestamp` (with time zone) column is taken
+    as microseconds since the epoch, since PySpark would turn it into the Python process's local
+    time; it then becomes a UTC datetime, as PyIceberg and DuckDB give it."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.types import TimestampType  # noqa: PLC0415
+
+    types = [f.dataType for f in df.select(*columns).schema.fields]  # also _row_id & co.
+    tz = [isinstance(t, TimestampType) for t in types]
+    sel = [F.unix_micros(F.col(c)).alias(c) if is_tz else F.col(c) for c, is_tz in zip(columns, tz)]
+    out = []
+    for row in df.select(*sel).collect():
+        vals = [UTC_EPOCH + dt.timedelta(microseconds=v) if is_tz and v is not None else v
+                for v, is_tz in zip(row, tz)]
+        out.append([canon(v) for v in vals])
+    return sorted(out)
+
+
+def read(args) -> None:
+    columns = [c.strip() for c in args.columns.split(",")]
+    spark = spark_session(args.jars)
+    out = {}
+    for m in args.metadata:
+        t0 = time.monotonic()
+        path = local_dir(m)
+        df = spark.read.format("iceberg").load(path)
+        res = {"rows": canon_rows(df, columns)}
+        if args.row_ids:
+            pairs = [(r[0], r[1]) for r in df.select("_row_id", "_last_updated_sequence_number").collect()]
+            nulls_last = lambda v: (v is None, v or 0)  # noqa: E731 (before v3, both are null)
+            res["row_ids"] = sorted((p[0] for p in pairs), key=nulls_last)
+            res["last_updated"] = sorted(([a, b] for a, b in pairs), key=lambda p: tuple(map(nulls_last, p)))
+        if args.files:
+            res["data_files"] = spark.read.format("iceberg").load(path + "#data_files").count()
+            res["delete_files"] = [
+                r.asDict() for r in spark.read.format("iceberg").load(path + "#delete_files").select(
+                    "content", "file_path", "file_format", "record_count", "referenced_data_file",
+                    "content_offset", "content_size_in_bytes").orderBy("file_path", "content_offset").collect()]
+        out[m] = res
+        log(f"read {m}: {len(res['rows'])} rows in {time.monotonic() - t0:.1f} s")
+    spark.stop()
+    print(json.dumps(out))
+
+
+# --- maintenance --------------------------------------------------------------------------
+
+def rewrite_data_files(args) -> None:
+    warehouse = local_dir(args.warehouse)
+    spark = spark_session(args.jars, warehouse)
+    t = f"{CATALOG}.{args.table}"
+    spark.sql(f"SELECT * FROM {t}").write.format("noop").mode("overwrite").save()  # warm-up
+    opts = []
+    for kv in args.option:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise ValueError(f"--option wants KEY=VALUE, got {kv!r}")
+        opts += [k, v]
+    quoted = ", ".join("'" + s.replace("'", "''") + "'" for s in opts)
+    call = f"CALL {CATALOG}.system.rewrite_data_files(table => '{args.table}'"
+    call += f", options => map({quoted}))" if opts else ")"
+    t0 = time.monotonic()
+    row = spark.sql(call).first()
+    seconds = time.monotonic() - t0
+    out = {"result": row.asDict(), "seconds": round(seconds, 3), "metadata": current_metadata(spark, t)}
+    spark.stop()
+    print(json.dumps(out))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jars", default=os.environ.get("FLOE_SPARK_JARS", ""),
+                   help="comma-separated jars (default: $FLOE_SPARK_JARS)")
+    sub = p.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write-fixtures", help="write the fixture tables")
+    w.add_argument("--warehouse", required=True, help="directory (or file:// URI) of the hadoop catalog")
+    w.add_argument("--catalog-db", help="SQLite file of a SQL catalog `floe` to register the tables in")
+    w.set_defaults(func=write_fixtures)
+    r = sub.add_parser("read", help="read tables from their metadata files")
+    r.add_argument("--metadata", required=True, action="append", help="a metadata.json file; repeatable")
+    r.add_argument("--columns", required=True, help="comma-separated")
+    r.add_argument("--row-ids", action="store_true", help="also _row_id and _last_updated_sequence_number")
+    r.add_argument("--files", action="store_true", help="also the data file count and the delete files")
+    r.set_defaults(func=read)
+    c = sub.add_parser("rewrite-data-files", help="CALL system.rewrite_data_files on a hadoop-catalog table")
+    c.add_argument("--warehouse", required=True)
+    c.add_argument("--table", required=True, help="NS.T")
+    c.add_argument("--option", action="append", default=[], help="KEY=VALUE for the procedure's options")
+    c.set_defaults(func=rewrite_data_files)
+    args = p.parse_args()
+    try:
+        args.func(args)
+    except Exception as e:
+        if type(e).__name__ != "Py4JJavaError":
+            raise
+        cause = e.java_exception  # the Java exception, not py4j's "An error occurred while calling"
+        while cause.getCause() is not None and not cause.getMessage():
+            cause = cause.getCause()
+        raise RuntimeError(f"{cause.getClass().getName()}: {cause.getMessage()}") from None
+
+
+if __name__ == "__main__":
+    run_cli(main, "java_iceberg.py")
