@@ -234,7 +234,8 @@ pub fn describe_json(t: &Table) -> Value {
     json!({
         "table": floe::catalog::ident_string(t.identifier()),
         "uuid": md.uuid().to_string(),
-        "format_version": 2,
+        "format_version": floe::table::format_version(md),
+        "next_row_id": (floe::table::format_version(md) >= 3).then(|| md.next_row_id()),
         "location": md.location(),
         "metadata_location": t.metadata_location(),
         "schema_id": md.current_schema_id(),
@@ -296,6 +297,7 @@ pub fn describe_text(t: &Table) -> String {
         "table      {}\n",
         v["table"].as_str().unwrap_or("")
     ));
+    s.push_str(&format!("format     v{}\n", v["format_version"]));
     s.push_str(&format!(
         "location   {}\n",
         v["location"].as_str().unwrap_or("")

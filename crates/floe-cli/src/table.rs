@@ -24,9 +24,13 @@ pub(crate) enum NamespaceCmd {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum TableCmd {
-    /// Creates an Iceberg v2 table.
+    /// Creates an Iceberg table (format v2 unless --format-version says 1 or 3).
     Create {
         table: String,
+        /// Iceberg table format version: 1, 2 (the default) or 3. Also accepted as
+        /// `--property format-version=N`, as Spark and PyIceberg take it.
+        #[arg(long, value_name = "N")]
+        format_version: Option<String>,
         /// Columns: 'id bigint not null, ts timestamp, name string, ...'.
         #[arg(long, conflicts_with = "schema_file")]
         schema: Option<String>,
@@ -106,6 +110,17 @@ pub(crate) enum TableCmd {
         #[arg(long, value_name = "K")]
         unset: Vec<String>,
         /// Check the update and show the properties it leaves; commit nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Upgrades the table's Iceberg format version (metadata only, as Spark's
+    /// `SET TBLPROPERTIES ('format-version'=...)`); a downgrade is refused.
+    Upgrade {
+        table: String,
+        /// The format version to upgrade to: 2 or 3.
+        #[arg(long, value_name = "N")]
+        format_version: u8,
+        /// Show what changes; commit nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -293,8 +308,14 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             partition,
             primary_key,
             properties,
+            format_version,
         } => {
             let ident = parse_table_ident(&table)?;
+            let mut kv = parse_kv(&properties)?;
+            if let Some(v) = format_version {
+                floe::catalog::tables::parse_format_version(&v)?;
+                kv.insert("format-version".to_string(), v);
+            }
             let schema = match (schema, schema_file) {
                 (Some(s), _) => floe::table::schema::parse_schema(&s)?,
                 (None, Some(f)) => {
@@ -326,7 +347,7 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                     // compaction settings together).
                     properties: floe::operations::alter::validate_property_update(
                         &Default::default(),
-                        &parse_kv(&properties)?,
+                        &kv,
                         &[],
                     )?,
                 })
@@ -493,6 +514,35 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
                     text.push_str(&format!("\n  {line}"));
                 }
                 text
+            });
+        }
+        TableCmd::Upgrade {
+            table,
+            format_version,
+            dry_run,
+        } => {
+            let r = floe::operations::alter::format::UpgradeFormatBuilder::new(
+                &catalog,
+                parse_table_ident(&table)?,
+            )
+            .with_format_version(format_version)
+            .run(dry_run)
+            .await?;
+            out.result(&serde_json::to_value(&r)?, || {
+                let head = match (r.changed, r.dry_run) {
+                    (false, _) => format!("{table} is format v{} already", r.to),
+                    (true, true) => format!(
+                        "would upgrade {table} from format v{} to v{}:",
+                        r.from, r.to
+                    ),
+                    (true, false) => {
+                        format!("upgraded {table} from format v{} to v{}:", r.from, r.to)
+                    }
+                };
+                std::iter::once(head)
+                    .chain(r.changes.iter().map(|c| format!("  - {c}")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             });
         }
         TableCmd::SetProperty {

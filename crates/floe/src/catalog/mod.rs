@@ -26,7 +26,7 @@ pub mod config;
 mod locations;
 mod rest;
 pub(crate) mod sql;
-mod tables;
+pub mod tables;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! A table's life in the catalog: [`Catalog::create_table`] (a v2 table; a SQL catalog writes
+//! A table's life in the catalog: [`Catalog::create_table`] (v2 unless the `format-version`
+//! property says 1 or 3; a SQL catalog writes
 //! the first metadata file and inserts the pointer, a REST server does both),
 //! [`Catalog::load_table`] (pointer -> `metadata.json` -> [`Table`]) and
 //! [`Catalog::drop_entry`] (removes the catalog entry; a SQL catalog never deletes files here).
@@ -15,8 +16,22 @@ use super::{
 use crate::base::error::{Error, Result};
 use crate::table::ident::validate_namespace;
 
+/// `1`, `2` or `3`: an Iceberg table format version.
+pub fn parse_format_version(v: &str) -> Result<FormatVersion> {
+    match v.trim() {
+        "1" => Ok(FormatVersion::V1),
+        "2" => Ok(FormatVersion::V2),
+        "3" => Ok(FormatVersion::V3),
+        other => Err(Error::invalid_option(
+            "format-version",
+            other,
+            "an Iceberg table format version is 1, 2 or 3",
+        )),
+    }
+}
+
 impl Catalog {
-    /// Creates a v2 table and returns it loaded. Names that would escape or nest in the
+    /// Creates a table (format v2, or the `format-version` property's) and returns it loaded. Names that would escape or nest in the
     /// warehouse are refused ([`validate_name`]), and so are bad values of the properties floe
     /// reads ([`crate::base::properties::validate_update`], as `set-property` checks them).
     pub async fn create_table(&self, new: NewTable) -> Result<Table> {
@@ -24,7 +39,14 @@ impl Catalog {
         validate_name("table name", new.ident.name(), true)?;
         // The one check `table set-property` makes too: a value every append would fail on
         // is refused here, naming the property.
-        let properties = crate::base::properties::validate_update(&new.properties, &[])?;
+        // `format-version` is not stored: it picks the table's format (as in Iceberg's Java
+        // and Python implementations), 2 when not given.
+        let mut properties = new.properties.clone();
+        let format_version = match properties.remove("format-version") {
+            None => FormatVersion::V2,
+            Some(v) => parse_format_version(&v)?,
+        };
+        let properties = crate::base::properties::validate_update(&properties, &[])?;
         let ns = ns_string(new.ident.namespace());
         let name = ident_string(&new.ident);
         let mut creation = TableCreation::builder()
@@ -32,7 +54,7 @@ impl Catalog {
             .schema(new.schema)
             .partition_spec(new.partition_spec)
             .properties(properties)
-            .format_version(FormatVersion::V2)
+            .format_version(format_version)
             .build();
         creation.sort_order = new.sort_order;
         let (inner, file_io) = match &self.backend {

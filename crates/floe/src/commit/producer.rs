@@ -86,6 +86,23 @@ pub async fn prepare_with(
     }
 }
 
+/// Refuses a table floe cannot commit a snapshot to: format v3, whose commits carry row
+/// lineage (first row ids on manifests and data files, the table's next-row-id), not written
+/// yet. Writing operations call it when they plan, so nothing is written for a refused commit.
+/// Formats 1 and 2 are committed in their own manifest and manifest list layouts.
+pub fn check_committable(table: &Table) -> Result<()> {
+    if table.metadata().format_version() == FormatVersion::V3 {
+        return Err(Error::Refused {
+            operation: format!("commit to '{}'", ident_string(table.identifier())),
+            reason: "it is an Iceberg format v3 table; floe reads v3 tables (deletion vectors \
+                     included), diagnoses and expires them, but does not commit snapshots to \
+                     them yet (row lineage)"
+                .to_string(),
+        });
+    }
+    Ok(())
+}
+
 struct Ctx<'a> {
     table: &'a Table,
     name: String,
@@ -99,13 +116,7 @@ struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     fn new(table: &'a Table) -> Result<Self> {
         let md = table.metadata();
-        if md.format_version() != FormatVersion::V2 {
-            return Err(Error::invalid_option(
-                "table format version",
-                format!("{:?}", md.format_version()),
-                "floe commits to Iceberg v2 tables only",
-            ));
-        }
+        check_committable(table)?;
         Ok(Self {
             table,
             name: ident_string(table.identifier()),
@@ -152,9 +163,19 @@ impl<'a> Ctx<'a> {
             md.current_schema().clone(),
             spec,
         );
-        Ok(match content {
-            ManifestContentType::Data => builder.build_v2_data(),
-            ManifestContentType::Deletes => builder.build_v2_deletes(),
+        Ok(match (md.format_version(), content) {
+            // Format v1 (spec "Manifests", v1 columns): no sequence numbers, no delete files.
+            (FormatVersion::V1, ManifestContentType::Data) => builder.build_v1(),
+            (FormatVersion::V1, ManifestContentType::Deletes) => {
+                return Err(Error::Refused {
+                    operation: format!("commit delete files to '{}'", self.name),
+                    reason: "it is an Iceberg format v1 table, which has no row-level deletes \
+                             (`floe table upgrade` it to format 2 first)"
+                        .to_string(),
+                })
+            }
+            (_, ManifestContentType::Data) => builder.build_v2_data(),
+            (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
         })
     }
 }
@@ -357,7 +378,10 @@ async fn produce(
     ctx.written.push(list_path.clone());
     let parent_id = parent.as_ref().map(|p| p.snapshot_id());
     let out = table.file_io().new_output(&list_path)?.writer().await?;
-    let mut list = ManifestListWriter::v2(out, ctx.snapshot_id, parent_id, ctx.sequence_number);
+    let mut list = match md.format_version() {
+        FormatVersion::V1 => ManifestListWriter::v1(out, ctx.snapshot_id, parent_id),
+        _ => ManifestListWriter::v2(out, ctx.snapshot_id, parent_id, ctx.sequence_number),
+    };
     list.add_manifests(new_manifests.into_iter().chain(carried))?;
     list.close().await?;
 

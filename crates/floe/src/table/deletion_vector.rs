@@ -144,6 +144,165 @@ pub async fn read(
     DeletionVector::decode(&bytes, &source)
 }
 
+/// Where one deletion vector is, as its manifest entry says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DvLocation {
+    /// The Puffin file holding it (one Puffin file holds the vectors of many data files).
+    pub puffin: String,
+    /// `content_offset` and `content_size_in_bytes`: the blob inside the Puffin file.
+    pub offset: u64,
+    pub length: u64,
+    /// `record_count`: how many rows it deletes.
+    pub cardinality: u64,
+}
+
+impl DvLocation {
+    /// The vector itself, read and checked.
+    pub async fn read(&self, io: &iceberg::io::FileIO) -> Result<DeletionVector> {
+        read(io, &self.puffin, self.offset, self.length).await
+    }
+}
+
+/// The deletion vectors of one snapshot, by the data file each deletes from (Iceberg spec v3,
+/// "Scan Planning": a deletion vector applies to the data file its `referenced_data_file`
+/// names, and while a data file has one, position delete files are ignored for it: writers
+/// merge them into the vector).
+///
+/// The iceberg crate (0.10.1) plans a Puffin file as if it were a Parquet position delete
+/// file attached to every data file of its partition, and its reader cannot open it. Every
+/// floe read of a table's rows therefore goes through [`DeletionVectors::attach`], which
+/// leaves on a task only the vector of its own data file (and no position delete file while it
+/// has one), and reads that vector itself. A reader that does not know the index fails on the
+/// Puffin entry rather than ignoring it: a deletion vector is never silently skipped.
+#[derive(Debug, Clone, Default)]
+pub struct DeletionVectors {
+    by_data_file: std::sync::Arc<std::collections::HashMap<String, DvLocation>>,
+    puffin: std::sync::Arc<std::collections::HashSet<String>>,
+}
+
+impl DeletionVectors {
+    /// The vectors among the live files of a snapshot. Two vectors for one data file break
+    /// the spec's "at most one per data file": the later one (higher sequence number) is kept,
+    /// as it was written with the earlier merged in.
+    pub fn from_live(live: &[crate::table::manifests::LiveFile]) -> Self {
+        let mut by: std::collections::HashMap<String, (i64, DvLocation)> = Default::default();
+        let mut puffin = std::collections::HashSet::new();
+        for f in live {
+            let Some(dv) = location_of(&f.file) else {
+                continue;
+            };
+            puffin.insert(dv.puffin.clone());
+            let Some(data) = f.file.referenced_data_file() else {
+                continue;
+            };
+            match by.get(&data) {
+                Some((seq, _)) if *seq > f.sequence_number => {}
+                _ => {
+                    by.insert(data, (f.sequence_number, dv));
+                }
+            }
+        }
+        Self {
+            by_data_file: std::sync::Arc::new(by.into_iter().map(|(k, (_, v))| (k, v)).collect()),
+            puffin: std::sync::Arc::new(puffin),
+        }
+    }
+
+    /// The vectors of `table`'s current snapshot: read from its delete manifests, only for a
+    /// format v3 table (v1 and v2 have none).
+    pub async fn of_current(table: &iceberg::table::Table) -> Result<Self> {
+        if table.metadata().format_version() < iceberg::spec::FormatVersion::V3 {
+            return Ok(Self::default());
+        }
+        let deletes: Vec<_> = crate::table::manifests::current_manifests(table)
+            .await?
+            .into_iter()
+            .filter(|m| m.content == iceberg::spec::ManifestContentType::Deletes)
+            .collect();
+        if deletes.is_empty() {
+            return Ok(Self::default());
+        }
+        let live = crate::table::manifests::live_files_of(table, &deletes).await?;
+        Ok(Self::from_live(&live))
+    }
+
+    /// No vector at all.
+    pub fn is_empty(&self) -> bool {
+        self.puffin.is_empty()
+    }
+
+    /// Whether `path` is a Puffin file of deletion vectors.
+    pub fn is_puffin(&self, path: &str) -> bool {
+        self.puffin.contains(path)
+    }
+
+    /// The vector of data file `path`, if it has one.
+    pub fn of_file(&self, path: &str) -> Option<&DvLocation> {
+        self.by_data_file.get(path)
+    }
+
+    /// Number of data files with a vector.
+    pub fn len(&self) -> usize {
+        self.by_data_file.len()
+    }
+
+    /// Leaves on `task` the delete files that apply to its data file: the Puffin entries of
+    /// other files' vectors are removed, its own vector stays (once), and while it has one its
+    /// position delete files go (the vector holds them).
+    pub fn attach(&self, task: &mut iceberg::scan::FileScanTask) {
+        if self.is_empty() {
+            return;
+        }
+        let own = self.of_file(&task.data_file_path).map(|d| d.puffin.clone());
+        let mut kept_own = false;
+        task.deletes.retain(|d| {
+            if d.file_type != iceberg::spec::DataContentType::PositionDeletes {
+                return true;
+            }
+            if own.as_deref() == Some(d.file_path.as_str()) && !kept_own {
+                kept_own = true;
+                return true;
+            }
+            own.is_none() && !self.is_puffin(&d.file_path)
+        });
+        if let (Some(puffin), false) = (own, kept_own) {
+            // The planner matched by partition and sequence number; the vector names its file.
+            task.deletes.push(iceberg::scan::FileScanTaskDeleteFile {
+                file_path: puffin,
+                file_size_in_bytes: 0,
+                file_type: iceberg::spec::DataContentType::PositionDeletes,
+                partition_spec_id: task.partition_spec.as_ref().map_or(0, |s| s.spec_id()),
+                equality_ids: None,
+            });
+        }
+    }
+
+    /// The vector an attached `task` carries, if any.
+    pub fn of_task(&self, task: &iceberg::scan::FileScanTask) -> Option<&DvLocation> {
+        let dv = self.of_file(&task.data_file_path)?;
+        task.deletes
+            .iter()
+            .any(|d| d.file_path == dv.puffin)
+            .then_some(dv)
+    }
+}
+
+/// The deletion vector a manifest entry describes, if it is one (a Puffin position delete
+/// entry with its blob's offset and length).
+pub fn location_of(f: &iceberg::spec::DataFile) -> Option<DvLocation> {
+    if f.content_type() != iceberg::spec::DataContentType::PositionDeletes
+        || f.file_format() != iceberg::spec::DataFileFormat::Puffin
+    {
+        return None;
+    }
+    Some(DvLocation {
+        puffin: f.file_path().to_string(),
+        offset: f.content_offset()?.max(0) as u64,
+        length: f.content_size_in_bytes()?.max(0) as u64,
+        cardinality: f.record_count(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

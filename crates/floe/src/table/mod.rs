@@ -7,6 +7,8 @@
 //! - [`exactly_once`]: a floe writer's positions in its commits, the fence against a
 //!   zombie writer, the hand-off chain of a group.
 //! - [`schema`]: schema, partition and sort-order text as users write it.
+//! - [`deletion_vector`]: format v3 deletion vectors (the blob, and a snapshot's index of them).
+//! - [`rows`]: the rows of planned scan tasks with every delete applied (vectors included).
 //! - [`read_metadata`], [`refs`], [`default_spec`]: table metadata helpers.
 
 pub mod deletion_vector;
@@ -14,6 +16,7 @@ pub mod exactly_once;
 pub mod ident;
 pub mod manifests;
 pub mod reach;
+pub mod rows;
 pub mod schema;
 pub mod watermarks;
 
@@ -83,6 +86,15 @@ pub fn current_state(table: &Table) -> Result<Table> {
     Ok(view.build()?)
 }
 
+/// The table's Iceberg format version as a number (1, 2 or 3).
+pub fn format_version(md: &TableMetadata) -> u8 {
+    match md.format_version() {
+        iceberg::spec::FormatVersion::V1 => 1,
+        iceberg::spec::FormatVersion::V2 => 2,
+        iceberg::spec::FormatVersion::V3 => 3,
+    }
+}
+
 /// The partition spec a new data file must be written with.
 pub fn default_spec(table: &Table) -> PartitionSpec {
     table.metadata().default_partition_spec().as_ref().clone()
@@ -100,14 +112,31 @@ pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::S
         .get_mut("refs")
         .map(serde_json::Value::take)
         .unwrap_or_default();
-    if refs.is_null() {
-        return Ok(HashMap::new());
+    let mut out: HashMap<String, iceberg::spec::SnapshotReference> = if refs.is_null() {
+        HashMap::new()
+    } else {
+        serde_json::from_value(refs).map_err(|e| Error::Metadata {
+            location: metadata.location().to_string(),
+            reason: format!("bad refs: {e}"),
+            source: Some(Box::new(e)),
+        })?
+    };
+    // Format v1 has no refs (its JSON form has none to write): `main` is the current snapshot
+    // (spec, "Snapshot References": a table without refs has an implied `main` branch at
+    // current-snapshot-id). Without it, the current snapshot would head no branch at all.
+    if let (false, Some(id)) = (
+        out.contains_key(iceberg::spec::MAIN_BRANCH),
+        metadata.current_snapshot_id(),
+    ) {
+        out.insert(
+            iceberg::spec::MAIN_BRANCH.to_string(),
+            iceberg::spec::SnapshotReference::new(
+                id,
+                iceberg::spec::SnapshotRetention::branch(None, None, None),
+            ),
+        );
     }
-    serde_json::from_value(refs).map_err(|e| Error::Metadata {
-        location: metadata.location().to_string(),
-        reason: format!("bad refs: {e}"),
-        source: Some(Box::new(e)),
-    })
+    Ok(out)
 }
 
 /// The rows of one Parquet file of `table` (`size` bytes), its columns taken as the current

@@ -2,7 +2,7 @@
 //! ([`crate::operations::Operation`]): property updates ([`properties::AlterPropertiesBuilder`],
 //! `table set-property`), partition evolution ([`partition::AlterPartitionBuilder`],
 //! `table evolve-partition`) and schema evolution ([`schema::AlterSchemaBuilder`],
-//! `table evolve-schema`).
+//! `table evolve-schema`) and format upgrades ([`format::UpgradeFormatBuilder`], `table upgrade`).
 //!
 //! `plan()` loads the table and decides the whole change against it: every refusal, naming
 //! the property, partition field or column, comes from it, and nothing is written; its report
@@ -15,6 +15,7 @@
 //! update merges with concurrent ones (it has no requirement) but is validated again on the
 //! properties it commits on.
 
+pub mod format;
 pub mod partition;
 pub mod properties;
 pub mod schema;

@@ -45,7 +45,12 @@ pub async fn candidates(table: &Table, filter: Option<Predicate>) -> Result<Vec<
         Some(f) => table.scan().with_filter(f).build()?,
         None => table.scan().build()?,
     };
-    Ok(scan.plan_files().await?.try_collect().await?)
+    let mut tasks: Vec<FileScanTask> = scan.plan_files().await?.try_collect().await?;
+    let dvs = crate::table::deletion_vector::DeletionVectors::of_current(table).await?;
+    for t in &mut tasks {
+        dvs.attach(t);
+    }
+    Ok(tasks)
 }
 
 /// The selected rows of one data file.
@@ -358,12 +363,32 @@ async fn deleted_positions(
     tasks: &[FileScanTask],
 ) -> Result<HashMap<String, Vec<i64>>> {
     let wanted: BTreeSet<&str> = tasks.iter().map(|t| t.data_file_path.as_str()).collect();
+    // A data file with a deletion vector (format v3) has only that: its positions are read
+    // from the vector, not from a Parquet position delete file.
+    let dvs = crate::table::deletion_vector::DeletionVectors::of_current(table).await?;
     let files: BTreeSet<String> = tasks
         .iter()
         .flat_map(|t| &t.deletes)
-        .filter(|d| d.file_type == DataContentType::PositionDeletes)
+        .filter(|d| d.file_type == DataContentType::PositionDeletes && !dvs.is_puffin(&d.file_path))
         .map(|d| d.file_path.clone())
         .collect();
+    let with_vector: Vec<(String, crate::table::deletion_vector::DvLocation)> = tasks
+        .iter()
+        .filter_map(|t| Some((t.data_file_path.clone(), dvs.of_task(t)?.clone())))
+        .collect();
+    let io = table.file_io().clone();
+    let vectors = with_vector.into_iter().map(move |(path, dv)| {
+        let io = io.clone();
+        async move {
+            let v = dv.read(&io).await?;
+            Ok::<_, crate::base::error::Error>((path, v))
+        }
+    });
+    let vectors: Vec<(String, crate::table::deletion_vector::DeletionVector)> =
+        futures::stream::iter(vectors)
+            .buffer_unordered(READ_CONCURRENCY * 2)
+            .try_collect()
+            .await?;
     let reads = files.into_iter().map(|f| {
         let table = table.clone();
         async move { read_position_deletes(&table, &f).await }
@@ -377,6 +402,11 @@ async fn deleted_positions(
         if wanted.contains(path.as_str()) {
             out.entry(path).or_default().push(pos);
         }
+    }
+    for (path, v) in vectors {
+        out.entry(path)
+            .or_default()
+            .extend(v.positions().map(|p| p as i64));
     }
     for v in out.values_mut() {
         v.sort_unstable();

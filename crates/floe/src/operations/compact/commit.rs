@@ -116,6 +116,9 @@ impl CompactBuilder {
             .iter()
             .filter(|f| {
                 f.file.content_type() == iceberg::spec::DataContentType::PositionDeletes
+                    // A deletion vector is not a position delete file: it goes with its
+                    // data file.
+                    && crate::table::deletion_vector::location_of(&f.file).is_none()
                     && (attached.contains(f.file.file_path())
                         || partitions.contains(&(f.spec_id, f.file.partition())))
             })

@@ -36,6 +36,7 @@ pub fn dangling_deletes(live: &[LiveFile]) -> Vec<String> {
         .map(|f| f.sequence_number)
         .min();
     let mut out = Vec::new();
+    let mut live_paths: HashSet<&str> = HashSet::new();
     for d in live
         .iter()
         .filter(|f| f.file.content_type() != DataContentType::Data)
@@ -58,8 +59,15 @@ pub fn dangling_deletes(live: &[LiveFile]) -> Vec<String> {
         };
         if dangling {
             out.push(d.file.file_path().to_string());
+        } else {
+            live_paths.insert(d.file.file_path());
         }
     }
+    // Removal goes by path, and one Puffin file holds the deletion vectors of many data
+    // files: it is dangling only when every vector in it is.
+    out.retain(|p| !live_paths.contains(p.as_str()));
+    out.sort();
+    out.dedup();
     out
 }
 

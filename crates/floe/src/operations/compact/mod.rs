@@ -471,6 +471,8 @@ pub struct Prepared {
     max_commits: usize,
     tasks: Vec<FileScanTask>,
     live: HashMap<String, crate::commit::LiveFile>,
+    /// The deletion vectors the tasks carry (format v3).
+    dvs: crate::table::deletion_vector::DeletionVectors,
     planning: std::time::Duration,
 }
 
@@ -536,6 +538,7 @@ impl CompactBuilder {
     async fn plan_now(&self) -> Result<CompactPlan> {
         let started = Instant::now();
         let table = self.ctx.load().await?;
+        crate::commit::producer::check_committable(&table)?;
         let snapshot_id = snapshot_of(&table);
         // The options, parsed once for the whole run.
         let effective = self.effective_options(&table)?;
@@ -576,7 +579,7 @@ impl CompactBuilder {
         } else {
             usize::MAX
         };
-        let (scanned, live_before) = plan_files(
+        let (scanned, live_before, dvs) = plan_files(
             &table,
             self.where_filter.as_deref(),
             self.now,
@@ -661,6 +664,7 @@ impl CompactBuilder {
                 max_commits,
                 tasks,
                 live,
+                dvs,
                 planning: started.elapsed(),
             }))
         };
@@ -706,6 +710,7 @@ impl CompactBuilder {
             max_commits,
             tasks,
             live,
+            dvs,
             planning,
         } = p;
 
@@ -748,6 +753,7 @@ impl CompactBuilder {
         let shared = Arc::new(parallel::JobShared {
             cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
             equality: Default::default(),
+            dvs,
             merge: Arc::new(
                 Self::merge_config(
                     &table,

@@ -55,6 +55,8 @@ pub(super) struct JobShared {
     pub merge: Arc<MergeConfig>,
     /// Equality delete keys, read once per run.
     pub equality: Arc<super::multi_file::EqualityDeletes>,
+    /// The deletion vectors of the planned snapshot (format v3).
+    pub dvs: crate::table::deletion_vector::DeletionVectors,
 }
 
 /// Rows in a row group when the writer properties set no bound (arrow-rs's default).
@@ -177,6 +179,7 @@ async fn encode_slice(
     index: usize,
     cores: Arc<tokio::sync::Semaphore>,
     equality: Arc<super::multi_file::EqualityDeletes>,
+    dvs: crate::table::deletion_vector::DeletionVectors,
 ) -> Result<Vec<EncodedRowGroup>> {
     // The semaphore is never closed while jobs run.
     let _core = cores
@@ -185,7 +188,7 @@ async fn encode_slice(
         .map_err(|e| Error::Io(std::io::Error::other(e)))?;
     let mut done = Vec::new();
     let mut open: Option<(Vec<ArrowColumnWriter>, usize, HashMap<i32, u64>)> = None;
-    super::multi_file::for_each_batch(&table, tasks, &schema, &output, &equality, |batch| {
+    super::multi_file::for_each_batch(&table, tasks, &schema, &output, &equality, &dvs, |batch| {
         let mut offset = 0;
         while offset < batch.num_rows() {
             if open.is_none() {
@@ -407,6 +410,7 @@ async fn rewrite_inner(
                 i,
                 cores.clone(),
                 shared.equality.clone(),
+                shared.dvs.clone(),
             );
             async move {
                 tokio::spawn(job)

@@ -387,6 +387,8 @@ impl Operation for RewriteDeletesBuilder {
         for f in live
             .iter()
             .filter(|f| f.file.content_type() == DataContentType::PositionDeletes)
+            // Deletion vectors (format v3) are not Parquet position delete files.
+            .filter(|f| crate::table::deletion_vector::location_of(&f.file).is_none())
         {
             by_partition
                 .entry((f.spec_id, format!("{:?}", f.file.partition())))

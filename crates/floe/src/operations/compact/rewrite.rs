@@ -12,6 +12,7 @@ use iceberg::table::Table;
 use super::plan::PlanFile;
 use super::{filter, multi_file, parallel, sort, GroupResult};
 use crate::base::error::{Error, Result};
+use crate::table::deletion_vector::DeletionVectors;
 use crate::write::{TableWriter, WriteOptions};
 
 /// What the planning scan kept.
@@ -26,7 +27,8 @@ pub(super) enum Scanned {
 /// that apply to them, keeping only the tasks `keep` accepts (the others are counted, not
 /// held: memory grows with the candidates, not with the table). Past `limit` kept tasks, the
 /// tasks are dropped and only counted per partition (`key`), so the caller plans in batches.
-/// Returns what was kept and the total number of live data files.
+/// Returns what was kept, the total number of live data files, and the snapshot's deletion
+/// vectors (attached to the tasks: each task carries its own file's vector only).
 pub(super) async fn plan_files(
     table: &Table,
     where_filter: Option<&str>,
@@ -34,10 +36,10 @@ pub(super) async fn plan_files(
     keep: impl Fn(&FileScanTask) -> bool,
     limit: usize,
     key: impl Fn(&FileScanTask) -> String,
-) -> Result<(Scanned, usize)> {
+) -> Result<(Scanned, usize, DeletionVectors)> {
     crate::base::fault::probe("scan", table.metadata().location());
     if table.metadata().current_snapshot().is_none() {
-        return Ok((Scanned::Tasks(vec![]), 0));
+        return Ok((Scanned::Tasks(vec![]), 0, DeletionVectors::default()));
     }
     // Tasks read through the current schema, the one the outputs are written in.
     let table = &crate::table::current_state(table)?;
@@ -60,9 +62,11 @@ pub(super) async fn plan_files(
     };
     let mut total = 0usize;
     let mut kept = Scanned::Tasks(Vec::new());
+    let dvs = DeletionVectors::of_current(table).await?;
     let mut all = table.scan().build()?.plan_files().await?;
-    while let Some(task) = all.try_next().await? {
+    while let Some(mut task) = all.try_next().await? {
         total += 1;
+        dvs.attach(&mut task);
         if !(matching
             .as_ref()
             .is_none_or(|m| m.contains(&task.data_file_path))
@@ -82,7 +86,7 @@ pub(super) async fn plan_files(
             Scanned::Counted(counts) => *counts.entry(key(&task)).or_insert(0) += 1,
         }
     }
-    Ok((kept, total))
+    Ok((kept, total, dvs))
 }
 
 /// How a compaction names a partition (its file groups' `partition`, what
@@ -184,7 +188,7 @@ pub(super) async fn rewrite_group(
     // Decode on another task while this one encodes: the two halves of a rewrite then use
     // two cores. The bounded channel keeps at most a few batches in flight (memory is bounded
     // by concurrency, not by group size).
-    let mut stream = multi_file::read_rows(table, members, schema.clone())?;
+    let mut stream = multi_file::read_rows(table, members, schema.clone(), &shared.dvs);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4);
     let reader = tokio::spawn(async move {
         while let Some(batch) = stream.next().await {

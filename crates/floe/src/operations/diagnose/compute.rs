@@ -115,6 +115,11 @@ pub(crate) fn partitions(
                         delete_ratio: 0.0,
                         deleted_rows: 0,
                         deleted_row_ratio: 0.0,
+                        deletion_vectors: 0,
+                        position_delete_files: 0,
+                        equality_delete_files: 0,
+                        vector_deleted_rows: 0,
+                        vector_deleted_row_ratio: 0.0,
                         active: false,
                         last_added_ms: None,
                     },
@@ -140,6 +145,14 @@ pub(crate) fn partitions(
             p.delete_files += 1;
             p.delete_bytes += size;
             p.deleted_rows += f.records;
+            if f.vector {
+                p.deletion_vectors += 1;
+                p.vector_deleted_rows += f.records;
+            } else if f.equality {
+                p.equality_delete_files += 1;
+            } else {
+                p.position_delete_files += 1;
+            }
         }
     }
     let mut partitions: Vec<PartitionHealth> = parts
@@ -156,6 +169,10 @@ pub(crate) fn partitions(
             p.deleted_row_ratio = match p.records {
                 0 => 0.0,
                 n => p.deleted_rows as f64 / n as f64,
+            };
+            p.vector_deleted_row_ratio = match p.records {
+                0 => 0.0,
+                n => p.vector_deleted_rows as f64 / n as f64,
             };
             p
         })
@@ -180,6 +197,10 @@ pub(crate) fn totals(partitions: &[PartitionHealth], live: &[LiveEntry]) -> Tota
         records: partitions.iter().map(|p| p.records).sum(),
         delete_files: partitions.iter().map(|p| p.delete_files).sum(),
         delete_bytes: partitions.iter().map(|p| p.delete_bytes).sum(),
+        deletion_vectors: partitions.iter().map(|p| p.deletion_vectors).sum(),
+        position_delete_files: partitions.iter().map(|p| p.position_delete_files).sum(),
+        equality_delete_files: partitions.iter().map(|p| p.equality_delete_files).sum(),
+        vector_deleted_rows: partitions.iter().map(|p| p.vector_deleted_rows).sum(),
         files_under_min: partitions.iter().map(|p| p.files_under_min).sum(),
         files_under_target: partitions.iter().map(|p| p.files_under_target).sum(),
         median_bytes: median(&all_sizes),
@@ -256,6 +277,7 @@ pub(crate) fn report(facts: Facts) -> Report {
     let Facts {
         table,
         location,
+        format_version,
         thresholds,
         spec_id,
         spec,
@@ -334,6 +356,7 @@ pub(crate) fn report(facts: Facts) -> Report {
     Report {
         table,
         location,
+        format_version,
         generated_at_ms: now_ms,
         duration_ms: 0,
         thresholds,

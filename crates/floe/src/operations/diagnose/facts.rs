@@ -32,8 +32,12 @@ pub(crate) struct LiveEntry {
     pub partition: String,
     /// A `--where` filter selecting exactly this partition, when there is one.
     pub filter: Option<String>,
-    /// A data file (false: a position or equality delete file).
+    /// A data file (false: a position or equality delete file, or a deletion vector).
     pub data: bool,
+    /// A deletion vector (format v3); its size is its blob's, not its Puffin file's.
+    pub vector: bool,
+    /// An equality delete file.
+    pub equality: bool,
     pub size: u64,
     pub records: u64,
     /// The snapshot that added the file.
@@ -60,6 +64,8 @@ pub(crate) struct Facts {
     /// `ns.table`.
     pub table: String,
     pub location: String,
+    /// The table's format version (1, 2 or 3).
+    pub format_version: u8,
     pub thresholds: Thresholds,
     /// The current (default) partition spec: its id and fields.
     pub spec_id: i32,

@@ -177,13 +177,18 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
                     .collect(),
                 _ => Vec::new(),
             };
+            let vector = crate::table::deletion_vector::location_of(&f.file);
             LiveEntry {
                 spec_id: f.spec_id,
                 partition,
                 filter,
                 values,
                 data: f.file.content_type() == DataContentType::Data,
-                size: f.file.file_size_in_bytes(),
+                equality: f.file.content_type() == DataContentType::EqualityDeletes,
+                size: vector
+                    .as_ref()
+                    .map_or(f.file.file_size_in_bytes(), |v| v.length),
+                vector: vector.is_some(),
                 records: f.file.record_count(),
                 snapshot_id: f.snapshot_id,
             }
@@ -242,6 +247,7 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
     Ok(Facts {
         table: ident_string(ident),
         location: md.location().to_string(),
+        format_version: crate::table::format_version(md),
         thresholds,
         spec_id,
         spec,

@@ -58,6 +58,16 @@ pub struct PartitionHealth {
     /// `deleted_rows` per data row: the share of what readers read only to drop it (delete
     /// debt; compaction resolves it).
     pub deleted_row_ratio: f64,
+    /// Deletion vectors (format v3): one per data file that has deleted rows.
+    pub deletion_vectors: u64,
+    /// Parquet position delete files (v2; still valid in a table upgraded to v3).
+    pub position_delete_files: u64,
+    pub equality_delete_files: u64,
+    /// Rows deleted by deletion vectors.
+    pub vector_deleted_rows: u64,
+    /// `vector_deleted_rows` per data row: the share of the partition's rows that readers
+    /// read only to drop (compaction resolves it).
+    pub vector_deleted_row_ratio: f64,
     /// One of the last [`ACTIVE_COMMITS`] commits added a data file here.
     pub active: bool,
     pub last_added_ms: Option<i64>,
@@ -126,6 +136,13 @@ pub struct Totals {
     pub records: u64,
     pub delete_files: u64,
     pub delete_bytes: u64,
+    /// Of the delete files: deletion vectors (format v3), Parquet position delete files and
+    /// equality delete files.
+    pub deletion_vectors: u64,
+    pub position_delete_files: u64,
+    pub equality_delete_files: u64,
+    /// Rows deleted by deletion vectors (exact: each vector counts its own positions).
+    pub vector_deleted_rows: u64,
     pub files_under_min: u64,
     pub files_under_target: u64,
     pub median_bytes: u64,
@@ -144,6 +161,8 @@ pub struct Thresholds {
 pub struct Report {
     pub table: String,
     pub location: String,
+    /// The table's Iceberg format version (1, 2 or 3).
+    pub format_version: u8,
     pub generated_at_ms: i64,
     pub duration_ms: u64,
     pub thresholds: Thresholds,

@@ -228,6 +228,16 @@ impl ExpireBuilder {
             &retention,
             now_ms,
         )?;
+        // Whatever the refs say, the current snapshot is the table: never expired.
+        if let Some(current) = md
+            .current_snapshot_id()
+            .filter(|c| p.expired_snapshots.contains(c))
+        {
+            return Err(Error::Refused {
+                operation: format!("expire snapshots of '{}'", ident_string(&self.ctx.ident)),
+                reason: format!("snapshot {current} would expire, and it is the current one"),
+            });
+        }
         Ok((p, retention))
     }
 }

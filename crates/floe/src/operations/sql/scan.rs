@@ -1,5 +1,6 @@
-//! A DataFusion table over an Iceberg table's current snapshot, read with the iceberg crate's
-//! scan (which applies position and equality deletes). Projection is pushed into the scan.
+//! A DataFusion table over an Iceberg table's current snapshot: planned with the iceberg crate's
+//! scan, read with [`crate::table::rows`] (position and equality deletes, and the deletion
+//! vectors of format v3). Projection is pushed into the scan.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -108,13 +109,32 @@ impl PartitionStream for SnapshotStream {
             } else {
                 table.scan().select(names).build().map_err(ext)?
             };
-            let batches = scan.to_arrow().await.map_err(ext)?;
-            Ok::<_, DataFusionError>(batches.map_err(ext))
+            // Planned here and read by floe's reader: the deletion vectors of a v3 table are
+            // applied there (the iceberg crate's `to_arrow` cannot read them).
+            let mut tasks: Vec<_> = scan
+                .plan_files()
+                .await
+                .map_err(ext)?
+                .try_collect()
+                .await
+                .map_err(ext)?;
+            let dvs = crate::table::deletion_vector::DeletionVectors::of_current(&table)
+                .await
+                .map_err(floe_ext)?;
+            for t in &mut tasks {
+                dvs.attach(t);
+            }
+            let batches = crate::table::rows::read_tasks(&table, tasks, &dvs);
+            Ok::<_, DataFusionError>(batches.map_err(floe_ext))
         })
         .try_flatten()
         .map(move |b| b.and_then(|b| conform(&out_schema, b)));
         Box::pin(RecordBatchStreamAdapter::new(schema, stream))
     }
+}
+
+fn floe_ext(e: crate::base::error::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
 }
 
 fn conform(schema: &SchemaRef, batch: RecordBatch) -> DfResult<RecordBatch> {

@@ -37,14 +37,20 @@ impl EqualityDeletes {
         keys
     }
 
-    /// The keys of every delete file of `task` (all equality deletes), or `None`.
+    /// The keys of every delete file of `task` but its deletion vector (all equality
+    /// deletes), or `None`.
     pub(super) async fn of(
         &self,
         table: &Table,
         task: &FileScanTask,
+        dvs: &crate::table::deletion_vector::DeletionVectors,
     ) -> Option<Vec<Arc<EqualityKeys>>> {
+        let vector = dvs.of_task(task).map(|d| d.puffin.as_str());
         let mut out = Vec::new();
         for d in &task.deletes {
+            if Some(d.file_path.as_str()) == vector {
+                continue;
+            }
             if d.file_type != DataContentType::EqualityDeletes {
                 return None;
             }

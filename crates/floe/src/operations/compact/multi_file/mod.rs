@@ -54,6 +54,7 @@ use pages::Files;
 
 use super::row_group_merge::same_schema;
 use crate::base::error::{Error, Result};
+use crate::table::deletion_vector::{DeletionVector, DeletionVectors};
 
 /// Files larger than this are streamed through the iceberg reader, not read whole.
 pub(super) const MAX_WHOLE_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -68,6 +69,8 @@ struct FileBytes {
     meta: Arc<ParquetMetaData>,
     /// The keys of the equality delete files that apply to it.
     deletes: Vec<Arc<EqualityKeys>>,
+    /// Its deletion vector (format v3), if it has one.
+    vector: Option<Arc<DeletionVector>>,
 }
 
 /// What a slice's inputs become, in input order.
@@ -79,12 +82,13 @@ enum Unit {
 }
 
 /// Whether `task` may be read whole here: only equality deletes attached (applied here by
-/// key; position deletes go through the iceberg reader) and small enough to hold.
-fn eligible(task: &FileScanTask) -> bool {
-    task.deletes
-        .iter()
-        .all(|d| d.file_type == DataContentType::EqualityDeletes)
-        && task.file_size_in_bytes <= MAX_WHOLE_FILE_BYTES
+/// key) besides its deletion vector (applied here by position; position delete files go
+/// through the iceberg reader), and small enough to hold.
+fn eligible(task: &FileScanTask, dvs: &DeletionVectors) -> bool {
+    let vector = dvs.of_task(task).map(|d| d.puffin.as_str());
+    task.deletes.iter().all(|d| {
+        d.file_type == DataContentType::EqualityDeletes || Some(d.file_path.as_str()) == vector
+    }) && task.file_size_in_bytes <= MAX_WHOLE_FILE_BYTES
 }
 
 /// Calls `push` with every row of `tasks` (their deletes applied), in input order, as batches
@@ -95,9 +99,10 @@ pub(super) async fn for_each_batch(
     schema: &SchemaRef,
     output: &SchemaDescriptor,
     equality: &EqualityDeletes,
+    dvs: &DeletionVectors,
     mut push: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
-    for unit in units(table, tasks, output, equality).await? {
+    for unit in units(table, tasks, output, equality, dvs).await? {
         match unit {
             Unit::Together(files) => {
                 for batch in decode(files, schema)? {
@@ -105,7 +110,7 @@ pub(super) async fn for_each_batch(
                 }
             }
             Unit::Alone(task) => {
-                let mut stream = read_rows(table, vec![*task], schema.clone())?;
+                let mut stream = read_rows(table, vec![*task], schema.clone(), dvs);
                 while let Some(batch) = stream.next().await {
                     push(batch?)?;
                 }
@@ -122,28 +127,33 @@ async fn units(
     tasks: Vec<FileScanTask>,
     output: &SchemaDescriptor,
     equality: &EqualityDeletes,
+    dvs: &DeletionVectors,
 ) -> Result<Vec<Unit>> {
     let io = table.file_io().clone();
     let mut fetched = futures::stream::iter(tasks.into_iter().map(|task| {
         let io = io.clone();
         async move {
             // Whether it is read here is known before reading it.
-            let deletes = match eligible(&task) {
-                true => equality.of(table, &task).await,
+            let deletes = match eligible(&task, dvs) {
+                true => equality.of(table, &task, dvs).await,
                 false => None,
             };
             let Some(deletes) = deletes else {
                 return Ok::<_, Error>((task, None));
             };
+            let vector = match dvs.of_task(&task) {
+                Some(dv) => Some(Arc::new(dv.read(&io).await?)),
+                None => None,
+            };
             let bytes = io.new_input(&task.data_file_path)?.read().await?;
-            Ok((task, Some((bytes, deletes))))
+            Ok((task, Some((bytes, deletes, vector))))
         }
     }))
     .buffered(READS_IN_FLIGHT);
     let mut out: Vec<Unit> = Vec::new();
     while let Some(next) = fetched.next().await {
         let (task, read) = next?;
-        let Some((bytes, deletes)) = read else {
+        let Some((bytes, deletes, vector)) = read else {
             out.push(Unit::Alone(Box::new(task)));
             continue;
         };
@@ -159,6 +169,7 @@ async fn units(
             bytes,
             meta: Arc::new(meta),
             deletes,
+            vector,
         };
         match out.last_mut() {
             Some(Unit::Together(files))
@@ -193,10 +204,11 @@ fn decode(
     let mut ends = Vec::with_capacity(files.len());
     let mut end = 0u64;
     for f in &files {
+        let start = end;
         end += f.meta.file_metadata().num_rows().max(0) as u64;
-        ends.push((end, f.deletes.clone()));
+        ends.push((end, f.deletes.clone(), start, f.vector.clone()));
     }
-    let any_deletes = ends.iter().any(|(_, d)| !d.is_empty());
+    let any_deletes = ends.iter().any(|(_, d, _, v)| !d.is_empty() || v.is_some());
     let row_groups = Files::new(files);
     let reader =
         ParquetRecordBatchReader::try_new_with_row_groups(&levels, &row_groups, BATCH_ROWS, None)?;
@@ -215,12 +227,22 @@ fn decode(
             while file < ends.len() && ends[file].0 <= row {
                 file += 1;
             }
-            let Some((end, deletes)) = ends.get(file) else {
+            let Some((end, deletes, start, vector)) = ends.get(file) else {
                 return Err(Error::Io(std::io::Error::other(
                     "compaction reader: more rows than the files' footers count",
                 )));
             };
             let len = ((end - row) as usize).min(n - offset);
+            if let Some(v) = vector {
+                // Positions in the file: rows before this batch's part, from the file's start.
+                let first = row - start;
+                let k = keep.get_or_insert_with(|| vec![true; n]);
+                for j in 0..len {
+                    if v.contains(first + j as u64) {
+                        k[offset + j] = false;
+                    }
+                }
+            }
             if !deletes.is_empty() {
                 let part = batch.slice(offset, len);
                 let k = keep.get_or_insert_with(|| vec![true; n]);
@@ -244,28 +266,25 @@ fn decode(
 }
 
 /// Every row of `members`, their delete files applied (all rows, not only those matching a
-/// `--where` filter), as batches in `schema`: the table's Arrow schema with field ids.
+/// `--where` filter), as batches in `schema`: the table's Arrow schema with field ids. Read by
+/// [`crate::table::rows`]: the iceberg crate's reader, and floe's pass for files with a
+/// deletion vector.
 pub(super) fn read_rows(
     table: &Table,
     members: Vec<FileScanTask>,
     schema: arrow_schema::SchemaRef,
-) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let tasks: Vec<iceberg::Result<FileScanTask>> = members
+    dvs: &DeletionVectors,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let tasks: Vec<FileScanTask> = members
         .into_iter()
         .map(|mut t| {
             t.predicate = None;
-            Ok(t)
+            t
         })
         .collect();
-    let batches = table
-        .reader_builder()
-        .with_batch_size(8192)
-        .build()
-        .read(futures::stream::iter(tasks).boxed())?
-        .stream();
-    Ok(batches
+    crate::table::rows::read_tasks(table, tasks, dvs)
         .map(move |b| crate::write::conform::to_schema(b?, &schema))
-        .boxed())
+        .boxed()
 }
 
 #[cfg(test)]

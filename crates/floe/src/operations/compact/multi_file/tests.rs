@@ -179,6 +179,7 @@ fn many_files_through_one_reader_give_each_files_rows_in_order() {
                 bytes: b.clone(),
                 meta: Arc::new(ParquetMetaDataReader::new().parse_and_finish(b).unwrap()),
                 deletes: vec![],
+                vector: None,
             })
             .collect();
         let batches: Vec<RecordBatch> = decode(read, &schema)
@@ -208,4 +209,62 @@ fn a_frame_without_its_size_still_decompresses() {
         None
     );
     assert_eq!(zstd_decompress(&frame).unwrap(), data);
+}
+
+/// Files decoded together, some with a deletion vector: exactly the positions each vector
+/// holds are left out, counted from each file's own first row (vectors on files that follow
+/// others in the collection, on a file spanning several batches, and on its last row).
+#[test]
+fn deletion_vectors_drop_their_positions_file_by_file() {
+    let schema = schema();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(16))
+        .build();
+    let sizes = [5i64, 9000, 1, 40, 7];
+    let files: Vec<Bytes> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            file(
+                &schema,
+                &rows(&schema, i as i64 * 100_000, n),
+                props.clone(),
+            )
+        })
+        .collect();
+    let vectors: Vec<Option<Vec<u64>>> = vec![
+        None,
+        Some(vec![0, 1, 8191, 8192, 8999]),
+        Some(vec![0]),
+        None,
+        Some(vec![2, 6]),
+    ];
+    let read: Vec<FileBytes> = files
+        .iter()
+        .zip(&vectors)
+        .map(|(b, v)| FileBytes {
+            bytes: b.clone(),
+            meta: Arc::new(ParquetMetaDataReader::new().parse_and_finish(b).unwrap()),
+            deletes: vec![],
+            vector: v
+                .as_ref()
+                .map(|p| Arc::new(DeletionVector::from_positions(p.iter().copied()))),
+        })
+        .collect();
+    let batches: Vec<RecordBatch> = decode(read, &schema)
+        .unwrap()
+        .collect::<Result<_>>()
+        .unwrap();
+    let got = concat_batches(&schema, &batches).unwrap();
+    let mut expected = Vec::new();
+    for (f, v) in files.iter().zip(&vectors) {
+        let all = plain(&schema, std::slice::from_ref(f));
+        let keep: BooleanArray = (0..all.num_rows() as u64)
+            .map(|p| Some(!v.as_ref().is_some_and(|v| v.contains(&p))))
+            .collect();
+        expected.push(arrow::compute::filter_record_batch(&all, &keep).unwrap());
+    }
+    let expected = concat_batches(&schema, &expected).unwrap();
+    assert_eq!(got.num_rows(), 9053 - 8);
+    assert_eq!(got, expected);
 }

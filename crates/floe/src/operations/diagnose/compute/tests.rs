@@ -36,6 +36,8 @@ fn data(partition: &str, size: u64, snapshot_id: i64) -> LiveEntry {
         partition: partition.to_string(),
         filter: Some(format!("p = '{partition}'")),
         data: true,
+        vector: false,
+        equality: false,
         size,
         records: 10,
         snapshot_id,
@@ -71,6 +73,7 @@ fn facts() -> Facts {
     Facts {
         table: "ns.t".to_string(),
         location: "/w/ns/t".to_string(),
+        format_version: 2,
         thresholds: thresholds(),
         spec_id: 0,
         spec: vec![],

@@ -32,6 +32,11 @@ fn part(name: &str, files: u64, small: u64, active: bool) -> PartitionHealth {
         delete_ratio: 0.0,
         deleted_rows: 0,
         deleted_row_ratio: 0.0,
+        deletion_vectors: 0,
+        position_delete_files: 0,
+        equality_delete_files: 0,
+        vector_deleted_rows: 0,
+        vector_deleted_row_ratio: 0.0,
         active,
         last_added_ms: None,
     }

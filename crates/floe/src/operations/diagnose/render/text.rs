@@ -47,21 +47,47 @@ fn over_partitioned_text(r: &Report) -> String {
     s
 }
 
+/// What the delete files are: `: 12 deletion vectors (3,400 rows), 2 position delete files`.
+fn delete_kinds(t: &crate::operations::diagnose::model::Totals) -> String {
+    let mut kinds = Vec::new();
+    if t.deletion_vectors > 0 {
+        kinds.push(format!(
+            "{} deletion vectors ({} rows deleted)",
+            t.deletion_vectors, t.vector_deleted_rows
+        ));
+    }
+    if t.position_delete_files > 0 {
+        kinds.push(format!("{} position delete files", t.position_delete_files));
+    }
+    if t.equality_delete_files > 0 {
+        kinds.push(format!("{} equality delete files", t.equality_delete_files));
+    }
+    match kinds.is_empty() {
+        true => String::new(),
+        false => format!(": {}", kinds.join(", ")),
+    }
+}
+
 /// The report for a terminal.
 pub fn text(r: &Report) -> String {
     let mut s = String::new();
     let t = &r.totals;
-    let _ = writeln!(s, "table {}  ({})", r.table, r.location);
     let _ = writeln!(
         s,
-        "live: {} data files, {}, {} rows in {} partition(s) ({} active); {} delete files ({})",
+        "table {}  ({}, format v{})",
+        r.table, r.location, r.format_version
+    );
+    let _ = writeln!(
+        s,
+        "live: {} data files, {}, {} rows in {} partition(s) ({} active); {} delete files ({}){}",
         t.data_files,
         bytes(t.data_bytes),
         t.records,
         t.partitions,
         t.active_partitions,
         t.delete_files,
-        bytes(t.delete_bytes)
+        bytes(t.delete_bytes),
+        delete_kinds(t)
     );
     let _ = writeln!(
         s,
