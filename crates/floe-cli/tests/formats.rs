@@ -202,7 +202,10 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
     );
     assert_eq!(e["retained_snapshots"], 1, "{e}");
     ok_json(d, &["rewrite-manifests", t]);
-    let o = ok_json(d, &["remove-orphan-files", t, "--older-than", "0s", "--force"]);
+    let o = ok_json(
+        d,
+        &["remove-orphan-files", t, "--older-than", "0s", "--force"],
+    );
     assert_eq!(floe_rows(d, t), expected, "v1 after maintenance: {o}");
     assert_eq!(format_version(d, t), 1, "maintenance keeps v1");
     let (py, duck) = python_rows(d, t);

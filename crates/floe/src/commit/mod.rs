@@ -88,6 +88,30 @@ pub(crate) mod test_support {
             file_sequence_number: Some(seq),
         }
     }
+
+    /// A deletion vector (format v3) in Puffin file `puffin`, at `offset`, for `data`.
+    pub fn deletion_vector(puffin: &str, data: &str, offset: i64, seq: i64) -> LiveFile {
+        let mut f = live_file(
+            puffin,
+            DataContentType::PositionDeletes,
+            Struct::empty(),
+            seq,
+            Some(data),
+        );
+        let mut b = DataFileBuilder::default();
+        b.content(DataContentType::PositionDeletes)
+            .file_path(puffin.to_string())
+            .file_format(DataFileFormat::Puffin)
+            .partition(Struct::empty())
+            .record_count(3)
+            .file_size_in_bytes(1000)
+            .partition_spec_id(0)
+            .referenced_data_file(Some(data.to_string()))
+            .content_offset(Some(offset))
+            .content_size_in_bytes(Some(40));
+        f.file = b.build().expect("valid test vector");
+        f
+    }
 }
 
 /// What a commit changes. Only the constructors make one (append, rewrite, delete, overwrite,

@@ -306,6 +306,142 @@ pub fn location_of(f: &iceberg::spec::DataFile) -> Option<DvLocation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::manifests::LiveFile;
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
+
+    fn entry(
+        path: &str,
+        content: DataContentType,
+        format: DataFileFormat,
+        data: Option<&str>,
+        offset: Option<i64>,
+        seq: i64,
+    ) -> LiveFile {
+        let mut b = DataFileBuilder::default();
+        b.content(content)
+            .file_path(path.to_string())
+            .file_format(format)
+            .partition(Struct::empty())
+            .record_count(3)
+            .file_size_in_bytes(1000)
+            .partition_spec_id(0)
+            .referenced_data_file(data.map(str::to_string))
+            .content_offset(offset)
+            .content_size_in_bytes(offset.map(|_| 40));
+        LiveFile {
+            file: b.build().unwrap(),
+            spec_id: 0,
+            snapshot_id: 1,
+            sequence_number: seq,
+            file_sequence_number: Some(seq),
+        }
+    }
+
+    fn deletion_vector(puffin: &str, data: &str, offset: i64, seq: i64) -> LiveFile {
+        let pos = DataContentType::PositionDeletes;
+        entry(
+            puffin,
+            pos,
+            DataFileFormat::Puffin,
+            Some(data),
+            Some(offset),
+            seq,
+        )
+    }
+
+    fn live_file(
+        path: &str,
+        content: DataContentType,
+        _: Struct,
+        seq: i64,
+        _: Option<&str>,
+    ) -> LiveFile {
+        entry(path, content, DataFileFormat::Parquet, None, None, seq)
+    }
+
+    fn task(data: &str, deletes: &[(&str, DataContentType)]) -> iceberg::scan::FileScanTask {
+        let schema = std::sync::Arc::new(
+            iceberg::spec::Schema::builder()
+                .build()
+                .expect("empty schema"),
+        );
+        iceberg::scan::FileScanTask {
+            file_size_in_bytes: 10,
+            start: 0,
+            length: 10,
+            record_count: None,
+            data_file_path: data.to_string(),
+            data_file_format: iceberg::spec::DataFileFormat::Parquet,
+            schema,
+            project_field_ids: vec![],
+            predicate: None,
+            deletes: deletes
+                .iter()
+                .map(|(p, t)| iceberg::scan::FileScanTaskDeleteFile {
+                    file_path: p.to_string(),
+                    file_size_in_bytes: 10,
+                    file_type: *t,
+                    partition_spec_id: 0,
+                    equality_ids: None,
+                })
+                .collect(),
+            partition: None,
+            partition_spec: None,
+            name_mapping: None,
+            case_sensitive: true,
+        }
+    }
+
+    fn paths(t: &iceberg::scan::FileScanTask) -> Vec<&str> {
+        t.deletes.iter().map(|d| d.file_path.as_str()).collect()
+    }
+
+    /// The planner attaches a Puffin file to every data file of its partition, once per vector
+    /// in it; attached, a task keeps its own vector once and, while it has one, no Parquet
+    /// position delete file (the vector holds its positions); equality deletes stay.
+    #[test]
+    fn a_task_keeps_only_its_own_vector_and_its_equality_deletes() {
+        use DataContentType::{EqualityDeletes as Eq, PositionDeletes as Pos};
+        let live = vec![
+            live_file("d1", DataContentType::Data, Struct::empty(), 1, None),
+            deletion_vector("a.puffin", "d1", 4, 3),
+            deletion_vector("a.puffin", "d2", 60, 3),
+            deletion_vector("old.puffin", "d2", 4, 2),
+            live_file("pos.parquet", Pos, Struct::empty(), 2, None),
+        ];
+        let dvs = DeletionVectors::from_live(&live);
+        assert_eq!(dvs.len(), 2);
+        assert!(dvs.is_puffin("a.puffin") && !dvs.is_puffin("pos.parquet"));
+        // d2's two vectors: the later one (sequence 3) is the one that applies.
+        assert_eq!(dvs.of_file("d2").unwrap().offset, 60);
+
+        let planned = [
+            ("a.puffin", Pos),
+            ("a.puffin", Pos),
+            ("pos.parquet", Pos),
+            ("eq.parquet", Eq),
+        ];
+        let mut t1 = task("d1", &planned);
+        dvs.attach(&mut t1);
+        assert_eq!(paths(&t1), vec!["a.puffin", "eq.parquet"]);
+        assert_eq!(dvs.of_task(&t1).unwrap().offset, 4);
+
+        let mut t3 = task("d3", &planned);
+        dvs.attach(&mut t3);
+        assert_eq!(paths(&t3), vec!["pos.parquet", "eq.parquet"]);
+        assert!(dvs.of_task(&t3).is_none());
+
+        // The planner did not attach it (another partition's sequence numbers): added.
+        let mut t2 = task("d2", &[("eq.parquet", Eq)]);
+        dvs.attach(&mut t2);
+        assert_eq!(paths(&t2), vec!["eq.parquet", "a.puffin"]);
+        assert_eq!(dvs.of_task(&t2).unwrap().offset, 60);
+
+        // No vector in the table: tasks are left as planned.
+        let mut t = task("d1", &planned);
+        DeletionVectors::default().attach(&mut t);
+        assert_eq!(t.deletes.len(), 4);
+    }
 
     /// A blob written by hand from the spec's layout, not by `encode`: positions 1, 3 and
     /// 2^32 + 5 (two 32-bit bitmaps, keys 0 and 1), each in Roaring's portable format (a

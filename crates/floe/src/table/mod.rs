@@ -170,3 +170,40 @@ pub fn read_file_columns(
         .read(Box::pin(futures::stream::iter([Ok(task)])))?
         .stream())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v1 table's metadata has no refs (its JSON form cannot hold them): its `main` is the
+    /// current snapshot, or expiry would find no branch head and expire everything.
+    #[test]
+    fn a_v1_table_has_main_at_its_current_snapshot() {
+        let json = r#"{
+            "format-version": 1,
+            "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1",
+            "location": "/w/db/t",
+            "last-updated-ms": 1700000000000,
+            "last-column-id": 1,
+            "schema": {"type": "struct", "schema-id": 0,
+                       "fields": [{"id": 1, "name": "id", "required": false, "type": "long"}]},
+            "partition-spec": [],
+            "properties": {},
+            "current-snapshot-id": 5,
+            "snapshots": [
+                {"snapshot-id": 4, "timestamp-ms": 1700000000000,
+                 "manifest-list": "/w/db/t/metadata/snap-4.avro", "summary": {"operation": "append"}},
+                {"snapshot-id": 5, "parent-snapshot-id": 4, "timestamp-ms": 1700000000001,
+                 "manifest-list": "/w/db/t/metadata/snap-5.avro", "summary": {"operation": "append"}}
+            ],
+            "snapshot-log": [{"snapshot-id": 4, "timestamp-ms": 1700000000000},
+                             {"snapshot-id": 5, "timestamp-ms": 1700000000001}],
+            "metadata-log": []
+        }"#;
+        let md: TableMetadata = serde_json::from_str(json).unwrap();
+        assert_eq!(format_version(&md), 1);
+        let refs = refs(&md).unwrap();
+        assert_eq!(refs.len(), 1, "{refs:?}");
+        assert_eq!(refs[iceberg::spec::MAIN_BRANCH].snapshot_id, 5);
+    }
+}

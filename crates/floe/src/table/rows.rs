@@ -114,7 +114,10 @@ async fn with_vector(
             };
             columns.push(at);
         }
-        keys.push((columns, EqualityKeys::read(table, d, ids).await?));
+        keys.push((
+            columns,
+            EqualityRows::read(table, &d.file_path, d.file_size_in_bytes, ids).await?,
+        ));
     }
     let path = task.data_file_path.clone();
     task.deletes.clear();
@@ -130,7 +133,7 @@ async fn with_vector(
             for (columns, k) in &keys {
                 let cols: Vec<ArrayRef> =
                     columns.iter().map(|&i| batch.column(i).clone()).collect();
-                let hit = k.matches(&cols).map_err(|e| key_error(&path, e))?;
+                let hit = k.deletes(&cols).map_err(|e| key_error(&path, e))?;
                 for (i, h) in hit.iter().enumerate() {
                     if *h {
                         keep[i] = false;
@@ -163,48 +166,58 @@ fn key_error(path: &str, e: Error) -> Error {
     )))
 }
 
-/// The keys of one equality delete file, row-encoded: a data row is deleted when its equality
-/// columns encode to one of them (nulls encode alike, so a null key matches a null value).
-struct EqualityKeys {
-    converter: RowConverter,
+/// The rows of one equality delete file: its equality field ids and each row's values on them,
+/// encoded in arrow's row format (a null equals a null, as the spec says: a null key matches a
+/// null value).
+pub struct EqualityRows {
+    ids: Vec<i32>,
+    /// `None` when the file has no row.
+    converter: Option<RowConverter>,
     keys: HashSet<Box<[u8]>>,
 }
 
-impl EqualityKeys {
-    async fn read(table: &Table, d: &FileScanTaskDeleteFile, ids: Vec<i32>) -> Result<Self> {
-        let mut stream = super::read_file_columns(table, &d.file_path, d.file_size_in_bytes, ids)?;
+impl EqualityRows {
+    /// Reads equality delete file `path` (`size` bytes) on its equality fields `ids`, through
+    /// the table's current schema.
+    pub async fn read(table: &Table, path: &str, size: u64, ids: Vec<i32>) -> Result<Self> {
+        let mut stream = super::read_file_columns(table, path, size, ids.clone())?;
         let mut converter: Option<RowConverter> = None;
         let mut keys = HashSet::new();
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            let conv = match &mut converter {
-                Some(c) => c,
-                None => converter.insert(RowConverter::new(
+        while let Some(batch) = stream.try_next().await? {
+            if converter.is_none() {
+                converter = Some(RowConverter::new(
                     batch
                         .schema()
                         .fields()
                         .iter()
                         .map(|f| SortField::new(f.data_type().clone()))
                         .collect(),
-                )?),
-            };
-            for row in conv.convert_columns(batch.columns())?.iter() {
-                keys.insert(Box::<[u8]>::from(row.as_ref()));
+                )?);
             }
+            let Some(conv) = converter.as_ref() else {
+                continue;
+            };
+            let rows = conv.convert_columns(batch.columns())?;
+            keys.extend(rows.iter().map(|r| Box::<[u8]>::from(r.as_ref())));
         }
-        let converter = match converter {
-            Some(c) => c,
-            None => RowConverter::new(vec![])?,
-        };
-        Ok(Self { converter, keys })
+        Ok(Self {
+            ids,
+            converter,
+            keys,
+        })
     }
 
-    fn matches(&self, columns: &[ArrayRef]) -> Result<Vec<bool>> {
-        let n = columns.first().map_or(0, |c| c.len());
-        if self.keys.is_empty() {
-            return Ok(vec![false; n]);
-        }
-        let rows = self.converter.convert_columns(columns)?;
+    /// Its equality field ids, in the order [`Self::deletes`] takes the columns.
+    pub fn ids(&self) -> &[i32] {
+        &self.ids
+    }
+
+    /// Rows of `cols` (the equality columns, in [`Self::ids`] order) it deletes.
+    pub fn deletes(&self, cols: &[ArrayRef]) -> Result<Vec<bool>> {
+        let Some(converter) = &self.converter else {
+            return Ok(vec![false; cols.first().map_or(0, |c| c.len())]);
+        };
+        let rows = converter.convert_columns(cols)?;
         Ok(rows
             .iter()
             .map(|r| self.keys.contains(r.as_ref()))

@@ -7,6 +7,7 @@ mod common;
 mod compact;
 mod diagnose;
 mod evolve;
+mod formats;
 mod ingest;
 mod ingest_changes;
 mod ingest_maintain;

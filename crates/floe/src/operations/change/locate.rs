@@ -11,12 +11,11 @@
 //!
 //! Reads run a few files at a time; memory is one batch of the projected columns per file.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
@@ -25,6 +24,7 @@ use iceberg::table::Table;
 
 use crate::base::error::Result;
 use crate::operations::compact::position_deletes::read_position_deletes;
+use crate::table::rows::EqualityRows;
 
 /// Data files read at once.
 const READ_CONCURRENCY: usize = 4;
@@ -121,29 +121,6 @@ impl Known {
     }
 }
 
-/// The rows of one equality delete file: its equality field ids and each row's values on them,
-/// encoded in arrow's row format (a null equals a null, as the spec says).
-pub struct EqualityRows {
-    ids: Vec<i32>,
-    /// `None` when the file has no row.
-    converter: Option<RowConverter>,
-    keys: HashSet<Box<[u8]>>,
-}
-
-impl EqualityRows {
-    /// Rows of `cols` (this file's equality columns, in its id order) it deletes.
-    fn deletes(&self, cols: &[ArrayRef]) -> Result<Vec<bool>> {
-        let Some(converter) = &self.converter else {
-            return Ok(vec![false; cols.first().map_or(0, |c| c.len())]);
-        };
-        let rows = converter.convert_columns(cols)?;
-        Ok(rows
-            .iter()
-            .map(|r| self.keys.contains(r.as_ref()))
-            .collect())
-    }
-}
-
 /// The rows of the equality delete files attached to `tasks` (each read once). A file floe
 /// cannot read through the current schema (a dropped column) is left out: its rows only count
 /// again, as before it was known.
@@ -163,7 +140,7 @@ async fn equality_rows(
     let reads = files.into_iter().map(|(path, (size, ids))| {
         let table = table.clone();
         async move {
-            let rows = read_equality_rows(&table, &path, size, ids).await.ok();
+            let rows = EqualityRows::read(&table, &path, size, ids).await.ok();
             Ok::<_, crate::base::error::Error>(rows.map(|r| (path, Arc::new(r))))
         }
     });
@@ -172,39 +149,6 @@ async fn equality_rows(
         .try_collect()
         .await?;
     Ok(all.into_iter().flatten().collect())
-}
-
-async fn read_equality_rows(
-    table: &Table,
-    path: &str,
-    size: u64,
-    ids: Vec<i32>,
-) -> Result<EqualityRows> {
-    let mut stream = crate::table::read_file_columns(table, path, size, ids.clone())?;
-    let mut converter: Option<RowConverter> = None;
-    let mut keys = HashSet::new();
-    while let Some(batch) = stream.try_next().await? {
-        if converter.is_none() {
-            converter = Some(RowConverter::new(
-                batch
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| SortField::new(f.data_type().clone()))
-                    .collect(),
-            )?);
-        }
-        let Some(conv) = converter.as_ref() else {
-            continue;
-        };
-        let rows = conv.convert_columns(batch.columns())?;
-        keys.extend(rows.iter().map(|r| Box::<[u8]>::from(r.as_ref())));
-    }
-    Ok(EqualityRows {
-        ids,
-        converter,
-        keys,
-    })
 }
 
 /// Reads `field_ids` of every row of each task's data file and returns, per file with at least
@@ -293,7 +237,7 @@ async fn read_one(
         .collect();
     let mut project = field_ids.to_vec();
     for e in &eq {
-        for id in &e.ids {
+        for id in e.ids() {
             if !project.contains(id) {
                 project.push(*id);
             }
@@ -319,7 +263,7 @@ async fn read_one(
         let mut removed = vec![false; batch.num_rows()];
         for e in &eq {
             let cols: Vec<ArrayRef> = e
-                .ids
+                .ids()
                 .iter()
                 .map(|id| {
                     let i = project.iter().position(|p| p == id).unwrap_or_default();

@@ -100,4 +100,21 @@ mod tests {
         d.sort();
         assert_eq!(d, vec!["eq-old", "pos-gone", "pos-part-old"]);
     }
+
+    /// One Puffin file holds the vectors of several data files and goes by path: it dangles
+    /// only when none of them is live any more.
+    #[test]
+    fn a_puffin_file_dangles_only_when_every_vector_in_it_does() {
+        use crate::commit::test_support::deletion_vector;
+        let mut live = vec![
+            f("d1", DataContentType::Data, 5, None),
+            deletion_vector("a.puffin", "d1", 4, 6),
+            deletion_vector("a.puffin", "gone-1", 60, 6),
+            deletion_vector("b.puffin", "gone-2", 4, 6),
+            deletion_vector("b.puffin", "gone-3", 60, 6),
+        ];
+        assert_eq!(dangling_deletes(&live), vec!["b.puffin"]);
+        live.remove(0);
+        assert_eq!(dangling_deletes(&live), vec!["a.puffin", "b.puffin"]);
+    }
 }

@@ -171,6 +171,9 @@ fn file_columns(table: &Table, rows: &[&EntryRow]) -> Result<(Vec<Field>, Vec<Ar
         Field::new("file_size_in_bytes", DataType::Int64, false),
         Field::new("sort_order_id", DataType::Int32, true),
         Field::new("referenced_data_file", DataType::Utf8, true),
+        // Deletion vectors (format v3): where the blob is in its Puffin file (Java's names).
+        Field::new("content_offset", DataType::Int64, true),
+        Field::new("content_size_in_bytes", DataType::Int64, true),
     ];
     let cols: Vec<ArrayRef> = vec![
         Arc::new(Int32Array::from_iter_values(
@@ -199,6 +202,16 @@ fn file_columns(table: &Table, rows: &[&EntryRow]) -> Result<(Vec<Field>, Vec<Ar
         Arc::new(StringArray::from(
             rows.iter()
                 .map(|r| r.file.referenced_data_file())
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            rows.iter()
+                .map(|r| r.file.content_offset())
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            rows.iter()
+                .map(|r| r.file.content_size_in_bytes())
                 .collect::<Vec<_>>(),
         )),
     ];

@@ -1,0 +1,218 @@
+//! Format versions floe creates, commits and upgrades: a v1 table lives as v1 (appends,
+//! compaction and expiry in v1 manifests, readable by PyIceberg and DuckDB); an upgrade is
+//! metadata only, planned without a change and refused downwards; a v3 table is created and
+//! read, and a commit to it is refused by name with nothing left behind.
+
+use floe::catalog::NewTable;
+use floe::iceberg::spec::FormatVersion;
+use floe::operations::alter::format::UpgradeFormatBuilder;
+use floe::operations::compact::CompactBuilder;
+use floe::operations::expire::ExpireBuilder;
+use floe::operations::Operation;
+use floe::table::parse_table_ident;
+
+use crate::common::{count_and_sum, outcome, read_with_python, sum_ids, table_state, Fixture};
+
+/// `ns.name` in format `version` (the `format-version` property, as Java and PyIceberg take it).
+async fn table_in_format(fx: &Fixture, name: &str, version: &str) -> floe::iceberg::TableIdent {
+    let ident = parse_table_ident(name).unwrap();
+    let ns = ident.namespace().clone();
+    if !fx.catalog.namespace_exists(&ns).await.unwrap() {
+        fx.catalog.create_namespace(&ns).await.unwrap();
+    }
+    let schema = floe::table::schema::parse_schema(
+        "id bigint not null, ts timestamp, name string, amount double",
+    )
+    .unwrap();
+    let spec = floe::table::schema::parse_partition("day(ts)", &schema).unwrap();
+    fx.catalog
+        .create_table(NewTable {
+            ident: ident.clone(),
+            schema,
+            partition_spec: spec,
+            sort_order: None,
+            properties: [("format-version".to_string(), version.to_string())].into(),
+        })
+        .await
+        .unwrap();
+    ident
+}
+
+#[tokio::test]
+async fn a_v1_table_is_appended_compacted_and_expired_as_v1() {
+    let fx = Fixture::new().await;
+    let ident = table_in_format(&fx, "db.old", "1").await;
+    let t = fx.load(&ident).await;
+    assert_eq!(t.metadata().format_version(), FormatVersion::V1);
+    assert!(
+        !t.metadata().properties().contains_key("format-version"),
+        "the format is not stored as a property"
+    );
+    for i in 0..5 {
+        fx.append(&ident, i * 20, i * 20 + 20).await;
+    }
+    let r = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_option("min-input-files", "2")
+        .execute()
+        .await
+        .unwrap();
+    assert!(r.rewritten_files > r.added_files, "{r:?}");
+    let e = ExpireBuilder::new(&fx.catalog, ident.clone())
+        .with_older_than_age(std::time::Duration::ZERO)
+        .with_retain_last(1)
+        .execute()
+        .await
+        .unwrap();
+    assert!(!e.plan.expired_snapshots.is_empty(), "{e:?}");
+    let t = fx.load(&ident).await;
+    assert_eq!(t.metadata().format_version(), FormatVersion::V1);
+    assert_eq!(t.metadata().snapshots().count(), 1);
+    assert_eq!(
+        count_and_sum(&fx.catalog, &ident).await,
+        (100, sum_ids(0, 100))
+    );
+    // v1 manifests: no sequence numbers anywhere (spec: v1 reads them as 0).
+    let list = t
+        .manifest_list_reader(t.metadata().current_snapshot().unwrap())
+        .load()
+        .await
+        .unwrap();
+    assert!(list.entries().iter().all(|m| m.sequence_number == 0));
+    let v = read_with_python(&fx, "db.old");
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(v[reader]["rows"], 100, "{reader}: {v}");
+        assert_eq!(v[reader]["sum"], sum_ids(0, 100), "{reader}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn an_upgrade_is_planned_without_a_change_applied_as_executed_and_never_downwards() {
+    let fx = Fixture::new().await;
+    let a = table_in_format(&fx, "db.a", "1").await;
+    let b = table_in_format(&fx, "db.b", "1").await;
+    for ident in [&a, &b] {
+        fx.append(ident, 0, 30).await;
+    }
+    let before = table_state(&fx, &a).await;
+    let upgrade = UpgradeFormatBuilder::new(&fx.catalog, a.clone()).with_format_version(3);
+    let plan = upgrade.plan().await.unwrap();
+    assert_eq!(table_state(&fx, &a).await, before, "plan() changes nothing");
+    assert_eq!((plan.report.from, plan.report.to), (1, 3));
+    assert!(plan.report.changed && plan.report.dry_run);
+    // Both steps are said: v2's sequence numbers and deletes, v3's vectors and lineage.
+    let said = plan.report.changes.join("\n");
+    assert!(
+        said.contains("sequence numbers") && said.contains("deletion vectors"),
+        "{said}"
+    );
+    let applied = upgrade.apply(plan).await.unwrap();
+    let executed = UpgradeFormatBuilder::new(&fx.catalog, b.clone())
+        .with_format_version(3)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome(&applied), outcome(&executed));
+    for ident in [&a, &b] {
+        let t = fx.load(ident).await;
+        assert_eq!(t.metadata().format_version(), FormatVersion::V3);
+        assert_eq!(t.metadata().next_row_id(), 0);
+        assert_eq!(
+            count_and_sum(&fx.catalog, ident).await,
+            (30, sum_ids(0, 30))
+        );
+    }
+    // Again: nothing to commit. Downwards: refused, naming both versions.
+    let state = table_state(&fx, &a).await;
+    let again = UpgradeFormatBuilder::new(&fx.catalog, a.clone())
+        .with_format_version(3)
+        .execute()
+        .await
+        .unwrap();
+    assert!(!again.changed);
+    assert_eq!(table_state(&fx, &a).await, state);
+    let e = UpgradeFormatBuilder::new(&fx.catalog, a.clone())
+        .with_format_version(2)
+        .execute()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("format v3") && e.contains("no downgrade"), "{e}");
+    let e = UpgradeFormatBuilder::new(&fx.catalog, a.clone())
+        .with_format_version(4)
+        .execute()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--format-version"), "{e}");
+}
+
+#[tokio::test]
+async fn a_v1_table_upgraded_to_v2_takes_row_level_deletes() {
+    let fx = Fixture::new().await;
+    let ident = table_in_format(&fx, "db.t", "1").await;
+    fx.append(&ident, 0, 50).await;
+    // v1 has no delete files: the delete is refused by name, nothing written.
+    let state = table_state(&fx, &ident).await;
+    let e =
+        floe::operations::change::delete::DeleteBuilder::new(&fx.catalog, ident.clone(), "id < 7")
+            .execute()
+            .await;
+    match e {
+        Err(e) => {
+            assert!(e.to_string().contains("format v1"), "{e}");
+            assert_eq!(table_state(&fx, &ident).await, state, "nothing left behind");
+        }
+        Ok(r) => panic!("a row-level delete on v1 must be refused: {r:?}"),
+    }
+    UpgradeFormatBuilder::new(&fx.catalog, ident.clone())
+        .with_format_version(2)
+        .execute()
+        .await
+        .unwrap();
+    floe::operations::change::delete::DeleteBuilder::new(&fx.catalog, ident.clone(), "id < 7")
+        .execute()
+        .await
+        .unwrap();
+    let kept = (0..50).filter(|i| *i >= 7);
+    let expected = (kept.clone().count() as i64, kept.sum::<i64>());
+    assert_eq!(count_and_sum(&fx.catalog, &ident).await, expected);
+    let v = read_with_python(&fx, "db.t");
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(v[reader]["rows"], expected.0, "{reader}: {v}");
+        assert_eq!(v[reader]["sum"], expected.1, "{reader}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn a_v3_table_is_created_and_a_commit_to_it_is_refused_by_name_leaving_nothing() {
+    let fx = Fixture::new().await;
+    let ident = table_in_format(&fx, "db.v3", "3").await;
+    let t = fx.load(&ident).await;
+    assert_eq!(t.metadata().format_version(), FormatVersion::V3);
+    let state = table_state(&fx, &ident).await;
+    let batch = fx.batch(&ident, 0, 10).await;
+    let e = floe::operations::append::AppendBuilder::from_batches(
+        &fx.catalog,
+        ident.clone(),
+        vec![batch],
+    )
+    .execute()
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("format v3"), "{e}");
+    assert_eq!(table_state(&fx, &ident).await, state, "no file left behind");
+    let e = fx
+        .catalog
+        .create_table(NewTable {
+            ident: parse_table_ident("db.v9").unwrap(),
+            schema: t.metadata().current_schema().as_ref().clone(),
+            partition_spec: floe::table::schema::unpartitioned(),
+            sort_order: None,
+            properties: [("format-version".to_string(), "9".to_string())].into(),
+        })
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("format-version"), "{e}");
+}
