@@ -55,64 +55,7 @@ pub use ledger::Ledger;
 
 /// Builders of files for unit tests of the conflict and dangling-delete rules.
 #[cfg(test)]
-pub(crate) mod test_support {
-    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
-
-    use super::LiveFile;
-
-    /// A live file of spec 0 with the given content, partition, sequence number and
-    /// (for position deletes) referenced data file.
-    pub fn live_file(
-        path: &str,
-        content: DataContentType,
-        partition: Struct,
-        seq: i64,
-        referenced: Option<&str>,
-    ) -> LiveFile {
-        let mut b = DataFileBuilder::default();
-        b.content(content)
-            .file_path(path.to_string())
-            .file_format(DataFileFormat::Parquet)
-            .partition(partition)
-            .record_count(1)
-            .file_size_in_bytes(10)
-            .partition_spec_id(0);
-        if let Some(r) = referenced {
-            b.referenced_data_file(Some(r.to_string()));
-        }
-        LiveFile {
-            file: b.build().expect("valid test file"),
-            spec_id: 0,
-            snapshot_id: 1,
-            sequence_number: seq,
-            file_sequence_number: Some(seq),
-        }
-    }
-
-    /// A deletion vector (format v3) in Puffin file `puffin`, at `offset`, for `data`.
-    pub fn deletion_vector(puffin: &str, data: &str, offset: i64, seq: i64) -> LiveFile {
-        let mut f = live_file(
-            puffin,
-            DataContentType::PositionDeletes,
-            Struct::empty(),
-            seq,
-            Some(data),
-        );
-        let mut b = DataFileBuilder::default();
-        b.content(DataContentType::PositionDeletes)
-            .file_path(puffin.to_string())
-            .file_format(DataFileFormat::Puffin)
-            .partition(Struct::empty())
-            .record_count(3)
-            .file_size_in_bytes(1000)
-            .partition_spec_id(0)
-            .referenced_data_file(Some(data.to_string()))
-            .content_offset(Some(offset))
-            .content_size_in_bytes(Some(40));
-        f.file = b.build().expect("valid test vector");
-        f
-    }
-}
+pub(crate) use crate::table::manifests::test_support;
 
 /// What a commit changes. Only the constructors make one (append, rewrite, delete, overwrite,
 /// rewrite-manifests), so no combination Iceberg does not define can be written; commit it

@@ -306,58 +306,8 @@ pub fn location_of(f: &iceberg::spec::DataFile) -> Option<DvLocation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::manifests::LiveFile;
-    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
-
-    fn entry(
-        path: &str,
-        content: DataContentType,
-        format: DataFileFormat,
-        data: Option<&str>,
-        offset: Option<i64>,
-        seq: i64,
-    ) -> LiveFile {
-        let mut b = DataFileBuilder::default();
-        b.content(content)
-            .file_path(path.to_string())
-            .file_format(format)
-            .partition(Struct::empty())
-            .record_count(3)
-            .file_size_in_bytes(1000)
-            .partition_spec_id(0)
-            .referenced_data_file(data.map(str::to_string))
-            .content_offset(offset)
-            .content_size_in_bytes(offset.map(|_| 40));
-        LiveFile {
-            file: b.build().unwrap(),
-            spec_id: 0,
-            snapshot_id: 1,
-            sequence_number: seq,
-            file_sequence_number: Some(seq),
-        }
-    }
-
-    fn deletion_vector(puffin: &str, data: &str, offset: i64, seq: i64) -> LiveFile {
-        let pos = DataContentType::PositionDeletes;
-        entry(
-            puffin,
-            pos,
-            DataFileFormat::Puffin,
-            Some(data),
-            Some(offset),
-            seq,
-        )
-    }
-
-    fn live_file(
-        path: &str,
-        content: DataContentType,
-        _: Struct,
-        seq: i64,
-        _: Option<&str>,
-    ) -> LiveFile {
-        entry(path, content, DataFileFormat::Parquet, None, None, seq)
-    }
+    use crate::table::manifests::test_support::{deletion_vector, live_file};
+    use iceberg::spec::{DataContentType, Struct};
 
     fn task(data: &str, deletes: &[(&str, DataContentType)]) -> iceberg::scan::FileScanTask {
         let schema = std::sync::Arc::new(

@@ -101,3 +101,58 @@ pub async fn current_manifests(table: &Table) -> Result<Vec<ManifestFile>> {
 pub async fn read_manifests(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<Manifest>> {
     load_manifests(table, manifests).await
 }
+
+/// Live files for unit tests of the layers that read them (planning, commits, cleanup).
+#[cfg(test)]
+pub(crate) mod test_support {
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
+
+    use super::LiveFile;
+
+    fn entry(b: &mut DataFileBuilder, seq: i64) -> LiveFile {
+        LiveFile {
+            file: b.build().expect("valid test file"),
+            spec_id: 0,
+            snapshot_id: 1,
+            sequence_number: seq,
+            file_sequence_number: Some(seq),
+        }
+    }
+
+    /// A live file of spec 0 with the given content, partition, sequence number and
+    /// (for position deletes) referenced data file.
+    pub fn live_file(
+        path: &str,
+        content: DataContentType,
+        partition: Struct,
+        seq: i64,
+        referenced: Option<&str>,
+    ) -> LiveFile {
+        let mut b = DataFileBuilder::default();
+        b.content(content)
+            .file_path(path.to_string())
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition)
+            .record_count(1)
+            .file_size_in_bytes(10)
+            .partition_spec_id(0)
+            .referenced_data_file(referenced.map(str::to_string));
+        entry(&mut b, seq)
+    }
+
+    /// A deletion vector (format v3) in Puffin file `puffin`, at `offset`, for `data`.
+    pub fn deletion_vector(puffin: &str, data: &str, offset: i64, seq: i64) -> LiveFile {
+        let mut b = DataFileBuilder::default();
+        b.content(DataContentType::PositionDeletes)
+            .file_path(puffin.to_string())
+            .file_format(DataFileFormat::Puffin)
+            .partition(Struct::empty())
+            .record_count(3)
+            .file_size_in_bytes(1000)
+            .partition_spec_id(0)
+            .referenced_data_file(Some(data.to_string()))
+            .content_offset(Some(offset))
+            .content_size_in_bytes(Some(40));
+        entry(&mut b, seq)
+    }
+}

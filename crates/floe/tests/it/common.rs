@@ -59,6 +59,18 @@ impl Fixture {
         schema: floe::iceberg::spec::Schema,
         partition: Option<&str>,
     ) -> TableIdent {
+        self.create_table_with(name, schema, partition, Default::default())
+            .await
+    }
+
+    /// [`Fixture::create_table`] with table properties (`format-version` picks the format).
+    pub async fn create_table_with(
+        &self,
+        name: &str,
+        schema: floe::iceberg::spec::Schema,
+        partition: Option<&str>,
+        properties: std::collections::HashMap<String, String>,
+    ) -> TableIdent {
         let ident = parse_table_ident(name).unwrap();
         let ns = ident.namespace().clone();
         if !self.catalog.namespace_exists(&ns).await.unwrap() {
@@ -74,7 +86,7 @@ impl Fixture {
                 schema,
                 partition_spec: spec,
                 sort_order: None,
-                properties: Default::default(),
+                properties,
             })
             .await
             .unwrap();

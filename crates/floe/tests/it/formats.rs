@@ -13,29 +13,16 @@ use floe::table::parse_table_ident;
 
 use crate::common::{count_and_sum, outcome, read_with_python, sum_ids, table_state, Fixture};
 
-/// `ns.name` in format `version` (the `format-version` property, as Java and PyIceberg take it).
+/// `ns.name` (partitioned by day) in format `version`: the `format-version` property, as Java
+/// and PyIceberg take it.
 async fn table_in_format(fx: &Fixture, name: &str, version: &str) -> floe::iceberg::TableIdent {
-    let ident = parse_table_ident(name).unwrap();
-    let ns = ident.namespace().clone();
-    if !fx.catalog.namespace_exists(&ns).await.unwrap() {
-        fx.catalog.create_namespace(&ns).await.unwrap();
-    }
     let schema = floe::table::schema::parse_schema(
         "id bigint not null, ts timestamp, name string, amount double",
     )
     .unwrap();
-    let spec = floe::table::schema::parse_partition("day(ts)", &schema).unwrap();
-    fx.catalog
-        .create_table(NewTable {
-            ident: ident.clone(),
-            schema,
-            partition_spec: spec,
-            sort_order: None,
-            properties: [("format-version".to_string(), version.to_string())].into(),
-        })
+    let properties = [("format-version".to_string(), version.to_string())].into();
+    fx.create_table_with(name, schema, Some("day(ts)"), properties)
         .await
-        .unwrap();
-    ident
 }
 
 #[tokio::test]
