@@ -57,6 +57,18 @@ pub use ledger::Ledger;
 #[cfg(test)]
 pub(crate) use crate::table::manifests::test_support;
 
+/// The key of an added delete file in [`SnapshotUpdate::with_delete_specs`]: its path, and for
+/// a deletion vector (many share one Puffin file, each in its data file's spec) the data file
+/// it references too.
+pub fn placement_key(f: &DataFile) -> String {
+    match (f.file_format(), f.referenced_data_file()) {
+        (iceberg::spec::DataFileFormat::Puffin, Some(data)) => {
+            format!("{}#{}", f.file_path(), data)
+        }
+        _ => f.file_path().to_string(),
+    }
+}
+
 /// What a commit changes. Only the constructors make one (append, rewrite, delete, overwrite,
 /// rewrite-manifests), so no combination Iceberg does not define can be written; commit it
 /// with [`Committer::commit`].
@@ -69,6 +81,10 @@ pub struct SnapshotUpdate {
     pub(crate) added_delete_files: Vec<DataFile>,
     /// Paths of data or delete files to remove; each must be live in the parent snapshot.
     pub(crate) removed_files: Vec<String>,
+    /// Deletion vectors to remove, as (Puffin file, referenced data file): one blob of a Puffin
+    /// file other vectors may share (format v3; a vector replaced by a merged one). The
+    /// vectors of removed data files go with them without being named.
+    pub(crate) removed_vectors: Vec<(String, String)>,
     /// Data sequence number for added data files. A rewrite sets the starting snapshot's so
     /// equality deletes committed after it started still apply (`use-starting-sequence-number`).
     pub(crate) data_sequence_number: Option<i64>,
@@ -90,8 +106,8 @@ pub struct SnapshotUpdate {
 
 impl SnapshotUpdate {
     /// Places added position delete files in the partition spec of the data files they name
-    /// (by path; an older spec after partition evolution), with the new snapshot's sequence
-    /// number. Unlisted delete files go in the default spec.
+    /// (by [`placement_key`]; an older spec after partition evolution), with the new
+    /// snapshot's sequence number. Unlisted delete files go in the default spec.
     pub fn with_delete_specs(mut self, specs: &HashMap<String, i32>) -> Self {
         for (path, spec) in specs {
             self.delete_placement.insert(path.clone(), (*spec, -1));
@@ -104,6 +120,13 @@ impl SnapshotUpdate {
     /// since, never made with files of another schema.
     pub fn written_in(mut self, schema_id: i32) -> Self {
         self.written_schema_id = Some(schema_id);
+        self
+    }
+
+    /// Removes deletion vectors, as (Puffin file, data file): each must be live in the parent
+    /// (a vector replaced by a merged one; format v3).
+    pub fn removing_vectors(mut self, vectors: Vec<(String, String)>) -> Self {
+        self.removed_vectors.extend(vectors);
         self
     }
 

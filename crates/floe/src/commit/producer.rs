@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::base::error::{Error, Result};
 use crate::base::properties;
 use crate::commit::{summary, validate, Conflict, Ledger, LiveFile, SnapshotUpdate};
-use crate::table::ident_string;
+use crate::table::{ident_string, lineage};
 use crate::table::manifests::{
     current_manifests, live_file, live_file_as, load_manifests, MANIFEST_READ_CONCURRENCY,
 };
@@ -51,7 +51,8 @@ pub async fn prepare(table: &Table, update: &SnapshotUpdate) -> Result<PreparedC
             });
         }
     }
-    let mut ctx = Ctx::new(table)?;
+    check_update(table, update)?;
+    let mut ctx = Ctx::new(table);
     let result = produce(&mut ctx, update).await;
     match result {
         Ok((requirements, updates)) => Ok(PreparedCommit {
@@ -86,18 +87,25 @@ pub async fn prepare_with(
     }
 }
 
-/// Refuses a table floe cannot commit a snapshot to: format v3, whose commits carry row
-/// lineage (first row ids on manifests and data files, the table's next-row-id), not written
-/// yet. Writing operations call it when they plan, so nothing is written for a refused commit.
-/// Formats 1 and 2 are committed in their own manifest and manifest list layouts.
-pub fn check_committable(table: &Table) -> Result<()> {
-    if table.metadata().format_version() == FormatVersion::V3 {
+/// Refuses an update the table's format cannot take, before anything is written: format v3
+/// tables take deletion vectors (Puffin), never new Parquet position delete files (spec v3,
+/// "Deletion Vectors": writers must not add position delete files to v3 tables). Format v1
+/// refuses delete files when its manifest is written ([`Ctx::manifest_writer`]).
+pub fn check_update(table: &Table, update: &SnapshotUpdate) -> Result<()> {
+    if table.metadata().format_version() < FormatVersion::V3 {
+        return Ok(());
+    }
+    if let Some(f) = update.added_delete_files.iter().find(|f| {
+        f.content_type() == DataContentType::PositionDeletes
+            && f.file_format() != DataFileFormat::Puffin
+    }) {
         return Err(Error::Refused {
             operation: format!("commit to '{}'", ident_string(table.identifier())),
-            reason: "it is an Iceberg format v3 table; floe reads v3 tables (deletion vectors \
-                     included), diagnoses and expires them, but does not commit snapshots to \
-                     them yet (row lineage)"
-                .to_string(),
+            reason: format!(
+                "it is an Iceberg format v3 table, which takes deletion vectors, not position \
+                 delete files like {}",
+                f.file_path()
+            ),
         });
     }
     Ok(())
@@ -114,10 +122,9 @@ struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(table: &'a Table) -> Result<Self> {
+    fn new(table: &'a Table) -> Self {
         let md = table.metadata();
-        check_committable(table)?;
-        Ok(Self {
+        Self {
             table,
             name: ident_string(table.identifier()),
             snapshot_id: new_snapshot_id(table),
@@ -125,7 +132,7 @@ impl<'a> Ctx<'a> {
             commit_uuid: Uuid::new_v4(),
             manifest_counter: 0,
             written: Vec::new(),
-        })
+        }
     }
 
     fn manifest_writer(
@@ -174,8 +181,12 @@ impl<'a> Ctx<'a> {
                         .to_string(),
                 })
             }
-            (_, ManifestContentType::Data) => builder.build_v2_data(),
-            (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
+            (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            // Format v3 (spec "Row Lineage"): the manifest list assigns data manifests their
+            // first_row_id; carried entries hold theirs explicitly (`carry_existing`).
+            (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
+            (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
         })
     }
 }
@@ -237,8 +248,33 @@ async fn produce(
         let (rewritten, stats) = rewrite_manifests(ctx, carried).await?;
         carried = rewritten;
         extra.extend(stats);
-    } else if !update.removed_files.is_empty() {
+    } else if !update.removed_files.is_empty() || !update.removed_vectors.is_empty() {
         let wanted: HashSet<&str> = update.removed_files.iter().map(String::as_str).collect();
+        let wanted_vectors: HashSet<(&str, &str)> = update
+            .removed_vectors
+            .iter()
+            .map(|(p, d)| (p.as_str(), d.as_str()))
+            .collect();
+        // Why an entry leaves: named by path, a named deletion vector (one blob of a Puffin
+        // file other vectors share), or the deletion vector of a removed data file (spec v3:
+        // a vector never outlives its data file; Java's MergingSnapshotProducer removes it in
+        // the same commit).
+        let removal = |f: &DataFile| -> Option<Removal> {
+            if wanted.contains(f.file_path()) {
+                return Some(Removal::Path);
+            }
+            if f.file_format() != DataFileFormat::Puffin {
+                return None;
+            }
+            let data = f.referenced_data_file()?;
+            if wanted_vectors.contains(&(f.file_path(), data.as_str())) {
+                Some(Removal::Vector)
+            } else if wanted.contains(data.as_str()) {
+                Some(Removal::OfRemovedFile)
+            } else {
+                None
+            }
+        };
         // One pass over the parent's manifests, a few loads in flight. A manifest holding
         // removed files is written out as soon as it is read, so memory does not grow with the
         // table: the merged manifests roll every MANIFEST_ROLL_ENTRIES entries (the iceberg
@@ -256,12 +292,14 @@ async fn produce(
         .buffered(MANIFEST_READ_CONCURRENCY);
         let mut writers: BTreeMap<(u8, i32), (ManifestWriter, usize)> = BTreeMap::new();
         let mut untouched = Vec::new();
+        let mut touched = Vec::new();
+        let mut found_vectors: HashSet<(String, String)> = HashSet::new();
         while let Some((mf, manifest)) = loads.next().await {
             let manifest = manifest?;
             let hit = manifest
                 .entries()
                 .iter()
-                .any(|e| e.is_alive() && wanted.contains(e.file_path()));
+                .any(|e| e.is_alive() && removal(e.data_file()).is_some());
             if !hit {
                 untouched.push(mf);
                 continue;
@@ -275,7 +313,8 @@ async fn produce(
                 }
             };
             let (entries, _) = manifest.into_parts();
-            for e in entries.iter().filter(|e| e.is_alive()) {
+            let row_ids = lineage::inherited_first_row_ids(&mf, entries.iter().map(|e| e.data_file()));
+            for (e, row_id) in entries.iter().zip(row_ids).filter(|(e, _)| e.is_alive()) {
                 if slot.1 >= MANIFEST_ROLL_ENTRIES {
                     let next = ctx.manifest_writer(mf.content, spec_id)?;
                     let full = std::mem::replace(&mut slot.0, next);
@@ -285,22 +324,34 @@ async fn produce(
                 slot.1 += 1;
                 let seq = e.sequence_number().unwrap_or_default();
                 let file_seq = e.file_sequence_number.or(Some(seq));
-                if wanted.contains(e.file_path()) {
-                    let slim = without_metrics(e.data_file(), spec_id)?;
-                    removed.push(live_file_as(e, spec_id, slim));
-                    slot.0
-                        .add_delete_file(e.data_file().clone(), seq, file_seq)?;
-                } else {
-                    carry_existing(&mut slot.0, e)?;
+                match removal(e.data_file()) {
+                    Some(why) => {
+                        if why == Removal::Vector {
+                            found_vectors.insert((
+                                e.file_path().to_string(),
+                                e.data_file().referenced_data_file().unwrap_or_default(),
+                            ));
+                        }
+                        let slim = without_metrics(e.data_file(), spec_id)?;
+                        removed.push(live_file_as(e, spec_id, slim));
+                        let file = lineage::with_first_row_id(e.data_file(), spec_id, row_id)?;
+                        slot.0.add_delete_file(file, seq, file_seq)?;
+                    }
+                    None => carry_existing(&mut slot.0, e, spec_id, row_id)?,
                 }
             }
+            touched.push(mf);
         }
         drop(loads);
         carried = untouched;
         for (_, (writer, _)) in writers {
             new_manifests.push(writer.write_manifest_file().await?);
         }
-        let found: HashSet<&str> = removed.iter().map(|f| f.file.file_path()).collect();
+        let found: HashSet<&str> = removed
+            .iter()
+            .map(|f| f.file.file_path())
+            .filter(|p| wanted.contains(p))
+            .collect();
         if let Some(missing) = update
             .removed_files
             .iter()
@@ -313,13 +364,28 @@ async fn produce(
                 },
             });
         }
+        if let Some((puffin, data)) = update
+            .removed_vectors
+            .iter()
+            .find(|v| !found_vectors.contains(*v))
+        {
+            return Err(Error::ValidationFailed {
+                table: ctx.name.clone(),
+                reason: Conflict::RemovedConcurrently {
+                    path: format!("{puffin} (deletion vector of {data})"),
+                },
+            });
+        }
         if found.len() != update.removed_files.len() {
             return Err(Error::ValidationFailed {
                 table: ctx.name.clone(),
                 reason: Conflict::RemovedTwice,
             });
         }
-        check_new_deletes(ctx, update, &removed, &carried).await?;
+        // Manifests rewritten here may hold deletes committed since the start too (a vector
+        // of a removed data file is removed with it): they are checked like the carried ones.
+        let seen: Vec<ManifestFile> = carried.iter().chain(&touched).cloned().collect();
+        check_new_deletes(ctx, update, &removed, &seen).await?;
     } else {
         carried = merge_small_manifests(ctx, carried).await?;
     }
@@ -354,7 +420,7 @@ async fn produce(
             }
             let (spec, seq) = update
                 .delete_placement
-                .get(f.file_path())
+                .get(&crate::commit::placement_key(f))
                 .copied()
                 .unwrap_or((default_spec, -1));
             by_spec.entry(spec).or_default().push((f, seq));
@@ -380,9 +446,25 @@ async fn produce(
     let out = table.file_io().new_output(&list_path)?.writer().await?;
     let mut list = match md.format_version() {
         FormatVersion::V1 => ManifestListWriter::v1(out, ctx.snapshot_id, parent_id),
-        _ => ManifestListWriter::v2(out, ctx.snapshot_id, parent_id, ctx.sequence_number),
+        FormatVersion::V2 => {
+            ManifestListWriter::v2(out, ctx.snapshot_id, parent_id, ctx.sequence_number)
+        }
+        // Spec v3, "Snapshot Row IDs": the snapshot's first-row-id is the table's next-row-id;
+        // the list assigns it on to the data manifests without one, and how far it got is the
+        // snapshot's added-rows (the table's next-row-id advances by it).
+        FormatVersion::V3 => ManifestListWriter::v3(
+            out,
+            ctx.snapshot_id,
+            parent_id,
+            ctx.sequence_number,
+            Some(md.next_row_id()),
+        ),
     };
     list.add_manifests(new_manifests.into_iter().chain(carried))?;
+    let row_range = match (md.format_version(), list.next_row_id()) {
+        (FormatVersion::V3, Some(next)) => Some((md.next_row_id(), next - md.next_row_id())),
+        _ => None,
+    };
     list.close().await?;
 
     let added: Vec<_> = update
@@ -406,8 +488,11 @@ async fn produce(
         .with_timestamp_ms(now.max(md.last_updated_ms() + 1))
         .with_manifest_list(list_path)
         .with_summary(summary)
-        .with_schema_id(md.current_schema_id())
-        .build();
+        .with_schema_id(md.current_schema_id());
+    let snapshot = match row_range {
+        Some((first, added)) => snapshot.with_row_range(first, added).build(),
+        None => snapshot.build(),
+    };
     // Setting the branch through the metadata builder keeps main's retention settings; its
     // change list is exactly the updates a catalog needs (AddSnapshot, SetSnapshotRef).
     let updates = iceberg::spec::TableMetadataBuilder::new_from_metadata(md.clone(), None)
@@ -430,15 +515,33 @@ async fn produce(
 
 /// Carries a live entry into a new manifest as EXISTING, keeping the snapshot that added it
 /// and its sequence numbers (spec: a rewritten manifest must not change an entry's lineage).
-fn carry_existing(writer: &mut ManifestWriter, e: &iceberg::spec::ManifestEntry) -> Result<()> {
+/// `first_row_id` is the entry's inherited one (format v3), written into the entry as the spec's
+/// "First Row ID Inheritance" requires for EXISTING entries.
+fn carry_existing(
+    writer: &mut ManifestWriter,
+    e: &iceberg::spec::ManifestEntry,
+    spec_id: i32,
+    first_row_id: Option<i64>,
+) -> Result<()> {
     let seq = e.sequence_number().unwrap_or_default();
     writer.add_existing_file(
-        e.data_file().clone(),
+        lineage::with_first_row_id(e.data_file(), spec_id, first_row_id)?,
         e.snapshot_id().unwrap_or_default(),
         seq,
         e.file_sequence_number.or(Some(seq)),
     )?;
     Ok(())
+}
+
+/// Why the producer removes an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Removal {
+    /// Its path is in [`SnapshotUpdate::removed_files`].
+    Path,
+    /// It is a deletion vector in [`SnapshotUpdate::removed_vectors`].
+    Vector,
+    /// It is the deletion vector of a removed data file.
+    OfRemovedFile,
 }
 
 fn content_key(c: ManifestContentType) -> u8 {
@@ -549,9 +652,12 @@ async fn merge_small_manifests(
         }
         let loaded = load_manifests(ctx.table, &bin).await?;
         let mut writer = ctx.manifest_writer(ManifestContentType::Data, spec)?;
-        for manifest in &loaded {
-            for e in manifest.entries().iter().filter(|e| e.is_alive()) {
-                carry_existing(&mut writer, e)?;
+        for (mf, manifest) in bin.iter().zip(&loaded) {
+            let entries = manifest.entries();
+            let row_ids =
+                lineage::inherited_first_row_ids(mf, entries.iter().map(|e| e.data_file()));
+            for (e, row_id) in entries.iter().zip(row_ids).filter(|(e, _)| e.is_alive()) {
+                carry_existing(&mut writer, e, spec, row_id)?;
             }
         }
         merged.push(writer.write_manifest_file().await?);
@@ -593,11 +699,15 @@ async fn rewrite_manifests(
         let content = group[0].content;
         let bytes: u64 = group.iter().map(|m| m.manifest_length.max(0) as u64).sum();
         let loaded = load_manifests(ctx.table, &group).await?;
-        let mut live: Vec<(String, &iceberg::spec::ManifestEntry)> = loaded
-            .iter()
-            .flat_map(|m| m.entries().iter().filter(|e| e.is_alive()))
-            .map(|e| (format!("{:?}", e.data_file().partition()), e.as_ref()))
-            .collect();
+        let mut live: Vec<(String, &iceberg::spec::ManifestEntry, Option<i64>)> = Vec::new();
+        for (mf, m) in group.iter().zip(&loaded) {
+            let entries = m.entries();
+            let row_ids =
+                lineage::inherited_first_row_ids(mf, entries.iter().map(|e| e.data_file()));
+            for (e, row_id) in entries.iter().zip(row_ids).filter(|(e, _)| e.is_alive()) {
+                live.push((format!("{:?}", e.data_file().partition()), e.as_ref(), row_id));
+            }
+        }
         let total_entries: u64 = loaded.iter().map(|m| m.entries().len() as u64).sum();
         live.sort_by(|a, b| a.0.cmp(&b.0));
         let per_entry = (bytes / total_entries.max(1)).max(1);
@@ -606,8 +716,8 @@ async fn rewrite_manifests(
         entries += live.len() as u64;
         for chunk in live.chunks(per_manifest) {
             let mut writer = ctx.manifest_writer(content, spec_id)?;
-            for (_, e) in chunk {
-                carry_existing(&mut writer, e)?;
+            for (_, e, row_id) in chunk {
+                carry_existing(&mut writer, e, spec_id, *row_id)?;
             }
             out.push(writer.write_manifest_file().await?);
             created += 1;

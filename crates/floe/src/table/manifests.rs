@@ -20,6 +20,10 @@ pub struct LiveFile {
     pub snapshot_id: i64,
     pub sequence_number: i64,
     pub file_sequence_number: Option<i64>,
+    /// The data file's `first_row_id` (format v3 row lineage), inherited from its manifest
+    /// when the entry has none ([`crate::table::lineage`]); `None` for delete files and
+    /// tables without lineage.
+    pub first_row_id: Option<i64>,
 }
 
 pub(crate) async fn load_manifests(
@@ -56,8 +60,28 @@ pub(crate) fn live_file_as(
         spec_id,
         snapshot_id: entry.snapshot_id().unwrap_or_default(),
         sequence_number: entry.sequence_number().unwrap_or_default(),
+        first_row_id: entry.data_file().first_row_id(),
         file_sequence_number: entry.file_sequence_number,
     }
+}
+
+/// The live entries of `manifest` (read from `mf`) as [`LiveFile`]s, with `first_row_id`
+/// inherited (spec v3, "First Row ID Inheritance").
+pub(crate) fn live_entries(mf: &ManifestFile, manifest: &Manifest) -> Vec<LiveFile> {
+    let entries = manifest.entries();
+    let ids = crate::table::lineage::inherited_first_row_ids(
+        mf,
+        entries.iter().map(|e| e.data_file()),
+    );
+    entries
+        .iter()
+        .zip(ids)
+        .filter(|(e, _)| e.is_alive())
+        .map(|(e, id)| LiveFile {
+            first_row_id: id,
+            ..live_file(e, mf.partition_spec_id)
+        })
+        .collect()
 }
 
 /// Loads every live data and delete file of the current snapshot, with spec ids and sequence
@@ -71,9 +95,7 @@ pub async fn live_files_of(table: &Table, manifests: &[ManifestFile]) -> Result<
     let loaded = load_manifests(table, manifests).await?;
     let mut out = Vec::new();
     for (mf, m) in manifests.iter().zip(loaded) {
-        for e in m.entries().iter().filter(|e| e.is_alive()) {
-            out.push(live_file(e, mf.partition_spec_id));
-        }
+        out.extend(live_entries(mf, &m));
     }
     Ok(out)
 }
@@ -116,6 +138,7 @@ pub(crate) mod test_support {
             snapshot_id: 1,
             sequence_number: seq,
             file_sequence_number: Some(seq),
+            first_row_id: None,
         }
     }
 

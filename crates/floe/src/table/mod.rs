@@ -8,12 +8,14 @@
 //!   zombie writer, the hand-off chain of a group.
 //! - [`schema`]: schema, partition and sort-order text as users write it.
 //! - [`deletion_vector`]: format v3 deletion vectors (the blob, and a snapshot's index of them).
+//! - [`lineage`]: format v3 row lineage (first row id inheritance, the `_row_id` columns).
 //! - [`rows`]: the rows of planned scan tasks with every delete applied (vectors included).
 //! - [`read_metadata`], [`refs`], [`default_spec`]: table metadata helpers.
 
 pub mod deletion_vector;
 pub mod exactly_once;
 pub mod ident;
+pub mod lineage;
 pub mod manifests;
 pub mod reach;
 pub mod rows;

@@ -16,9 +16,11 @@
 //! only other kind that still applies: position delete files are replaced by the vector) are
 //! matched here by key, with Iceberg's equality semantics (a null key matches a null value).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
+use arrow::datatypes::{DataType, Int64Type};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
@@ -26,8 +28,11 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::{FileScanTask, FileScanTaskDeleteFile};
 use iceberg::spec::DataContentType;
 use iceberg::table::Table;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
 
 use super::deletion_vector::{DeletionVector, DeletionVectors};
+use super::lineage::{self, FileLineage};
 use crate::base::error::{Error, Result};
 
 /// Rows per batch of the iceberg reader.
@@ -63,7 +68,7 @@ pub fn read_tasks(
                 let table = table.clone();
                 futures::stream::once(async move {
                     let vector = dv.read(table.file_io()).await?;
-                    with_vector(&table, *task, vector).await
+                    in_order(&table, *task, vector, None).await
                 })
                 .try_flatten()
                 .boxed()
@@ -71,6 +76,68 @@ pub fn read_tasks(
         })
         .flatten()
         .boxed()
+}
+
+/// [`read_tasks`] keeping row lineage (format v3, spec "Row Lineage"): every task is read in
+/// file order by floe's pass (its vector, or its position delete files, applied by position),
+/// and each batch carries `_row_id` and `_last_updated_sequence_number` after the projected
+/// columns: the value stored in the file, else the one inherited from `lineage` (the data
+/// file's `first_row_id` plus the row's position; the file's data sequence number). What a
+/// compaction writes so that every row keeps its identity.
+pub fn read_tasks_with_lineage(
+    table: &Table,
+    tasks: Vec<FileScanTask>,
+    dvs: &DeletionVectors,
+    lineage: Arc<HashMap<String, FileLineage>>,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let table = table.clone();
+    let dvs = dvs.clone();
+    futures::stream::iter(tasks)
+        .map(move |task| {
+            let (table, dvs) = (table.clone(), dvs.clone());
+            let of_file = lineage.get(&task.data_file_path).copied();
+            futures::stream::once(async move {
+                let deleted = deleted_positions(&table, &task, &dvs).await?;
+                let Some(of_file) = of_file else {
+                    return Err(Error::Metadata {
+                        location: task.data_file_path.clone(),
+                        reason: "no manifest entry for this data file (row lineage unknown)"
+                            .into(),
+                        source: None,
+                    });
+                };
+                in_order(&table, task, deleted, Some(of_file)).await
+            })
+            .try_flatten()
+            .boxed()
+        })
+        .flatten()
+        .boxed()
+}
+
+/// The positions of `task`'s data file its deletion vector deletes, or (no vector) its
+/// position delete files.
+async fn deleted_positions(
+    table: &Table,
+    task: &FileScanTask,
+    dvs: &DeletionVectors,
+) -> Result<DeletionVector> {
+    if let Some(dv) = dvs.of_task(task) {
+        return dv.read(table.file_io()).await;
+    }
+    let mut positions = Vec::new();
+    for d in task
+        .deletes
+        .iter()
+        .filter(|d| d.file_type == DataContentType::PositionDeletes)
+    {
+        for (path, pos) in read_position_deletes(table, &d.file_path).await? {
+            if path == task.data_file_path {
+                positions.push(pos.max(0) as u64);
+            }
+        }
+    }
+    Ok(DeletionVector::from_positions(positions))
 }
 
 /// Tasks without a vector, through the iceberg reader.
@@ -86,12 +153,14 @@ fn plain(table: &Table, tasks: Vec<FileScanTask>) -> BoxStream<'static, Result<R
     }
 }
 
-/// One task with a deletion vector: read whole in file order (no predicate, no delete file),
-/// the vector's positions and its equality deletes' keys dropped.
-async fn with_vector(
+/// One task read whole in file order (no predicate, no delete file), the positions `vector`
+/// holds and the rows its equality deletes match dropped. With `lineage`, each batch also
+/// carries the rows' `_row_id` and `_last_updated_sequence_number` after the projected columns.
+async fn in_order(
     table: &Table,
     mut task: FileScanTask,
     vector: DeletionVector,
+    lineage: Option<FileLineage>,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
     let equality: Vec<FileScanTaskDeleteFile> = task
         .deletes
@@ -119,15 +188,39 @@ async fn with_vector(
             EqualityRows::read(table, &d.file_path, d.file_size_in_bytes, ids).await?,
         ));
     }
+    // The lineage columns are read by field id like any other (null when the file has none):
+    // the task's schema gets the two reserved fields.
+    let lineage_at = match lineage {
+        Some(_) => {
+            task.schema = Arc::new(lineage::with_lineage_fields(&task.schema)?);
+            task.project_field_ids.push(lineage::ROW_ID_FIELD_ID);
+            task.project_field_ids
+                .push(lineage::LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID);
+            Some(task.project_field_ids.len() - 2)
+        }
+        None => None,
+    };
     let path = task.data_file_path.clone();
+    // The iceberg reader (0.10.1) never reads reserved field ids from a file (it gives nulls
+    // for them), so the stored values are read here, by field id, in file order.
+    let stored = match lineage {
+        Some(_) => stored_lineage(table, &path).await?,
+        None => None,
+    };
     task.deletes.clear();
     task.predicate = None;
     let rows = plain(table, vec![task]);
     let mut next = 0u64;
     Ok(rows
         .map(move |batch| {
-            let batch = batch?;
+            let mut batch = batch?;
             let n = batch.num_rows();
+            if let (Some(at), Some(of_file)) = (lineage_at, lineage) {
+                let stored = stored
+                    .as_ref()
+                    .map(|[ids, seqs]| [ids.slice(next as usize, n), seqs.slice(next as usize, n)]);
+                batch = with_lineage(batch, at, next, of_file, stored)?;
+            }
             let mut keep: Vec<bool> = (0..n as u64).map(|i| !vector.contains(next + i)).collect();
             next += n as u64;
             for (columns, k) in &keys {
@@ -141,9 +234,114 @@ async fn with_vector(
                 }
             }
             let batch = arrow::compute::filter_record_batch(&batch, &BooleanArray::from(keep))?;
-            project(batch, wanted)
+            match lineage_at {
+                Some(at) => keep_columns(batch, (0..wanted).chain([at, at + 1])),
+                None => project(batch, wanted),
+            }
         })
         .boxed())
+}
+
+/// `batch` with its lineage columns (at `at` and `at + 1`) filled in where the file stored
+/// none: `_row_id` = first row id + position (rows start at position `first`), and
+/// `_last_updated_sequence_number` = the file's data sequence number. A file from before the
+/// table had lineage (no first row id) keeps null row ids: the commit of the new file assigns
+/// them.
+fn with_lineage(
+    batch: RecordBatch,
+    at: usize,
+    first: u64,
+    of_file: FileLineage,
+    stored: Option<[Int64Array; 2]>,
+) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    let (stored_ids, stored_seq) = match stored {
+        Some([ids, seqs]) => (Some(ids), Some(seqs)),
+        None => (None, None),
+    };
+    let ids: Int64Array = (0..n)
+        .map(|i| match &stored_ids {
+            Some(s) if s.is_valid(i) => Some(s.value(i)),
+            _ => of_file.first_row_id.map(|f| f + (first + i as u64) as i64),
+        })
+        .collect();
+    let seqs: Int64Array = (0..n)
+        .map(|i| match &stored_seq {
+            Some(s) if s.is_valid(i) => Some(s.value(i)),
+            _ => Some(of_file.sequence_number),
+        })
+        .collect();
+    let mut columns = batch.columns().to_vec();
+    columns[at] = Arc::new(ids);
+    columns[at + 1] = Arc::new(seqs);
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
+}
+
+/// The `_row_id` and `_last_updated_sequence_number` columns a data file stores (a file a
+/// compaction or an update wrote), all rows in file order, a column the file lacks all null;
+/// `None` when it stores neither.
+async fn stored_lineage(table: &Table, path: &str) -> Result<Option<[Int64Array; 2]>> {
+    use parquet::arrow::ParquetRecordBatchStreamBuilder;
+    let input = table.file_io().new_input(path)?;
+    let meta = input.metadata().await?;
+    let reader = iceberg::arrow::ArrowFileReader::new(meta, input.reader().await?);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
+    let wanted = [
+        lineage::ROW_ID_FIELD_ID,
+        lineage::LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+    ];
+    let roots = builder.parquet_schema().root_schema().get_fields();
+    let found: Vec<(usize, usize)> = roots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let info = f.get_basic_info();
+            let id = info.has_id().then(|| info.id())?;
+            Some((i, wanted.iter().position(|w| *w == id)?))
+        })
+        .collect();
+    if found.is_empty() {
+        return Ok(None);
+    }
+    let rows = builder.metadata().file_metadata().num_rows().max(0) as usize;
+    let mask = ProjectionMask::roots(builder.parquet_schema(), found.iter().map(|f| f.0));
+    let mut stream = builder.with_projection(mask).build()?;
+    let mut parts: [Vec<ArrayRef>; 2] = [Vec::new(), Vec::new()];
+    while let Some(batch) = stream.try_next().await? {
+        // Projected columns come in file order, as `found` lists them.
+        for (col, (_, which)) in found.iter().enumerate() {
+            let values = arrow::compute::cast(batch.column(col), &DataType::Int64)?;
+            parts[*which].push(values);
+        }
+    }
+    let mut out = Vec::with_capacity(2);
+    for part in parts {
+        let column = if part.is_empty() {
+            Int64Array::new_null(rows)
+        } else {
+            let refs: Vec<&dyn Array> = part.iter().map(|a| a.as_ref()).collect();
+            arrow::compute::concat(&refs)?.as_primitive::<Int64Type>().clone()
+        };
+        if column.len() != rows {
+            return Err(Error::Metadata {
+                location: path.to_string(),
+                reason: format!(
+                    "lineage columns hold {} rows, the file {rows}",
+                    column.len()
+                ),
+                source: None,
+            });
+        }
+        out.push(column);
+    }
+    let [ids, seqs]: [Int64Array; 2] = out.try_into().expect("two columns");
+    Ok(Some([ids, seqs]))
+}
+
+/// The columns of `batch` at `indices`, in that order.
+fn keep_columns(batch: RecordBatch, indices: impl Iterator<Item = usize>) -> Result<RecordBatch> {
+    let indices: Vec<usize> = indices.collect();
+    Ok(batch.project(&indices)?)
 }
 
 /// The first `n` columns of `batch` (the equality key columns read only to match are dropped).
@@ -223,4 +421,39 @@ impl EqualityRows {
             .map(|r| self.keys.contains(r.as_ref()))
             .collect())
     }
+}
+
+/// Every (data file path, position) row of the position delete file at `path`.
+pub async fn read_position_deletes(table: &Table, path: &str) -> Result<Vec<(String, i64)>> {
+    let bytes = table.file_io().new_input(path)?.read().await?;
+    let bad = |reason: String| Error::Metadata {
+        location: path.to_string(),
+        reason,
+        source: None,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+    let schema = builder.schema().clone();
+    let (Ok(pi), Ok(qi)) = (schema.index_of("file_path"), schema.index_of("pos")) else {
+        return Err(bad(
+            "not a position delete file (no file_path and pos columns)".into(),
+        ));
+    };
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [pi, qi]);
+    let reader = builder.with_projection(mask).build()?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch?;
+        let s = batch.schema();
+        let paths = arrow::compute::cast(batch.column(s.index_of("file_path")?), &DataType::Utf8)?;
+        let pos = arrow::compute::cast(batch.column(s.index_of("pos")?), &DataType::Int64)?;
+        let paths = paths.as_string::<i32>();
+        let pos = pos.as_primitive::<Int64Type>();
+        if paths.null_count() > 0 || pos.null_count() > 0 {
+            return Err(bad("null file_path or pos in a position delete file".into()));
+        }
+        for i in 0..batch.num_rows() {
+            out.push((paths.value(i).to_string(), pos.value(i)));
+        }
+    }
+    Ok(out)
 }

@@ -11,6 +11,7 @@
 
 pub mod conform;
 pub mod deletes;
+pub mod deletion_vectors;
 pub mod parquet_stats;
 pub mod staged;
 
@@ -143,6 +144,17 @@ pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
 impl TableWriter {
     /// A writer for `table`'s current schema and default partition spec.
     pub async fn new(table: &Table, options: &WriteOptions) -> Result<Self> {
+        Self::in_schema(table, options, table.metadata().current_schema().clone()).await
+    }
+
+    /// A writer for `schema`: the table's current schema with more fields by id (the lineage
+    /// fields a format v3 compaction writes, `crate::table::lineage`), its schema id the
+    /// current one.
+    pub async fn in_schema(
+        table: &Table,
+        options: &WriteOptions,
+        schema: iceberg::spec::SchemaRef,
+    ) -> Result<Self> {
         let md = table.metadata();
         let target = match options.target_file_size_bytes {
             Some(t) => t,
@@ -159,7 +171,6 @@ impl TableWriter {
                 "must be positive",
             ));
         }
-        let schema = md.current_schema().clone();
         let parquet = ParquetWriterBuilder::new(parquet_properties(table)?, schema.clone());
         let location = DefaultLocationGenerator::new(md)?;
         let prefix = format!("00000-{}", uuid::Uuid::now_v7());

@@ -15,6 +15,7 @@ impl SnapshotUpdate {
             added_data_files: files,
             added_delete_files: vec![],
             removed_files: vec![],
+            removed_vectors: vec![],
             data_sequence_number: None,
             starting_snapshot_id: None,
             summary_properties: HashMap::new(),

@@ -18,6 +18,7 @@ impl SnapshotUpdate {
             added_data_files: added,
             added_delete_files: vec![],
             removed_files: removed,
+            removed_vectors: vec![],
             data_sequence_number: start.map(|s| s.sequence_number()),
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),

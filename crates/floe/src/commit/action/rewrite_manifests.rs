@@ -17,6 +17,7 @@ impl SnapshotUpdate {
             added_data_files: vec![],
             added_delete_files: vec![],
             removed_files: vec![],
+            removed_vectors: vec![],
             data_sequence_number: None,
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),

@@ -46,6 +46,7 @@ impl SnapshotUpdate {
             added_data_files: added_data,
             added_delete_files: added_deletes,
             removed_files: removed,
+            removed_vectors: vec![],
             data_sequence_number: None,
             starting_snapshot_id: start.map(|s| s.snapshot_id()),
             summary_properties: HashMap::new(),

@@ -69,6 +69,12 @@ pub struct Matched {
     /// The scan task the file was read from, with the delete files that apply to it (a
     /// copy-on-write rewrite reads the file again through it).
     pub task: FileScanTask,
+    /// Format v3: the Puffin file holding the file's deletion vector, if it has one (the new
+    /// vector replaces it in the same commit).
+    pub vector: Option<String>,
+    /// Format v3: the positions deleted before this change (its vector, or the position
+    /// delete files of a table upgraded from v2), merged into the new vector. Empty otherwise.
+    pub deleted_before: Vec<i64>,
 }
 
 impl Matched {
@@ -95,6 +101,11 @@ pub type OnFile = Arc<dyn Fn(u64) + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct Known {
     deleted: Arc<HashMap<String, Vec<i64>>>,
+    /// The Puffin file of each data file's deletion vector (format v3).
+    vectors: Arc<HashMap<String, String>>,
+    /// Whether the table takes deletion vectors (format v3): a match then keeps the positions
+    /// deleted before it.
+    lineage: bool,
     specs: Arc<HashMap<String, i32>>,
     /// The rows of the equality delete files that apply to `tasks`, by delete file path.
     equality: Arc<HashMap<String, Arc<EqualityRows>>>,
@@ -113,8 +124,11 @@ impl Known {
     /// [`Known::of`] without the equality deletes (a conversion locates the rows they
     /// remove).
     pub async fn positions_of(table: &Table, tasks: &[FileScanTask]) -> Result<Self> {
+        let (deleted, vectors) = deleted_positions(table, tasks).await?;
         Ok(Self {
-            deleted: Arc::new(deleted_positions(table, tasks).await?),
+            deleted: Arc::new(deleted),
+            vectors: Arc::new(vectors),
+            lineage: table.metadata().format_version() >= iceberg::spec::FormatVersion::V3,
             specs: Arc::new(spec_ids(table, tasks).await?),
             equality: Arc::default(),
         })
@@ -174,8 +188,7 @@ pub async fn locate_known(
     matcher: Matcher,
     on_file: Option<OnFile>,
 ) -> Result<(Vec<Matched>, Searched)> {
-    let (deleted, specs) = (known.deleted.clone(), &known.specs);
-    let equality = known.equality.clone();
+    let specs = &known.specs;
     let searched = Searched {
         files: tasks.len(),
         bytes: tasks.iter().map(|t| t.file_size_in_bytes).sum(),
@@ -186,11 +199,10 @@ pub async fn locate_known(
     let field_ids: Arc<[i32]> = field_ids.into();
     let reads = tasks.into_iter().map(|t| {
         let (table, field_ids) = (table.clone(), field_ids.clone());
-        let (matcher, deleted, on_file) = (matcher.clone(), deleted.clone(), on_file.clone());
-        let equality = equality.clone();
+        let (matcher, known, on_file) = (matcher.clone(), known.clone(), on_file.clone());
         async move {
             let size = t.file_size_in_bytes;
-            let out = read_one(&table, t, &field_ids, &matcher, &deleted, &equality).await;
+            let out = read_one(&table, t, &field_ids, &matcher, &known).await;
             if let Some(f) = on_file {
                 f(size);
             }
@@ -220,9 +232,9 @@ async fn read_one(
     mut task: FileScanTask,
     field_ids: &[i32],
     matcher: &Matcher,
-    deleted: &HashMap<String, Vec<i64>>,
-    equality: &HashMap<String, Arc<EqualityRows>>,
+    known: &Known,
 ) -> Result<(Option<Matched>, u64)> {
+    let (deleted, equality) = (&known.deleted, &known.equality);
     let original = task.clone();
     let path = task.data_file_path.clone();
     let partition = task.partition.clone().unwrap_or_else(Struct::empty);
@@ -287,25 +299,32 @@ async fn read_one(
         }
         next += batch.num_rows() as i64;
     }
-    let matched = (!positions.is_empty()).then_some(Matched {
-        path,
+    let matched = (!positions.is_empty()).then(|| Matched {
         spec_id: table.metadata().default_partition_spec_id(),
         partition,
         file_size_in_bytes: size,
         live_rows,
         positions,
         task: original,
+        vector: known.vectors.get(&path).cloned(),
+        deleted_before: if known.lineage {
+            gone.to_vec()
+        } else {
+            Vec::new()
+        },
+        path,
     });
     Ok((matched, next as u64))
 }
 
-/// Positions already deleted by position delete files, per data file of `tasks` (sorted).
-/// Each delete file is read once (the iceberg crate attaches every position delete file of a
-/// partition to each of its data files).
+/// Positions already deleted by position delete files and deletion vectors, per data file of
+/// `tasks` (sorted), and the Puffin file of each data file's vector. Each delete file is read
+/// once (the iceberg crate attaches every position delete file of a partition to each of its
+/// data files).
 async fn deleted_positions(
     table: &Table,
     tasks: &[FileScanTask],
-) -> Result<HashMap<String, Vec<i64>>> {
+) -> Result<(HashMap<String, Vec<i64>>, HashMap<String, String>)> {
     let wanted: BTreeSet<&str> = tasks.iter().map(|t| t.data_file_path.as_str()).collect();
     // A data file with a deletion vector (format v3) has only that: its positions are read
     // from the vector, not from a Parquet position delete file.
@@ -319,6 +338,10 @@ async fn deleted_positions(
     let with_vector: Vec<(String, crate::table::deletion_vector::DvLocation)> = tasks
         .iter()
         .filter_map(|t| Some((t.data_file_path.clone(), dvs.of_task(t)?.clone())))
+        .collect();
+    let puffin_of: HashMap<String, String> = with_vector
+        .iter()
+        .map(|(path, dv)| (path.clone(), dv.puffin.clone()))
         .collect();
     let io = table.file_io().clone();
     let vectors = with_vector.into_iter().map(move |(path, dv)| {
@@ -356,7 +379,7 @@ async fn deleted_positions(
         v.sort_unstable();
         v.dedup();
     }
-    Ok(out)
+    Ok((out, puffin_of))
 }
 
 /// The partition spec of each data file of `tasks` (scan tasks do not carry it): the one spec

@@ -51,8 +51,11 @@ use locate::{Matched, Searched};
 #[derive(Debug, Clone, Default)]
 pub struct Deletes {
     pub removed_data_files: Vec<String>,
+    /// Format v3: deletion vectors replaced by merged ones, as (Puffin file, data file).
+    pub removed_vectors: Vec<(String, String)>,
     pub delete_files: Vec<DataFile>,
-    /// The partition spec of each delete file (that of the data files it names).
+    /// The partition spec of each delete file (that of the data files it names), by
+    /// [`crate::commit::placement_key`].
     pub specs: HashMap<String, i32>,
     /// Rows deleted (live rows of removed files + positions written).
     pub rows: u64,
@@ -60,21 +63,31 @@ pub struct Deletes {
 
 impl Deletes {
     fn is_empty(&self) -> bool {
-        self.removed_data_files.is_empty() && self.delete_files.is_empty()
+        self.removed_data_files.is_empty()
+            && self.delete_files.is_empty()
+            && self.removed_vectors.is_empty()
     }
 
     fn written(&self) -> Vec<String> {
-        self.delete_files
+        let mut paths: Vec<String> = self
+            .delete_files
             .iter()
             .map(|f| f.file_path().to_string())
-            .collect()
+            .collect();
+        // The vectors of one Puffin file share its path.
+        paths.dedup();
+        paths
     }
 }
 
 /// Writes the position deletes of `matched`: one file per partition (spec + partition of the
 /// data files it targets); a data file whose every live row is selected is removed instead.
-/// On failure deletes what it wrote.
+/// A format v3 table gets deletion vectors instead ([`write_vectors`]). On failure deletes
+/// what it wrote.
 pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes> {
+    if table.metadata().format_version() >= iceberg::spec::FormatVersion::V3 {
+        return write_vectors(table, matched).await;
+    }
     let mut out = Deletes::default();
     let mut groups: HashMap<(i32, Struct), Vec<(String, i64)>> = HashMap::new();
     for m in matched {
@@ -93,7 +106,7 @@ pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes
     for ((spec, partition), rows) in groups {
         match write_position_delete_file(table, spec, partition, rows, true).await {
             Ok(Some(f)) => {
-                out.specs.insert(f.file_path().to_string(), spec);
+                out.specs.insert(crate::commit::placement_key(&f), spec);
                 out.delete_files.push(f);
             }
             Ok(None) => {}
@@ -102,6 +115,43 @@ pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes
                 return Err(e);
             }
         }
+    }
+    Ok(out)
+}
+
+/// [`write_deletes`] on a format v3 table: one deletion vector per data file, the positions
+/// deleted before merged in (its old vector, or position delete files from before an upgrade),
+/// all in one Puffin file; each old vector is removed in the same commit, so a data file never
+/// has two (spec v3, "Deletion Vectors").
+async fn write_vectors(table: &Table, matched: &[Matched]) -> Result<Deletes> {
+    use crate::table::deletion_vector::DeletionVector;
+    use crate::write::deletion_vectors::{write_deletion_vectors, VectorOf};
+    let mut out = Deletes::default();
+    let mut vectors = Vec::new();
+    for m in matched {
+        out.rows += m.positions.len() as u64;
+        if m.all_live_rows() {
+            // Its vector leaves with it (the producer removes the vector of a removed file).
+            out.removed_data_files.push(m.path.clone());
+            continue;
+        }
+        let before = m.deleted_before.iter().map(|&p| p as u64);
+        let vector = DeletionVector::from_positions(
+            before.chain(m.positions.iter().map(|&p| p as u64)),
+        );
+        if let Some(puffin) = &m.vector {
+            out.removed_vectors.push((puffin.clone(), m.path.clone()));
+        }
+        vectors.push(VectorOf {
+            data_file: m.path.clone(),
+            spec_id: m.spec_id,
+            partition: m.partition.clone(),
+            vector,
+        });
+    }
+    for (f, spec) in write_deletion_vectors(table, vectors).await? {
+        out.specs.insert(crate::commit::placement_key(&f), spec);
+        out.delete_files.push(f);
     }
     Ok(out)
 }
@@ -272,6 +322,7 @@ where
                     )
                 };
                 let update = update
+                    .removing_vectors(deletes.removed_vectors.clone())
                     .with_delete_specs(&deletes.specs)
                     .with_summary_properties(summary)
                     .with_summary_properties(note)

@@ -338,7 +338,10 @@ impl CompactBuilder {
         let blooms = table.metadata().properties().iter().any(|(k, v)| {
             k.starts_with("write.parquet.bloom-filter-enabled") && v.eq_ignore_ascii_case("true")
         });
-        if mode == RowGroupMerge::Never || sorted || blooms {
+        // Format v3: copied row groups would lose the rows' lineage columns (`_row_id`,
+        // `_last_updated_sequence_number`), which every rewritten row must carry.
+        let lineage = table.metadata().format_version() >= iceberg::spec::FormatVersion::V3;
+        if mode == RowGroupMerge::Never || sorted || blooms || lineage {
             return Ok(row_group_merge::MergeConfig::never());
         }
         let mut config = row_group_merge::MergeConfig {
@@ -538,7 +541,6 @@ impl CompactBuilder {
     async fn plan_now(&self) -> Result<CompactPlan> {
         let started = Instant::now();
         let table = self.ctx.load().await?;
-        crate::commit::producer::check_committable(&table)?;
         let snapshot_id = snapshot_of(&table);
         // The options, parsed once for the whole run.
         let effective = self.effective_options(&table)?;
@@ -599,8 +601,11 @@ impl CompactBuilder {
         // Scan tasks carry the partition tuple but not the spec id. With a single spec (the
         // common case) that is the default; otherwise take both from the manifests.
         let md = table.metadata();
+        // A format v3 table needs them too: each file's row lineage (first row id, sequence
+        // number) goes into the rewritten rows.
+        let lineage = md.format_version() >= iceberg::spec::FormatVersion::V3;
         let live: HashMap<String, crate::commit::LiveFile> =
-            if tasks.is_empty() || md.partition_specs_iter().len() == 1 {
+            if tasks.is_empty() || (md.partition_specs_iter().len() == 1 && !lineage) {
                 HashMap::new()
             } else {
                 crate::table::manifests::live_files(&table)
@@ -750,10 +755,13 @@ impl CompactBuilder {
                 rows: 0,
             })
             .collect();
+        let lineage = (table.metadata().format_version() >= iceberg::spec::FormatVersion::V3)
+            .then(|| Arc::new(crate::table::lineage::of_files(live.values())));
         let shared = Arc::new(parallel::JobShared {
             cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
             equality: Default::default(),
             dvs,
+            lineage,
             merge: Arc::new(
                 Self::merge_config(
                     &table,

@@ -57,6 +57,9 @@ pub(super) struct JobShared {
     pub equality: Arc<super::multi_file::EqualityDeletes>,
     /// The deletion vectors of the planned snapshot (format v3).
     pub dvs: crate::table::deletion_vector::DeletionVectors,
+    /// Format v3: each live data file's row lineage; the rewrite then keeps every row's
+    /// `_row_id` and `_last_updated_sequence_number` (`rewrite::rewrite_group`).
+    pub lineage: Option<Arc<HashMap<String, crate::table::lineage::FileLineage>>>,
 }
 
 /// Rows in a row group when the writer properties set no bound (arrow-rs's default).

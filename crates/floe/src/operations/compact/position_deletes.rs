@@ -25,14 +25,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Int64Type};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataContentType, DataFile, PrimitiveLiteral};
 use iceberg::table::Table;
 use iceberg::TableIdent;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ProjectionMask;
 use serde::Serialize;
 
 use crate::base::cost::{Amount, Cost, Costed, Phase, Progress};
@@ -66,40 +62,7 @@ pub fn targets_from_metadata(f: &DataFile) -> Option<BTreeSet<String>> {
     }
 }
 
-/// Every (data file path, position) row of the position delete file at `path`.
-pub async fn read_position_deletes(table: &Table, path: &str) -> Result<Vec<(String, i64)>> {
-    let bytes = table.file_io().new_input(path)?.read().await?;
-    let bad = |reason: String| Error::Metadata {
-        location: path.to_string(),
-        reason,
-        source: None,
-    };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let schema = builder.schema().clone();
-    let (Ok(pi), Ok(qi)) = (schema.index_of("file_path"), schema.index_of("pos")) else {
-        return Err(bad(
-            "not a position delete file (no file_path and pos columns)".into(),
-        ));
-    };
-    let mask = ProjectionMask::roots(builder.parquet_schema(), [pi, qi]);
-    let reader = builder.with_projection(mask).build()?;
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch?;
-        let s = batch.schema();
-        let paths = arrow::compute::cast(batch.column(s.index_of("file_path")?), &DataType::Utf8)?;
-        let pos = arrow::compute::cast(batch.column(s.index_of("pos")?), &DataType::Int64)?;
-        let paths = paths.as_string::<i32>();
-        let pos = pos.as_primitive::<Int64Type>();
-        if paths.null_count() > 0 || pos.null_count() > 0 {
-            return Err(bad("null file_path or pos in a position delete file".into()));
-        }
-        for i in 0..batch.num_rows() {
-            out.push((paths.value(i).to_string(), pos.value(i)));
-        }
-    }
-    Ok(out)
-}
+pub use crate::table::rows::read_position_deletes;
 
 /// The targets of each of `files` (position delete files) that can be known: from metadata,
 /// else by reading files up to [`MAX_TARGET_READ_BYTES`]. Files left out are of unknown target.

@@ -3,6 +3,7 @@
 //! written rolled at the target size.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use futures::{StreamExt, TryStreamExt};
@@ -164,6 +165,11 @@ pub(super) fn respec_key(table: &Table, file: &iceberg::spec::DataFile) -> Optio
 }
 
 /// Reads a group's files (applying their delete files) and writes them rolled at the target.
+///
+/// On a format v3 table the rows keep their lineage: they are read with `_row_id` and
+/// `_last_updated_sequence_number` (stored, else inherited from the file's entry) and written
+/// with them (spec v3, "Row Lineage": a rewrite must not change a row's id). That takes the
+/// in-order reader, not the parallel decoder or the row-group copy (which decline lineage).
 pub(super) async fn rewrite_group(
     table: &Table,
     group: usize,
@@ -173,7 +179,7 @@ pub(super) async fn rewrite_group(
     sort_keys: Option<&Vec<sort::SortKey>>,
     shared: &parallel::JobShared,
 ) -> Result<GroupResult> {
-    if sort_keys.is_none() {
+    if sort_keys.is_none() && shared.lineage.is_none() {
         if let (Some((spec, partition)), Some(target)) = (
             parallel::output_partition(table, spec_id, &members),
             options.target_file_size_bytes,
@@ -183,12 +189,37 @@ pub(super) async fn rewrite_group(
             return Ok(GroupResult { group, files, rows });
         }
     }
-    let mut writer = TableWriter::new(table, options).await?;
+    let (mut writer, mut stream) = match &shared.lineage {
+        None => {
+            let writer = TableWriter::new(table, options).await?;
+            let schema = writer.arrow_schema().clone();
+            let stream = multi_file::read_rows(table, members, schema, &shared.dvs);
+            (writer, stream)
+        }
+        Some(lineage) => {
+            let schema = crate::table::lineage::with_lineage_fields(
+                table.metadata().current_schema(),
+            )?;
+            let writer = TableWriter::in_schema(table, options, Arc::new(schema)).await?;
+            let arrow = writer.arrow_schema().clone();
+            let tasks = members
+                .into_iter()
+                .map(|mut t| {
+                    t.predicate = None;
+                    t
+                })
+                .collect();
+            let stream =
+                crate::table::rows::read_tasks_with_lineage(table, tasks, &shared.dvs, lineage.clone())
+                    .map(move |b| crate::write::conform::to_schema(b?, &arrow))
+                    .boxed();
+            (writer, stream)
+        }
+    };
     let schema = writer.arrow_schema().clone();
     // Decode on another task while this one encodes: the two halves of a rewrite then use
     // two cores. The bounded channel keeps at most a few batches in flight (memory is bounded
     // by concurrency, not by group size).
-    let mut stream = multi_file::read_rows(table, members, schema.clone(), &shared.dvs);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4);
     let reader = tokio::spawn(async move {
         while let Some(batch) = stream.next().await {
