@@ -363,11 +363,15 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     ),
                     None => format!("no row of {} matches: nothing to delete; {scanned}", m.table),
                     Some(id) => format!(
-                        "deleted {} row(s) from {} ({}): {} file(s) removed whole, {} position \
-                         delete file(s), {} file(s) rewritten into {}; {scanned}; snapshot {id} ({} ms)",
+                        "deleted {} row(s) from {} ({}): {} file(s) removed whole, {}, {} file(s) \
+                         rewritten into {}; {scanned}; snapshot {id} ({} ms)",
                         m.rows_deleted, m.table, m.mode.name(), m.removed_data_files,
-                        m.position_delete_files, m.rewritten_data_files, m.added_data_files,
-                        m.duration_ms
+                        if m.deletion_vectors > 0 {
+                            format!("{} deletion vector(s)", m.deletion_vectors)
+                        } else {
+                            format!("{} position delete file(s)", m.position_delete_files)
+                        },
+                        m.rewritten_data_files, m.added_data_files, m.duration_ms
                     ),
                 }
             });

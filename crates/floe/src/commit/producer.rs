@@ -388,6 +388,13 @@ async fn produce(
         check_new_deletes(ctx, update, &removed, &seen).await?;
     } else {
         carried = merge_small_manifests(ctx, carried).await?;
+        if update
+            .added_delete_files
+            .iter()
+            .any(|f| f.file_format() == DataFileFormat::Puffin)
+        {
+            check_new_deletes(ctx, update, &removed, &carried).await?;
+        }
     }
 
     let default_spec = md.default_partition_spec_id();
@@ -582,6 +589,27 @@ async fn check_new_deletes(
                 new_deletes.push(live_file(e, mf.partition_spec_id));
             }
         }
+    }
+    // Spec v3: at most one deletion vector per data file. A vector committed since the start
+    // for a file this update writes one for (planned without it) would make two.
+    let ours: HashSet<String> = update
+        .added_delete_files
+        .iter()
+        .filter(|f| f.file_format() == DataFileFormat::Puffin)
+        .filter_map(|f| f.referenced_data_file())
+        .collect();
+    if let Some((theirs, data)) = new_deletes.iter().find_map(|d| {
+        let data = d.file.referenced_data_file()?;
+        (d.file.file_format() == DataFileFormat::Puffin && ours.contains(&data))
+            .then(|| (d.file.file_path().to_string(), data))
+    }) {
+        return Err(Error::ValidationFailed {
+            table: ctx.name.clone(),
+            reason: Conflict::DeleteAdded {
+                delete: theirs,
+                replaced: data,
+            },
+        });
     }
     let ignore_eq = update.data_sequence_number.is_some();
     match validate::conflicting_delete(removed, &new_deletes, ignore_eq) {

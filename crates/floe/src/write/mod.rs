@@ -13,6 +13,7 @@ pub mod conform;
 pub mod deletes;
 pub mod deletion_vectors;
 pub mod parquet_stats;
+pub mod rewrite;
 pub mod staged;
 
 use std::sync::Arc;

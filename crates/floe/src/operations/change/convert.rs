@@ -19,7 +19,7 @@
 //! [`ConvertBuilder`] is an [`Operation`]: `plan()` locates the rows (the `--dry-run` report),
 //! `apply()` writes and commits them.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -157,14 +157,14 @@ impl Operation for ConvertBuilder {
                         return Ok(Produced::nothing(c.metrics(0)));
                     }
                     write_conversion(&t, &mut c).await?;
-                    let written: Vec<String> =
-                        c.added.iter().map(|f| f.file_path().to_string()).collect();
+                    let written = c.written();
                     let update = SnapshotUpdate::rewrite_deletes(
                         &t,
                         c.removed.clone(),
                         c.added.clone(),
                         c.placement.clone(),
-                    );
+                    )
+                    .removing_vectors(c.removed_vectors.clone());
                     let commit = prepare_with(&t, &update, written).await?;
                     Ok(Produced::new(commit, c.metrics(read)))
                 }
@@ -196,9 +196,30 @@ struct Conversion {
     positions: u64,
     placement: HashMap<String, (i32, i64)>,
     skipped: Vec<(String, String)>,
+    /// Format v3: the new deletion vector of each data file (its old one merged in), by path.
+    vectors: BTreeMap<String, PendingVector>,
+    /// Format v3: the vectors the new ones replace, as (Puffin file, data file).
+    removed_vectors: Vec<(String, String)>,
+}
+
+/// A data file's deletion vector to write (format v3): its spec and partition, every position
+/// deleted (before and now), and the Puffin file of the vector it replaces.
+struct PendingVector {
+    spec_id: i32,
+    partition: iceberg::spec::Struct,
+    vector: crate::table::deletion_vector::DeletionVector,
+    replaces: Option<String>,
 }
 
 impl Conversion {
+    /// The files written (the vectors of one Puffin file share its path).
+    fn written(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self.added.iter().map(|f| f.file_path().to_string()).collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
     fn metrics(&self, data_files_read: usize) -> ConvertMetrics {
         ConvertMetrics {
             equality_delete_files: self.removed.len(),
@@ -268,6 +289,25 @@ async fn locate_conversion(table: &Table) -> Result<(Conversion, usize)> {
         .await?;
         out.removed.push(path);
         out.removed_rows += e.file.record_count();
+        if table.metadata().format_version() >= iceberg::spec::FormatVersion::V3 {
+            // One deletion vector per data file (spec v3), whatever equality deletes hit it:
+            // it may take the commit's sequence number, as it applies to its one data file.
+            for m in matched {
+                out.positions += m.positions.len() as u64;
+                let v = out.vectors.entry(m.path.clone()).or_insert_with(|| PendingVector {
+                    spec_id: m.spec_id,
+                    partition: m.partition.clone(),
+                    vector: crate::table::deletion_vector::DeletionVector::from_positions(
+                        m.deleted_before.iter().map(|&p| p as u64),
+                    ),
+                    replaces: m.vector.clone(),
+                });
+                v.vector.union(&crate::table::deletion_vector::DeletionVector::from_positions(
+                    m.positions.iter().map(|&p| p as u64),
+                ));
+            }
+            continue;
+        }
         // One position delete file per partition of the data files it names, in the
         // equality delete's data sequence number.
         let mut groups: HashMap<(i32, iceberg::spec::Struct), Vec<(String, i64)>> = HashMap::new();
@@ -297,11 +337,26 @@ async fn write_conversion(table: &Table, c: &mut Conversion) -> Result<()> {
                 c.added.push(f);
             }
         }
+        let mut vectors = Vec::new();
+        for (data_file, v) in std::mem::take(&mut c.vectors) {
+            if let Some(puffin) = v.replaces {
+                c.removed_vectors.push((puffin, data_file.clone()));
+            }
+            vectors.push(crate::write::deletion_vectors::VectorOf {
+                data_file,
+                spec_id: v.spec_id,
+                partition: v.partition,
+                vector: v.vector,
+            });
+        }
+        for (f, spec) in crate::write::deletion_vectors::write_deletion_vectors(table, vectors).await? {
+            c.placement.insert(crate::commit::placement_key(&f), (spec, -1));
+            c.added.push(f);
+        }
         Ok::<_, Error>(())
     };
     if let Err(e) = step.await {
-        let written: Vec<String> = c.added.iter().map(|f| f.file_path().to_string()).collect();
-        Ledger::of(table).with(written).discard().await;
+        Ledger::of(table).with(c.written()).discard().await;
         return Err(e);
     }
     Ok(())

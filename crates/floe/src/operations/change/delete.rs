@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::Array;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 use iceberg::TableIdent;
@@ -34,7 +34,7 @@ use crate::operations::change::predicate::RowFilter;
 use crate::operations::change::{commit_row_delta_noting, RowDelta};
 use crate::operations::compact::filter::format_now;
 use crate::operations::{snapshot_of, Ctx, Operation, Planned};
-use crate::write::{TableWriter, WriteOptions};
+use crate::write::WriteOptions;
 
 /// How rows leave the table (`write.delete.mode`, `write.update.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -100,8 +100,11 @@ pub struct DeleteMetrics {
     pub rows_deleted: u64,
     /// Data files removed whole (every live row matched).
     pub removed_data_files: usize,
-    /// Position delete files written (merge-on-read).
+    /// Position delete files written (merge-on-read, format 2).
     pub position_delete_files: usize,
+    /// Deletion vectors written (merge-on-read, format 3: one per data file, in one Puffin
+    /// file).
+    pub deletion_vectors: usize,
     /// Data files rewritten without the rows (copy-on-write), and the files they became.
     pub rewritten_data_files: usize,
     pub added_data_files: usize,
@@ -120,7 +123,9 @@ impl Costed for DeleteMetrics {
         Cost {
             files_to_read: self.files_scanned as u64,
             bytes_to_read: self.bytes_scanned,
-            files_to_write: (self.position_delete_files + self.added_data_files) as u64,
+            files_to_write: (self.position_delete_files
+                + self.added_data_files
+                + usize::from(self.deletion_vectors > 0)) as u64,
             bytes_to_write: self.bytes_written,
             ..Cost::default()
         }
@@ -211,6 +216,7 @@ impl Operation for DeleteBuilder {
             rows_deleted: matched.iter().map(|m| m.positions.len() as u64).sum(),
             removed_data_files: matched.iter().filter(|m| m.all_live_rows()).count(),
             position_delete_files: 0,
+            deletion_vectors: 0,
             rewritten_data_files: 0,
             added_data_files: 0,
             bytes_written: 0,
@@ -274,7 +280,13 @@ impl Operation for DeleteBuilder {
                     m.rows_scanned = delta.searched.rows;
                     m.rows_deleted = delta.deletes.rows;
                     m.removed_data_files = delta.deletes.removed_data_files.len();
-                    m.position_delete_files = delta.deletes.delete_files.len();
+                    let (vectors, files): (Vec<_>, Vec<_>) = delta
+                        .deletes
+                        .delete_files
+                        .iter()
+                        .partition(|f| f.file_format() == iceberg::spec::DataFileFormat::Puffin);
+                    m.position_delete_files = files.len();
+                    m.deletion_vectors = vectors.len();
                     m.bytes_written = delta
                         .deletes
                         .delete_files
@@ -432,18 +444,20 @@ async fn rewrite_without(
             t
         })
         .collect();
-    let mut writer = TableWriter::new(table, &WriteOptions::default()).await?;
-    let schema = writer.arrow_schema().clone();
+    // Format v3: the kept rows keep their row ids, and the tasks carry deletion vectors.
+    let lineage = crate::write::rewrite::lineage_of(table).await?;
+    let dvs = crate::table::deletion_vector::DeletionVectors::of_current(table).await?;
+    let (mut writer, mut stream) = crate::write::rewrite::rewriter(
+        table,
+        &WriteOptions::default(),
+        tasks,
+        &dvs,
+        lineage.as_ref(),
+    )
+    .await?;
     let step = async {
-        let mut stream = table
-            .reader_builder()
-            .with_batch_size(8192)
-            .build()
-            .read(futures::stream::iter(tasks.into_iter().map(Ok)).boxed())?
-            .stream();
         let mut deleted = 0u64;
         while let Some(batch) = stream.try_next().await? {
-            let batch = crate::write::conform::to_schema(batch, &schema)?;
             // NULL (not TRUE) keeps the row.
             let gone = filter.eval_full(&batch)?;
             let gone = match gone.nulls() {

@@ -266,6 +266,7 @@ pub struct RewriteDeletesBuilder {
 struct DataInfo {
     spec_id: i32,
     partition: String,
+    value: iceberg::spec::Struct,
     seq: i64,
 }
 
@@ -341,6 +342,7 @@ impl Operation for RewriteDeletesBuilder {
                     DataInfo {
                         spec_id: f.spec_id,
                         partition: format!("{:?}", f.file.partition()),
+                        value: f.file.partition().clone(),
                         seq: f.sequence_number,
                     },
                 )
@@ -359,6 +361,12 @@ impl Operation for RewriteDeletesBuilder {
                 .push(f.clone());
         }
         let live_position = by_partition.values().map(Vec::len).sum();
+        // Format v3 takes no position delete file: every one is converted into deletion
+        // vectors, whatever its size (what Iceberg's Java implementation does on v3).
+        let mut opts = opts;
+        if table.metadata().format_version() >= iceberg::spec::FormatVersion::V3 {
+            opts.rewrite_all = true;
+        }
         let groups = plan_groups(&table, by_partition, &data, &opts);
         let report = RewriteDeletesMetrics {
             table: ident_string(&self.ctx.ident),
@@ -420,8 +428,24 @@ impl Operation for RewriteDeletesBuilder {
         let mut removed = Vec::new();
         let mut added: Vec<DataFile> = Vec::new();
         let mut placement: HashMap<String, (i32, i64)> = HashMap::new();
+        let v3 = table.metadata().format_version() >= iceberg::spec::FormatVersion::V3;
+        if v3 {
+            let converted = to_vectors(&table, &mut m, &data).await?;
+            for (f, spec) in &converted {
+                placement.insert(crate::commit::placement_key(f), (*spec, -1));
+            }
+            added = converted.into_iter().map(|(f, _)| f).collect();
+            removed = m
+                .groups
+                .iter()
+                .flat_map(|g| g.files.iter().map(|f| f.file.file_path().to_string()))
+                .collect();
+            progress.done = progress.total;
+            self.ctx.report(&progress);
+        }
         let result: Result<()> = async {
-            for g in &m.groups {
+            // (Format v3 was converted above.)
+            for g in m.groups.iter().filter(|_| !v3) {
                 let (files, kept_in, emptied) = rewrite_group(&table, g, &data, &opts).await?;
                 let max_seq = g.files.iter().map(|f| f.sequence_number).max();
                 for f in &files {
@@ -477,6 +501,54 @@ impl Operation for RewriteDeletesBuilder {
     }
 }
 
+/// Format v3: the rows of every planned position delete file that still apply, as one deletion
+/// vector per data file, written into one Puffin file (returned with each vector's spec). A
+/// data file that has a vector already is not touched: readers ignore position delete files
+/// for it (its vector holds what applies), so their rows for it are dropped, not merged.
+async fn to_vectors(
+    table: &Table,
+    m: &mut RewriteDeletesMetrics,
+    data: &HashMap<String, DataInfo>,
+) -> Result<Vec<(DataFile, i32)>> {
+    let dvs = crate::table::deletion_vector::DeletionVectors::of_current(table).await?;
+    let mut by_file: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for g in &m.groups {
+        let (rows, counts, emptied) = applying_rows(table, g, data).await?;
+        let read: u64 = counts.iter().map(|c| c.1).sum();
+        let mut kept = 0u64;
+        for (path, pos) in rows {
+            if dvs.of_file(&path).is_none() {
+                kept += 1;
+                by_file.entry(path).or_default().push(pos.max(0) as u64);
+            }
+        }
+        m.rewritten_deletes += read;
+        m.added_deletes += kept;
+        m.dangling_deletes_removed += read - kept;
+        m.emptied_delete_files += emptied;
+        m.rewritten_delete_files_count += g.input_files;
+        m.rewritten_bytes_count += g.input_bytes;
+    }
+    let vectors: Vec<crate::write::deletion_vectors::VectorOf> = by_file
+        .into_iter()
+        .filter_map(|(path, positions)| {
+            let info = data.get(&path)?;
+            Some(crate::write::deletion_vectors::VectorOf {
+                data_file: path,
+                spec_id: info.spec_id,
+                partition: info.value.clone(),
+                vector: crate::table::deletion_vector::DeletionVector::from_positions(positions),
+            })
+        })
+        .collect();
+    let written = crate::write::deletion_vectors::write_deletion_vectors(table, vectors).await?;
+    m.added_delete_files_count += written.len();
+    m.added_bytes_count += written
+        .first()
+        .map_or(0, |(f, _)| f.file_size_in_bytes());
+    Ok(written)
+}
+
 /// Groups per (spec, partition) worth rewriting: Iceberg's size-based selection (files under
 /// `min-file-size-bytes` or over `max-file-size-bytes`, all with `rewrite-all`; a group needs
 /// `min-input-files` of them, or more than a target's worth, or an oversized one), plus any
@@ -525,14 +597,13 @@ fn plan_groups(
     out
 }
 
-/// Reads a group's files, keeps the rows that still apply and writes them back. Returns the
-/// new files, per input file (rows kept, rows read), and how many inputs kept no row.
-async fn rewrite_group(
+/// The rows of a group's files that still apply (sorted, deduplicated), per input file (rows
+/// kept, rows read), and how many inputs kept no row.
+async fn applying_rows(
     table: &Table,
     g: &DeleteGroup,
     data: &HashMap<String, DataInfo>,
-    opts: &ResolvedDeletesOptions,
-) -> Result<(Vec<DataFile>, Vec<(u64, u64)>, usize)> {
+) -> Result<(Vec<(String, i64)>, Vec<(u64, u64)>, usize)> {
     // Owned paths: a stream over borrowed files is not `Send` inside `apply`'s future.
     let paths: Vec<(usize, String)> = g
         .files
@@ -568,6 +639,18 @@ async fn rewrite_group(
     let emptied = counts.iter().filter(|c| c.0 == 0).count();
     rows.sort();
     rows.dedup();
+    Ok((rows, counts, emptied))
+}
+
+/// Reads a group's files, keeps the rows that still apply and writes them back. Returns the
+/// new files, per input file (rows kept, rows read), and how many inputs kept no row.
+async fn rewrite_group(
+    table: &Table,
+    g: &DeleteGroup,
+    data: &HashMap<String, DataInfo>,
+    opts: &ResolvedDeletesOptions,
+) -> Result<(Vec<DataFile>, Vec<(u64, u64)>, usize)> {
+    let (rows, counts, emptied) = applying_rows(table, g, data).await?;
     let mut out = Vec::new();
     if rows.is_empty() {
         return Ok((out, counts, emptied));

@@ -3,7 +3,6 @@
 //! written rolled at the target size.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use futures::{StreamExt, TryStreamExt};
@@ -197,23 +196,8 @@ pub(super) async fn rewrite_group(
             (writer, stream)
         }
         Some(lineage) => {
-            let schema = crate::table::lineage::with_lineage_fields(
-                table.metadata().current_schema(),
-            )?;
-            let writer = TableWriter::in_schema(table, options, Arc::new(schema)).await?;
-            let arrow = writer.arrow_schema().clone();
-            let tasks = members
-                .into_iter()
-                .map(|mut t| {
-                    t.predicate = None;
-                    t
-                })
-                .collect();
-            let stream =
-                crate::table::rows::read_tasks_with_lineage(table, tasks, &shared.dvs, lineage.clone())
-                    .map(move |b| crate::write::conform::to_schema(b?, &arrow))
-                    .boxed();
-            (writer, stream)
+            crate::write::rewrite::rewriter(table, options, members, &shared.dvs, Some(lineage))
+                .await?
         }
     };
     let schema = writer.arrow_schema().clone();

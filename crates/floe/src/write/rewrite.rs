@@ -1,0 +1,67 @@
+//! Rewriting live rows into new data files (compaction, copy-on-write changes): the writer
+//! and the rows of the files to rewrite, with their delete files applied, and on a format v3
+//! table their lineage kept.
+//!
+//! Format v3 (spec "Row Lineage"): a row rewritten into a new file keeps its `_row_id` and
+//! `_last_updated_sequence_number`. The rows are read with both columns (stored, else
+//! inherited from the file's manifest entry, [`crate::table::rows::read_tasks_with_lineage`])
+//! and written in the table schema plus the two fields ([`crate::table::lineage`]), as
+//! Iceberg's Java implementation writes them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use iceberg::scan::FileScanTask;
+use iceberg::table::Table;
+
+use crate::base::error::Result;
+use crate::table::deletion_vector::DeletionVectors;
+use crate::table::lineage::{self, FileLineage};
+use crate::write::{conform, TableWriter, WriteOptions};
+
+/// The lineage of the live data files of `table` when it has row lineage (format v3), else
+/// `None`.
+pub async fn lineage_of(table: &Table) -> Result<Option<Arc<HashMap<String, FileLineage>>>> {
+    if table.metadata().format_version() < iceberg::spec::FormatVersion::V3 {
+        return Ok(None);
+    }
+    let live = crate::table::manifests::live_files(table).await?;
+    Ok(Some(Arc::new(lineage::of_files(&live))))
+}
+
+/// A writer for the rewritten rows of `tasks` (attached to `dvs`), and those rows as batches
+/// of the writer's schema. With `lineage`, both carry the two lineage columns.
+pub async fn rewriter(
+    table: &Table,
+    options: &WriteOptions,
+    tasks: Vec<FileScanTask>,
+    dvs: &DeletionVectors,
+    lineage: Option<&Arc<HashMap<String, FileLineage>>>,
+) -> Result<(TableWriter, BoxStream<'static, Result<RecordBatch>>)> {
+    let tasks: Vec<FileScanTask> = tasks
+        .into_iter()
+        .map(|mut t| {
+            t.predicate = None;
+            t
+        })
+        .collect();
+    let (writer, rows) = match lineage {
+        None => (
+            TableWriter::new(table, options).await?,
+            crate::table::rows::read_tasks(table, tasks, dvs),
+        ),
+        Some(lineage) => {
+            let schema = lineage::with_lineage_fields(table.metadata().current_schema())?;
+            (
+                TableWriter::in_schema(table, options, Arc::new(schema)).await?,
+                crate::table::rows::read_tasks_with_lineage(table, tasks, dvs, lineage.clone()),
+            )
+        }
+    };
+    let schema = writer.arrow_schema().clone();
+    let rows = rows.map(move |b| conform::to_schema(b?, &schema)).boxed();
+    Ok((writer, rows))
+}
