@@ -13,6 +13,10 @@ Subcommands, each one Spark session (local[2]) printing one JSON object on stdou
       --row-ids adds "row_ids" (sorted _row_id) and "last_updated" (sorted [_row_id,
       _last_updated_sequence_number] pairs); --files adds "data_files" (count) and "delete_files"
       (one object per live delete file, from the `<M>#delete_files` metadata table).
+  write-bench --warehouse DIR [--catalog-db PATH] [--table NS.T] [--commits N] [--rows N]
+      Writes a streaming-shaped v3 benchmark table (bench_statements: N small INSERTs into 4
+      partitions, then DELETEs leaving deletion vectors) and registers it like write-fixtures.
+      Prints {"metadata": M, "rows": N, "data_files": N, "deletion_vectors": N}.
   rewrite-data-files --warehouse DIR --table NS.T [--option K=V ...]
       CALL system.rewrite_data_files on a table of the hadoop catalog at DIR (options: the
       procedure's, e.g. --option rewrite-all=true). Prints {"result": {the procedure's result
@@ -188,6 +192,43 @@ def remove_crc_files(warehouse: str) -> None:
                 os.remove(os.path.join(root, f))
 
 
+def bench_statements(t: str, commits: int, rows: int) -> list:
+    """A streaming-shaped v3 table for benchmarks: `commits` INSERTs of `rows` rows (one small file
+    per partition each, identity-partitioned by category), then merge-on-read DELETEs that leave a
+    deletion vector on most files (every 10th id, and ids ending in 5 of every other commit)."""
+    fv = "'format-version'='3'"
+    out = [f"CREATE TABLE {t} (id bigint, name string, amount double, ts timestamp, category string) "
+           f"USING iceberg PARTITIONED BY (category) TBLPROPERTIES ({fv}, {MOR})"]
+    out += [f"INSERT INTO {t} {rows_sql(i * rows, (i + 1) * rows, True)}" for i in range(commits)]
+    out.append(f"DELETE FROM {t} WHERE id % 10 = 0")
+    out.append(f"DELETE FROM {t} WHERE id % 10 = 5 AND (id DIV {rows}) % 2 = 0")
+    return out
+
+
+def write_bench(args) -> None:
+    warehouse = local_dir(args.warehouse)
+    os.makedirs(warehouse, exist_ok=True)
+    spark = spark_session(args.jars, warehouse)
+    t = f"{CATALOG}.{args.table}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{args.table.split('.')[0]}")
+    t0 = time.monotonic()
+    for sql in bench_statements(t, args.commits, args.rows):
+        spark.sql(sql)
+    metadata = current_metadata(spark, t)
+    (rows,) = spark.sql(f"SELECT count(*) FROM {t}").first()
+    (files,) = spark.sql(f"SELECT count(*) FROM {t}.data_files").first()
+    (vectors,) = spark.sql(f"SELECT count(*) FROM {t}.delete_files").first()
+    spark.stop()
+    remove_crc_files(warehouse)
+    if args.catalog_db:
+        cat = open_catalog(os.path.abspath(args.catalog_db), "floe", "file://" + warehouse)
+        cat.create_namespace_if_not_exists(args.table.split(".")[0])
+        cat.register_table(tuple(args.table.split(".")), metadata)
+    log(f"{args.table}: {rows} rows in {files} data files, {vectors} deletion vectors, "
+        f"{time.monotonic() - t0:.1f} s")
+    print(json.dumps({"metadata": metadata, "rows": rows, "data_files": files, "deletion_vectors": vectors}))
+
+
 def write_fixtures(args) -> None:
     warehouse = local_dir(args.warehouse)
     os.makedirs(warehouse, exist_ok=True)
@@ -314,6 +355,13 @@ def main() -> None:
     r.add_argument("--row-ids", action="store_true", help="also _row_id and _last_updated_sequence_number")
     r.add_argument("--files", action="store_true", help="also the data file count and the delete files")
     r.set_defaults(func=read)
+    b = sub.add_parser("write-bench", help="write a streaming-shaped v3 table with deletion vectors")
+    b.add_argument("--warehouse", required=True)
+    b.add_argument("--catalog-db", help="SQLite file of a SQL catalog `floe` to register the table in")
+    b.add_argument("--table", default="bench.v3", help="NS.T")
+    b.add_argument("--commits", type=int, default=200, help="INSERTs (one small file per partition each)")
+    b.add_argument("--rows", type=int, default=1000, help="rows per INSERT")
+    b.set_defaults(func=write_bench)
     c = sub.add_parser("rewrite-data-files", help="CALL system.rewrite_data_files on a hadoop-catalog table")
     c.add_argument("--warehouse", required=True)
     c.add_argument("--table", required=True, help="NS.T")

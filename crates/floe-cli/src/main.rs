@@ -354,15 +354,23 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     "{} data file(s) read ({} bytes{})",
                     m.files_scanned,
                     m.bytes_scanned,
-                    if m.pruned { ", pruned by the filter" } else { "" }
+                    if m.pruned {
+                        ", pruned by the filter"
+                    } else {
+                        ""
+                    }
                 );
                 match m.snapshot_id {
                     _ if m.dry_run => format!(
                         "dry run: {} row(s) in {} file(s) of {} match; {scanned}; nothing changed",
                         m.rows_deleted, m.files_matched, m.table
                     ),
-                    None => format!("no row of {} matches: nothing to delete; {scanned}", m.table),
-                    Some(id) => format!(
+                    None => format!(
+                        "no row of {} matches: nothing to delete; {scanned}",
+                        m.table
+                    ),
+                    Some(id) => {
+                        format!(
                         "deleted {} row(s) from {} ({}): {} file(s) removed whole, {}, {} file(s) \
                          rewritten into {}; {scanned}; snapshot {id} ({} ms)",
                         m.rows_deleted, m.table, m.mode.name(), m.removed_data_files,
@@ -372,7 +380,8 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                             format!("{} position delete file(s)", m.position_delete_files)
                         },
                         m.rewritten_data_files, m.added_data_files, m.duration_ms
-                    ),
+                    )
+                    }
                 }
             });
             Ok(())

@@ -1,8 +1,9 @@
 //! Tables other engines wrote, in every format version: Iceberg's Java implementation (Spark
 //! 3.5 + Iceberg 1.10.2, `tests/interop/java_iceberg.py`) writes a v3 merge-on-read table with
 //! deletion vectors (flat and partitioned), a v1 table and a v2 table with position deletes;
-//! floe reads them as Java, PyIceberg and DuckDB do, maintains v1 in place, upgrades v2 to v3,
-//! and says what it does not do yet by name.
+//! floe reads them as Java, PyIceberg and DuckDB do, changes and compacts v3 with deletion
+//! vectors and row lineage (Java reads the same `_row_id`s after a compaction), maintains v1
+//! in place, and upgrades v2 to v3. A v3 table floe creates passes the same readers.
 
 mod common;
 
@@ -124,6 +125,7 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
         "--columns",
         "id,name",
         "--files",
+        "--row-ids",
     ]);
     for (t, m) in ["v3.mor_flat", "v3.mor_part"].iter().zip(&java_first) {
         let expected: Vec<Vec<String>> = serde_json::from_value(java[m]["rows"].clone()).unwrap();
@@ -154,22 +156,6 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
         );
         assert_eq!(format_version(d, t), 3);
 
-        // Compaction of a v3 table is refused by name, before anything is written.
-        let before = metadata_location(d, t);
-        let files_before = common::walk_files(&wh).len();
-        let out = floe(d, &["compact", t]);
-        assert!(
-            !out.status.success(),
-            "{t}: compaction must refuse v3 for now"
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("format v3"), "{t}: {err}");
-        assert_eq!(metadata_location(d, t), before, "{t}: nothing committed");
-        assert_eq!(
-            common::walk_files(&wh).len(),
-            files_before,
-            "{t}: no file left"
-        );
         // No downgrade.
         let out = floe(d, &["table", "upgrade", t, "--format-version", "2"]);
         assert!(!out.status.success());
@@ -241,7 +227,7 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
     let v2_after = metadata_location(d, t);
 
     // Java reads floe's v1 maintenance and v2 upgrade like floe does.
-    let java = java_iceberg(&[
+    let java_v12 = java_iceberg(&[
         "read",
         "--metadata",
         &v1_after,
@@ -251,7 +237,182 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
         "id,name",
     ]);
     for (t, m) in [("v1.plain", &v1_after), ("v2.mor", &v2_after)] {
-        let rows: Vec<Vec<String>> = serde_json::from_value(java[m]["rows"].clone()).unwrap();
+        let rows: Vec<Vec<String>> = serde_json::from_value(java_v12[m]["rows"].clone()).unwrap();
         assert_eq!(rows, floe_rows(d, t), "{t}: Java reads what floe reads");
+    }
+
+    // --- v3 changes: deletion vectors, never Parquet position deletes; row ids kept. ---
+    let keep = |rows: &[Vec<String>]| -> Vec<Vec<String>> {
+        rows.iter()
+            .filter(|r| r[0].parse::<i64>().unwrap() % 7 != 0)
+            .cloned()
+            .collect()
+    };
+    let ids_of = |v: &Value| -> Vec<i64> {
+        v["row_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().expect("every row of a v3 table has a row id"))
+            .collect()
+    };
+    // Merge-on-read on the flat table, copy-on-write on the partitioned one; the upgraded v2
+    // table's position deletes become deletion vectors.
+    let del = ok_json(d, &["delete", "v3.mor_flat", "--where", "id % 7 = 0"]);
+    assert!(del["deletion_vectors"].as_u64().unwrap() > 0, "{del}");
+    assert_eq!(del["position_delete_files"], 0, "{del}");
+    let cow = ok_json(
+        d,
+        &[
+            "delete",
+            "v3.mor_part",
+            "--where",
+            "id % 7 = 0",
+            "--mode",
+            "copy-on-write",
+        ],
+    );
+    assert!(cow["rewritten_data_files"].as_u64().unwrap() > 0, "{cow}");
+    let conv = ok_json(d, &["rewrite-position-delete-files", "v2.mor"]);
+    assert!(
+        conv["added_delete_files_count"].as_u64().unwrap() > 0,
+        "{conv}"
+    );
+
+    // A v3 table floe creates: appends, an upsert and a delete.
+    ok_json(d, &["namespace", "create", "mine"]);
+    ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "mine.v3",
+            "--schema",
+            "id bigint not null, name string",
+            "--format-version",
+            "3",
+        ],
+    );
+    for b in 0..3 {
+        let f = d.join(format!("m{b}.ndjson"));
+        let text: String = (b * 40..b * 40 + 40)
+            .map(|i| format!("{{\"id\": {i}, \"name\": \"n{i}\"}}\n"))
+            .collect();
+        std::fs::write(&f, text).unwrap();
+        ok_json(d, &["append", "mine.v3", f.to_str().unwrap()]);
+    }
+    let up = d.join("up.ndjson");
+    std::fs::write(
+        &up,
+        "{\"id\": 3, \"name\": \"three\"}\n{\"id\": 200, \"name\": \"new\"}\n",
+    )
+    .unwrap();
+    ok_json(
+        d,
+        &[
+            "append",
+            "mine.v3",
+            up.to_str().unwrap(),
+            "--mode",
+            "upsert",
+            "--key",
+            "id",
+        ],
+    );
+    ok_json(d, &["delete", "mine.v3", "--where", "id % 7 = 0"]);
+    assert_eq!(format_version(d, "mine.v3"), 3);
+
+    let changed = ["v3.mor_flat", "v3.mor_part", "v2.mor", "mine.v3"];
+    let stage: Vec<String> = changed.iter().map(|t| metadata_location(d, t)).collect();
+    let read_all = |metadata: &[String]| {
+        let mut args = vec!["read"];
+        for m in metadata {
+            args.extend(["--metadata", m.as_str()]);
+        }
+        args.extend(["--columns", "id,name", "--files", "--row-ids"]);
+        java_iceberg(&args)
+    };
+    let java_changed = read_all(&stage);
+    let no_parquet_deletes = |t: &str, v: &Value| {
+        let files = v["delete_files"].as_array().unwrap();
+        assert!(
+            files.iter().all(|f| f["file_format"] == "PUFFIN"),
+            "{t}: only deletion vectors in a v3 table: {files:?}"
+        );
+        let mut per_file: Vec<&str> = files
+            .iter()
+            .map(|f| f["referenced_data_file"].as_str().unwrap())
+            .collect();
+        let n = per_file.len();
+        per_file.sort();
+        per_file.dedup();
+        assert_eq!(per_file.len(), n, "{t}: at most one vector per data file");
+    };
+    for (i, t) in changed.iter().enumerate() {
+        let v = &java_changed[&stage[i]];
+        let rows: Vec<Vec<String>> = serde_json::from_value(v["rows"].clone()).unwrap();
+        assert_eq!(rows, floe_rows(d, t), "{t}: Java reads what floe reads");
+        let (py, duck) = python_rows(d, t);
+        assert_eq!(py, rows, "{t}: PyIceberg");
+        assert_eq!(duck, rows, "{t}: DuckDB");
+        no_parquet_deletes(t, v);
+        let ids = ids_of(v);
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), rows.len(), "{t}: one distinct row id per row");
+    }
+    for (i, t) in ["v3.mor_flat", "v3.mor_part"].iter().enumerate() {
+        let before: Vec<Vec<String>> =
+            serde_json::from_value(java[&java_first[i]]["rows"].clone()).unwrap();
+        let after: Vec<Vec<String>> =
+            serde_json::from_value(java_changed[&stage[i]]["rows"].clone()).unwrap();
+        assert_eq!(after, keep(&before), "{t}: exactly the matching rows left");
+        // A row that stays keeps its id (copy-on-write rewrites carry it).
+        let was: std::collections::HashSet<i64> =
+            ids_of(&java[&java_first[i]]).into_iter().collect();
+        assert!(
+            ids_of(&java_changed[&stage[i]])
+                .iter()
+                .all(|id| was.contains(id)),
+            "{t}"
+        );
+    }
+    let mine: Vec<Vec<String>> =
+        serde_json::from_value(java_changed[&stage[3]]["rows"].clone()).unwrap();
+    assert_eq!(
+        mine.len(),
+        121 - 18,
+        "120 appended + 1 upserted, ids divisible by 7 gone"
+    );
+    assert!(mine.contains(&vec!["3".to_string(), "three".to_string()]));
+
+    // --- v3 compaction keeps every row's _row_id and _last_updated_sequence_number. ---
+    for t in changed {
+        let c = ok_json(d, &["compact", t, "--rewrite-all"]);
+        assert!(c["rewritten_files"].as_u64().unwrap() > 0, "{t}: {c}");
+    }
+    let compacted: Vec<String> = changed.iter().map(|t| metadata_location(d, t)).collect();
+    let java_compacted = read_all(&compacted);
+    for (i, t) in changed.iter().enumerate() {
+        let (b, a) = (&java_changed[&stage[i]], &java_compacted[&compacted[i]]);
+        assert_eq!(a["rows"], b["rows"], "{t}: compaction keeps the rows");
+        assert_eq!(a["row_ids"], b["row_ids"], "{t}: ... and their row ids");
+        assert_eq!(
+            a["last_updated"], b["last_updated"],
+            "{t}: ... and sequence numbers"
+        );
+        assert_eq!(
+            a["delete_files"].as_array().unwrap().len(),
+            0,
+            "{t}: vectors applied"
+        );
+        let rows: Vec<Vec<String>> = serde_json::from_value(a["rows"].clone()).unwrap();
+        let (py, duck) = python_rows(d, t);
+        assert_eq!(
+            (py, duck),
+            (rows.clone(), rows),
+            "{t}: PyIceberg and DuckDB"
+        );
     }
 }

@@ -21,10 +21,10 @@ use uuid::Uuid;
 use crate::base::error::{Error, Result};
 use crate::base::properties;
 use crate::commit::{summary, validate, Conflict, Ledger, LiveFile, SnapshotUpdate};
-use crate::table::{ident_string, lineage};
 use crate::table::manifests::{
     current_manifests, live_file, live_file_as, load_manifests, MANIFEST_READ_CONCURRENCY,
 };
+use crate::table::{ident_string, lineage};
 
 /// A commit ready for the catalog: requirements, updates, and the files written for it (to
 /// delete if the catalog refuses it).
@@ -313,7 +313,8 @@ async fn produce(
                 }
             };
             let (entries, _) = manifest.into_parts();
-            let row_ids = lineage::inherited_first_row_ids(&mf, entries.iter().map(|e| e.data_file()));
+            let row_ids =
+                lineage::inherited_first_row_ids(&mf, entries.iter().map(|e| e.data_file()));
             for (e, row_id) in entries.iter().zip(row_ids).filter(|(e, _)| e.is_alive()) {
                 if slot.1 >= MANIFEST_ROLL_ENTRIES {
                     let next = ctx.manifest_writer(mf.content, spec_id)?;
@@ -733,7 +734,11 @@ async fn rewrite_manifests(
             let row_ids =
                 lineage::inherited_first_row_ids(mf, entries.iter().map(|e| e.data_file()));
             for (e, row_id) in entries.iter().zip(row_ids).filter(|(e, _)| e.is_alive()) {
-                live.push((format!("{:?}", e.data_file().partition()), e.as_ref(), row_id));
+                live.push((
+                    format!("{:?}", e.data_file().partition()),
+                    e.as_ref(),
+                    row_id,
+                ));
             }
         }
         let total_entries: u64 = loaded.iter().map(|m| m.entries().len() as u64).sum();

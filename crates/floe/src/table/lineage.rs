@@ -41,24 +41,6 @@ pub struct FileLineage {
     pub sequence_number: i64,
 }
 
-/// The lineage of every live data file in `live` (the snapshot's live files), by path.
-pub fn of_files<'a>(
-    live: impl IntoIterator<Item = &'a crate::table::manifests::LiveFile>,
-) -> std::collections::HashMap<String, FileLineage> {
-    live.into_iter()
-        .filter(|f| f.file.content_type() == DataContentType::Data)
-        .map(|f| {
-            (
-                f.file.file_path().to_string(),
-                FileLineage {
-                    first_row_id: f.first_row_id,
-                    sequence_number: f.sequence_number,
-                },
-            )
-        })
-        .collect()
-}
-
 /// `schema` with the two lineage fields after its own (optional longs): the schema a
 /// compaction of a format v3 table reads and writes its rows in, so each keeps its
 /// `_row_id` and `_last_updated_sequence_number` (what Iceberg's Java compaction writes too).
@@ -66,10 +48,14 @@ pub fn with_lineage_fields(schema: &Schema) -> Result<Schema> {
     let mut fields: Vec<_> = schema.as_struct().fields().to_vec();
     for (id, name) in [
         (ROW_ID_FIELD_ID, ROW_ID),
-        (LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, LAST_UPDATED_SEQUENCE_NUMBER),
+        (
+            LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+            LAST_UPDATED_SEQUENCE_NUMBER,
+        ),
     ] {
         if schema.field_by_id(id).is_none() {
-            fields.push(NestedField::optional(id, name, Type::Primitive(PrimitiveType::Long)).into());
+            fields
+                .push(NestedField::optional(id, name, Type::Primitive(PrimitiveType::Long)).into());
         }
     }
     Ok(Schema::builder()

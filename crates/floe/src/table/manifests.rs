@@ -69,10 +69,8 @@ pub(crate) fn live_file_as(
 /// inherited (spec v3, "First Row ID Inheritance").
 pub(crate) fn live_entries(mf: &ManifestFile, manifest: &Manifest) -> Vec<LiveFile> {
     let entries = manifest.entries();
-    let ids = crate::table::lineage::inherited_first_row_ids(
-        mf,
-        entries.iter().map(|e| e.data_file()),
-    );
+    let ids =
+        crate::table::lineage::inherited_first_row_ids(mf, entries.iter().map(|e| e.data_file()));
     entries
         .iter()
         .zip(ids)
@@ -98,6 +96,24 @@ pub async fn live_files_of(table: &Table, manifests: &[ManifestFile]) -> Result<
         out.extend(live_entries(mf, &m));
     }
     Ok(out)
+}
+
+/// The row lineage of every live data file in `live` (format v3), by path.
+pub fn lineage_of<'a>(
+    live: impl IntoIterator<Item = &'a LiveFile>,
+) -> std::collections::HashMap<String, crate::table::lineage::FileLineage> {
+    live.into_iter()
+        .filter(|f| f.file.content_type() == iceberg::spec::DataContentType::Data)
+        .map(|f| {
+            (
+                f.file.file_path().to_string(),
+                crate::table::lineage::FileLineage {
+                    first_row_id: f.first_row_id,
+                    sequence_number: f.sequence_number,
+                },
+            )
+        })
+        .collect()
 }
 
 /// Shared handle used by callers that only need the manifests of a snapshot.

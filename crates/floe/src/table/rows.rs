@@ -101,8 +101,7 @@ pub fn read_tasks_with_lineage(
                 let Some(of_file) = of_file else {
                     return Err(Error::Metadata {
                         location: task.data_file_path.clone(),
-                        reason: "no manifest entry for this data file (row lineage unknown)"
-                            .into(),
+                        reason: "no manifest entry for this data file (row lineage unknown)".into(),
                         source: None,
                     });
                 };
@@ -320,7 +319,9 @@ async fn stored_lineage(table: &Table, path: &str) -> Result<Option<[Int64Array;
             Int64Array::new_null(rows)
         } else {
             let refs: Vec<&dyn Array> = part.iter().map(|a| a.as_ref()).collect();
-            arrow::compute::concat(&refs)?.as_primitive::<Int64Type>().clone()
+            arrow::compute::concat(&refs)?
+                .as_primitive::<Int64Type>()
+                .clone()
         };
         if column.len() != rows {
             return Err(Error::Metadata {

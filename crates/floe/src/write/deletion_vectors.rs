@@ -46,7 +46,10 @@ pub async fn write_deletion_vectors(
     table: &Table,
     vectors: Vec<VectorOf>,
 ) -> Result<Vec<(DataFile, i32)>> {
-    let vectors: Vec<VectorOf> = vectors.into_iter().filter(|v| !v.vector.is_empty()).collect();
+    let vectors: Vec<VectorOf> = vectors
+        .into_iter()
+        .filter(|v| !v.vector.is_empty())
+        .collect();
     if vectors.is_empty() {
         return Ok(vec![]);
     }

@@ -29,7 +29,7 @@ pub async fn lineage_of(table: &Table) -> Result<Option<Arc<HashMap<String, File
         return Ok(None);
     }
     let live = crate::table::manifests::live_files(table).await?;
-    Ok(Some(Arc::new(lineage::of_files(&live))))
+    Ok(Some(Arc::new(crate::table::manifests::lineage_of(&live))))
 }
 
 /// A writer for the rewritten rows of `tasks` (attached to `dvs`), and those rows as batches

@@ -1,7 +1,7 @@
 //! Format versions floe creates, commits and upgrades: a v1 table lives as v1 (appends,
 //! compaction and expiry in v1 manifests, readable by PyIceberg and DuckDB); an upgrade is
-//! metadata only, planned without a change and refused downwards; a v3 table is created and
-//! read, and a commit to it is refused by name with nothing left behind.
+//! metadata only, planned without a change and refused downwards; a v3 table floe writes keeps
+//! row lineage through appends, deletes (deletion vectors) and compaction.
 
 use floe::catalog::NewTable;
 use floe::iceberg::spec::FormatVersion;
@@ -170,25 +170,145 @@ async fn a_v1_table_upgraded_to_v2_takes_row_level_deletes() {
     }
 }
 
+/// The row ids of the live rows of `t` (format v3): each data file's inherited first row id
+/// plus the positions its deletion vector does not delete.
+async fn live_row_ids(t: &floe::iceberg::table::Table) -> Vec<i64> {
+    let live = floe::table::manifests::live_files(t).await.unwrap();
+    let dvs = floe::table::deletion_vector::DeletionVectors::from_live(&live);
+    let mut ids = Vec::new();
+    for f in live
+        .iter()
+        .filter(|f| f.file.content_type() == floe::iceberg::spec::DataContentType::Data)
+    {
+        let first = f
+            .first_row_id
+            .expect("every data file of a v3 table has a first row id");
+        let deleted = match dvs.of_file(f.file.file_path()) {
+            Some(dv) => Some(dv.read(t.file_io()).await.unwrap()),
+            None => None,
+        };
+        for pos in 0..f.file.record_count() {
+            if !deleted.as_ref().is_some_and(|d| d.contains(pos)) {
+                ids.push(first + pos as i64);
+            }
+        }
+    }
+    ids.sort();
+    ids
+}
+
+/// `_row_id` of every row stored in the live data files of `t` (all must store it).
+async fn stored_row_ids(t: &floe::iceberg::table::Table) -> Vec<i64> {
+    use arrow::array::{Array, AsArray};
+    let live = floe::table::manifests::live_files(t).await.unwrap();
+    let mut ids = Vec::new();
+    for f in &live {
+        let bytes = t
+            .file_io()
+            .new_input(f.file.file_path())
+            .unwrap()
+            .read()
+            .await
+            .unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap();
+        for b in reader {
+            let b = b.unwrap();
+            let col = b
+                .column_by_name("_row_id")
+                .expect("a compacted file stores _row_id");
+            let col = col.as_primitive::<arrow::datatypes::Int64Type>();
+            assert_eq!(col.null_count(), 0);
+            ids.extend(col.values().iter().copied());
+            let seq = b.column_by_name("_last_updated_sequence_number").unwrap();
+            assert_eq!(seq.null_count(), 0, "sequence numbers written too");
+        }
+    }
+    ids.sort();
+    ids
+}
+
 #[tokio::test]
-async fn a_v3_table_is_created_and_a_commit_to_it_is_refused_by_name_leaving_nothing() {
+async fn a_v3_table_floe_writes_keeps_row_lineage_through_appends_deletes_and_compaction() {
+    let fx = Fixture::new().await;
+    let ident = table_in_format(&fx, "db.v3", "3").await;
+    for i in 0..4 {
+        fx.append(&ident, i * 25, i * 25 + 25).await;
+    }
+    let t = fx.load(&ident).await;
+    assert_eq!(t.metadata().format_version(), FormatVersion::V3);
+    // Spec v3, "Row Lineage": each append advanced next-row-id by its rows, each snapshot
+    // starts where the table stood, and the rows' ids are 0..100 with no overlap.
+    assert_eq!(t.metadata().next_row_id(), 100);
+    let mut firsts: Vec<u64> = t
+        .metadata()
+        .snapshots()
+        .map(|s| s.first_row_id().expect("a v3 snapshot has a first row id"))
+        .collect();
+    firsts.sort();
+    assert_eq!(firsts, vec![0, 25, 50, 75]);
+    assert_eq!(live_row_ids(&t).await, (0..100).collect::<Vec<_>>());
+
+    // Deletes: deletion vectors in Puffin, one per data file, merged with the one before.
+    for filter in ["id % 7 = 0", "id % 5 = 0"] {
+        floe::operations::change::delete::DeleteBuilder::new(&fx.catalog, ident.clone(), filter)
+            .execute()
+            .await
+            .unwrap();
+    }
+    let t = fx.load(&ident).await;
+    assert_eq!(t.metadata().next_row_id(), 100, "a delete adds no row");
+    let live = floe::table::manifests::live_files(&t).await.unwrap();
+    let deletes: Vec<_> = live
+        .iter()
+        .filter(|f| f.file.content_type() != floe::iceberg::spec::DataContentType::Data)
+        .collect();
+    assert!(!deletes.is_empty());
+    assert!(deletes
+        .iter()
+        .all(|f| f.file.file_format() == floe::iceberg::spec::DataFileFormat::Puffin));
+    let mut referenced: Vec<String> = deletes
+        .iter()
+        .map(|f| f.file.referenced_data_file().unwrap())
+        .collect();
+    referenced.sort();
+    let n = referenced.len();
+    referenced.dedup();
+    assert_eq!(
+        referenced.len(),
+        n,
+        "at most one deletion vector per data file"
+    );
+    let kept: Vec<i64> = (0..100).filter(|i| i % 7 != 0 && i % 5 != 0).collect();
+    let expected = (kept.len() as i64, kept.iter().sum::<i64>());
+    assert_eq!(count_and_sum(&fx.catalog, &ident).await, expected);
+    let ids_before = live_row_ids(&t).await;
+    assert_eq!(ids_before.len(), kept.len());
+
+    // Compaction writes every row's lineage into its outputs: the same ids, stored.
+    let r = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_option("rewrite-all", "true")
+        .execute()
+        .await
+        .unwrap();
+    assert!(r.rewritten_files > 0, "{r:?}");
+    let t = fx.load(&ident).await;
+    assert_eq!(stored_row_ids(&t).await, ids_before);
+    assert_eq!(count_and_sum(&fx.catalog, &ident).await, expected);
+    let v = read_with_python(&fx, "db.v3");
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(v[reader]["rows"], expected.0, "{reader}: {v}");
+        assert_eq!(v[reader]["sum"], expected.1, "{reader}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn a_format_version_floe_does_not_know_is_refused_at_create() {
     let fx = Fixture::new().await;
     let ident = table_in_format(&fx, "db.v3", "3").await;
     let t = fx.load(&ident).await;
-    assert_eq!(t.metadata().format_version(), FormatVersion::V3);
-    let state = table_state(&fx, &ident).await;
-    let batch = fx.batch(&ident, 0, 10).await;
-    let e = floe::operations::append::AppendBuilder::from_batches(
-        &fx.catalog,
-        ident.clone(),
-        vec![batch],
-    )
-    .execute()
-    .await
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("format v3"), "{e}");
-    assert_eq!(table_state(&fx, &ident).await, state, "no file left behind");
     let e = fx
         .catalog
         .create_table(NewTable {

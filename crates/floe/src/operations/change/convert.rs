@@ -214,7 +214,11 @@ struct PendingVector {
 impl Conversion {
     /// The files written (the vectors of one Puffin file share its path).
     fn written(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self.added.iter().map(|f| f.file_path().to_string()).collect();
+        let mut paths: Vec<String> = self
+            .added
+            .iter()
+            .map(|f| f.file_path().to_string())
+            .collect();
         paths.sort();
         paths.dedup();
         paths
@@ -294,17 +298,22 @@ async fn locate_conversion(table: &Table) -> Result<(Conversion, usize)> {
             // it may take the commit's sequence number, as it applies to its one data file.
             for m in matched {
                 out.positions += m.positions.len() as u64;
-                let v = out.vectors.entry(m.path.clone()).or_insert_with(|| PendingVector {
-                    spec_id: m.spec_id,
-                    partition: m.partition.clone(),
-                    vector: crate::table::deletion_vector::DeletionVector::from_positions(
-                        m.deleted_before.iter().map(|&p| p as u64),
+                let v = out
+                    .vectors
+                    .entry(m.path.clone())
+                    .or_insert_with(|| PendingVector {
+                        spec_id: m.spec_id,
+                        partition: m.partition.clone(),
+                        vector: crate::table::deletion_vector::DeletionVector::from_positions(
+                            m.deleted_before.iter().map(|&p| p as u64),
+                        ),
+                        replaces: m.vector.clone(),
+                    });
+                v.vector.union(
+                    &crate::table::deletion_vector::DeletionVector::from_positions(
+                        m.positions.iter().map(|&p| p as u64),
                     ),
-                    replaces: m.vector.clone(),
-                });
-                v.vector.union(&crate::table::deletion_vector::DeletionVector::from_positions(
-                    m.positions.iter().map(|&p| p as u64),
-                ));
+                );
             }
             continue;
         }
@@ -349,8 +358,11 @@ async fn write_conversion(table: &Table, c: &mut Conversion) -> Result<()> {
                 vector: v.vector,
             });
         }
-        for (f, spec) in crate::write::deletion_vectors::write_deletion_vectors(table, vectors).await? {
-            c.placement.insert(crate::commit::placement_key(&f), (spec, -1));
+        for (f, spec) in
+            crate::write::deletion_vectors::write_deletion_vectors(table, vectors).await?
+        {
+            c.placement
+                .insert(crate::commit::placement_key(&f), (spec, -1));
             c.added.push(f);
         }
         Ok::<_, Error>(())

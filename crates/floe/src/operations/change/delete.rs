@@ -280,11 +280,10 @@ impl Operation for DeleteBuilder {
                     m.rows_scanned = delta.searched.rows;
                     m.rows_deleted = delta.deletes.rows;
                     m.removed_data_files = delta.deletes.removed_data_files.len();
-                    let (vectors, files): (Vec<_>, Vec<_>) = delta
-                        .deletes
-                        .delete_files
-                        .iter()
-                        .partition(|f| f.file_format() == iceberg::spec::DataFileFormat::Puffin);
+                    let (vectors, files): (Vec<_>, Vec<_>) =
+                        delta.deletes.delete_files.iter().partition(|f| {
+                            f.file_format() == iceberg::spec::DataFileFormat::Puffin
+                        });
                     m.position_delete_files = files.len();
                     m.deletion_vectors = vectors.len();
                     m.bytes_written = delta

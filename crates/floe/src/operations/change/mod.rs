@@ -136,9 +136,8 @@ async fn write_vectors(table: &Table, matched: &[Matched]) -> Result<Deletes> {
             continue;
         }
         let before = m.deleted_before.iter().map(|&p| p as u64);
-        let vector = DeletionVector::from_positions(
-            before.chain(m.positions.iter().map(|&p| p as u64)),
-        );
+        let vector =
+            DeletionVector::from_positions(before.chain(m.positions.iter().map(|&p| p as u64)));
         if let Some(puffin) = &m.vector {
             out.removed_vectors.push((puffin.clone(), m.path.clone()));
         }

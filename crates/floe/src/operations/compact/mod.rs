@@ -756,7 +756,7 @@ impl CompactBuilder {
             })
             .collect();
         let lineage = (table.metadata().format_version() >= iceberg::spec::FormatVersion::V3)
-            .then(|| Arc::new(crate::table::lineage::of_files(live.values())));
+            .then(|| Arc::new(crate::table::manifests::lineage_of(live.values())));
         let shared = Arc::new(parallel::JobShared {
             cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
             equality: Default::default(),

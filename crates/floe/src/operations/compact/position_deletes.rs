@@ -543,9 +543,7 @@ async fn to_vectors(
         .collect();
     let written = crate::write::deletion_vectors::write_deletion_vectors(table, vectors).await?;
     m.added_delete_files_count += written.len();
-    m.added_bytes_count += written
-        .first()
-        .map_or(0, |(f, _)| f.file_size_in_bytes());
+    m.added_bytes_count += written.first().map_or(0, |(f, _)| f.file_size_in_bytes());
     Ok(written)
 }
 
