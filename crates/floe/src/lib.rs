@@ -86,13 +86,15 @@
 //! - [`table`]: `ns.table` identifiers and the name rule, manifests and live files,
 //!   reachability, writer watermarks, the exactly-once protocol ([`table::exactly_once`]),
 //!   schema text, and format v3's deletion vectors ([`table::deletion_vector`]: the
-//!   `deletion-vector-v1` blob, decoded and checked).
+//!   `deletion-vector-v1` blob, decoded and checked) and row lineage ([`table::lineage`]).
 //! - [`catalog`]: the catalogs and their configuration (`floe.toml`, environment).
 //! - [`commit`]: the commit path floe owns (the iceberg crate gives spec types and writers): one
 //!   file per action ([`commit::action`]), the staged-files [`commit::Ledger`], conflicts as
 //!   [`commit::Conflict`].
 //! - [`coordination`]: leases, run history and ingest hand-offs in one SQL database.
-//! - [`mod@write`]: Parquet data and delete files with full column metrics.
+//! - [`mod@write`]: Parquet data and delete files with full column metrics, deletion vectors in
+//!   Puffin files (format v3), and the rewriter of live rows that keeps their lineage
+//!   ([`write::rewrite`]).
 //! - [`records`]: the record codec: NDJSON records, CSV and Parquet files and stream payloads
 //!   decoded into Arrow batches of a table's schema, every value converted exactly or the
 //!   record set aside with its reason (shared by `append` and `ingest`).

@@ -32,6 +32,13 @@
 //! (rewrite) or `delete`/`overwrite` rewrites the manifests holding removed files into merged
 //! manifests with DELETED + EXISTING entries. Conflict rules live in [`validate`].
 //!
+//! Per format version: v1 commits v1 manifests and lists (no sequence numbers, no delete
+//! files); v3 commits v3 ones with row lineage (the list assigns data manifests their
+//! `first_row_id` from the table's `next-row-id`, carried entries keep theirs explicitly,
+//! [`crate::table::lineage`]), takes deletion vectors and never Parquet position delete files
+//! ([`producer::check_update`]), removes one vector of a shared Puffin file by (file, data
+//! file) ([`SnapshotUpdate::removing_vectors`]) and the vectors of a removed data file with it.
+//!
 //! Invariants: a commit never loses or duplicates a live file (every live entry of the parent is
 //! carried exactly once, removed files must be live in the parent); files an attempt wrote are
 //! deleted when the attempt loses; new files never overwrite an existing path (UUID names).

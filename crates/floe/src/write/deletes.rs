@@ -76,6 +76,41 @@ pub async fn write_equality_deletes(
     Ok(writer.close().await?)
 }
 
+/// What writing the delete file at `path` gave: on failure (a full disk) the partial file is
+/// deleted, and the error names `what` was written and where.
+pub(crate) async fn settle_write<T, E>(
+    table: &Table,
+    path: &str,
+    what: &str,
+    written: std::result::Result<T, E>,
+) -> Result<T>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match written {
+        Ok(done) => Ok(done),
+        Err(e) => {
+            crate::commit::Ledger::of(table)
+                .with([path.to_string()])
+                .discard()
+                .await;
+            Err(Error::Storage {
+                reason: format!("writing {what}: {e}"),
+                location: path.to_string(),
+                source: Some(Box::new(e)),
+            })
+        }
+    }
+}
+
+/// The distinct paths of `files` (the deletion vectors of one Puffin file share its path).
+pub fn distinct_paths(files: &[DataFile]) -> Vec<String> {
+    let mut paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
 /// Reserved field id of a position delete file's `file_path` column (Iceberg spec v2,
 /// "Reserved Field IDs"); its bounds in a delete file's metrics say which data files it targets.
 pub const POSITION_DELETE_FILE_PATH_ID: i32 = 2147483546;
@@ -159,21 +194,7 @@ pub async fn write_position_delete_file(
         writer.write(&batch).await?;
         Ok::<_, Error>(writer.close().await?)
     };
-    let mut built = match write.await {
-        Ok(built) => built,
-        Err(e) => {
-            // A failed write (a full disk) leaves no partial file behind.
-            crate::commit::Ledger::of(table)
-                .with([path.clone()])
-                .discard()
-                .await;
-            return Err(Error::Storage {
-                reason: format!("writing position delete file: {e}"),
-                location: path,
-                source: Some(Box::new(e)),
-            });
-        }
-    };
+    let mut built = settle_write(table, &path, "position delete file", write.await).await?;
     let Some(mut b) = built.pop() else {
         return Ok(None);
     };

@@ -89,20 +89,8 @@ pub async fn write_deletion_vectors(
         let size = table.file_io().new_input(&path)?.metadata().await?.size;
         Ok::<_, iceberg::Error>((placed, size))
     };
-    let (placed, size) = match write.await {
-        Ok(done) => done,
-        Err(e) => {
-            crate::commit::Ledger::of(table)
-                .with([path.clone()])
-                .discard()
-                .await;
-            return Err(Error::Storage {
-                reason: format!("writing deletion vectors: {e}"),
-                location: path,
-                source: Some(Box::new(e)),
-            });
-        }
-    };
+    let (placed, size) =
+        crate::write::deletes::settle_write(table, &path, "deletion vectors", write.await).await?;
     vectors
         .iter()
         .zip(placed)

@@ -214,14 +214,7 @@ struct PendingVector {
 impl Conversion {
     /// The files written (the vectors of one Puffin file share its path).
     fn written(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self
-            .added
-            .iter()
-            .map(|f| f.file_path().to_string())
-            .collect();
-        paths.sort();
-        paths.dedup();
-        paths
+        crate::write::deletes::distinct_paths(&self.added)
     }
 
     fn metrics(&self, data_files_read: usize) -> ConvertMetrics {

@@ -69,14 +69,7 @@ impl Deletes {
     }
 
     fn written(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self
-            .delete_files
-            .iter()
-            .map(|f| f.file_path().to_string())
-            .collect();
-        // The vectors of one Puffin file share its path.
-        paths.dedup();
-        paths
+        crate::write::deletes::distinct_paths(&self.delete_files)
     }
 }
 
