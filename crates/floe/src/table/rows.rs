@@ -234,7 +234,9 @@ async fn in_order(
             }
             let batch = arrow::compute::filter_record_batch(&batch, &BooleanArray::from(keep))?;
             match lineage_at {
-                Some(at) => keep_columns(batch, (0..wanted).chain([at, at + 1])),
+                Some(at) => {
+                    Ok(batch.project(&(0..wanted).chain([at, at + 1]).collect::<Vec<_>>())?)
+                }
                 None => project(batch, wanted),
             }
         })
@@ -337,12 +339,6 @@ async fn stored_lineage(table: &Table, path: &str) -> Result<Option<[Int64Array;
     }
     let [ids, seqs]: [Int64Array; 2] = out.try_into().expect("two columns");
     Ok(Some([ids, seqs]))
-}
-
-/// The columns of `batch` at `indices`, in that order.
-fn keep_columns(batch: RecordBatch, indices: impl Iterator<Item = usize>) -> Result<RecordBatch> {
-    let indices: Vec<usize> = indices.collect();
-    Ok(batch.project(&indices)?)
 }
 
 /// The first `n` columns of `batch` (the equality key columns read only to match are dropped).

@@ -22,14 +22,20 @@ use crate::table::deletion_vector::DeletionVectors;
 use crate::table::lineage::{self, FileLineage};
 use crate::write::{conform, TableWriter, WriteOptions};
 
-/// The lineage of the live data files of `table` when it has row lineage (format v3), else
-/// `None`.
-pub async fn lineage_of(table: &Table) -> Result<Option<Arc<HashMap<String, FileLineage>>>> {
+/// What a rewrite of `table`'s live rows needs to know of it: its deletion vectors and, when it
+/// has row lineage (format v3), each live data file's lineage; both from one read of the
+/// manifests (none before v3: no vectors, no lineage).
+pub async fn lineage_of(
+    table: &Table,
+) -> Result<(DeletionVectors, Option<Arc<HashMap<String, FileLineage>>>)> {
     if table.metadata().format_version() < iceberg::spec::FormatVersion::V3 {
-        return Ok(None);
+        return Ok((DeletionVectors::default(), None));
     }
     let live = crate::table::manifests::live_files(table).await?;
-    Ok(Some(Arc::new(crate::table::manifests::lineage_of(&live))))
+    Ok((
+        DeletionVectors::from_live(&live),
+        Some(Arc::new(crate::table::manifests::lineage_of(&live))),
+    ))
 }
 
 /// A writer for the rewritten rows of `tasks` (attached to `dvs`), and those rows as batches

@@ -444,8 +444,7 @@ async fn rewrite_without(
         })
         .collect();
     // Format v3: the kept rows keep their row ids, and the tasks carry deletion vectors.
-    let lineage = crate::write::rewrite::lineage_of(table).await?;
-    let dvs = crate::table::deletion_vector::DeletionVectors::of_current(table).await?;
+    let (dvs, lineage) = crate::write::rewrite::lineage_of(table).await?;
     let (mut writer, mut stream) = crate::write::rewrite::rewriter(
         table,
         &WriteOptions::default(),
