@@ -17,6 +17,17 @@ Subcommands, each one Spark session (local[2]) printing one JSON object on stdou
       Writes a streaming-shaped v3 benchmark table (bench_statements: N small INSERTs into 4
       partitions, then DELETEs leaving deletion vectors) and registers it like write-fixtures.
       Prints {"metadata": M, "rows": N, "data_files": N, "deletion_vectors": N}.
+  write-types --warehouse DIR [--catalog-db PATH] [--table NS.T]
+      Writes a v3 table whose schema holds the types of format v3 the iceberg crate cannot parse
+      (TYPES_SCHEMA: variant, geometry, geography, unknown, with timestamptz_ns) through Iceberg's
+      Java API (Spark 3.5 has no such types): 3 appends of 10 rows written by Java's generic
+      Parquet writer (variant values; geometry and geography stay null, as Java 1.10 writes no
+      Parquet for them), then the first file deleted and one more append. Registered like
+      write-fixtures. Prints {"metadata": M, "rows": N, "snapshots": N}.
+  inspect --metadata M [--metadata M2 ...]
+      Loads each metadata file with Java's own parser and plans its current snapshot (no row is
+      read: Spark 3.5 reads none of those types). Prints {M: {"schema": [[id, name, type], ...],
+      "snapshots": N, "current_snapshot": id, "data_files": [paths], "rows": N}}.
   rewrite-data-files --warehouse DIR --table NS.T [--option K=V ...]
       CALL system.rewrite_data_files on a table of the hadoop catalog at DIR (options: the
       procedure's, e.g. --option rewrite-all=true). Prints {"result": {the procedure's result
@@ -256,6 +267,114 @@ def write_fixtures(args) -> None:
     print(json.dumps({"tables": tables}))
 
 
+# (field id, name, Java type factory, required); ids beyond the int range (py4j passes a Python
+# int that fits an int as an Integer, and `id` is a long).
+TYPES_SCHEMA = [
+    (1, "id", lambda T: T.LongType.get(), True),
+    (2, "ts_ns", lambda T: T.TimestampNanoType.withZone(), False),
+    (3, "name", lambda T: T.StringType.get(), False),
+    (4, "v", lambda T: T.VariantType.get(), False),
+    (5, "geo", lambda T: T.GeometryType.crs84(), False),
+    (6, "geog", lambda T: T.GeographyType.crs84(), False),
+    (7, "u", lambda T: T.UnknownType.get(), False),
+]
+TYPES_WRITTEN = ["id", "ts_ns", "name", "v", "u"]
+TYPES_ID_BASE = 5_000_000_000
+
+
+def java_list(jvm, items):
+    out = jvm.java.util.ArrayList()
+    for i in items:
+        out.add(i)
+    return out
+
+
+def write_types(args) -> None:
+    warehouse = local_dir(args.warehouse)
+    os.makedirs(warehouse, exist_ok=True)
+    spark = spark_session(args.jars)
+    jvm = spark._jvm
+    ice = jvm.org.apache.iceberg
+    types = ice.types.Types
+    fields = [(types.NestedField.required if req else types.NestedField.optional)(fid, name, make(types))
+              for fid, name, make, req in TYPES_SCHEMA]
+    schema = ice.Schema(java_list(jvm, fields))
+    catalog = ice.hadoop.HadoopCatalog(spark._jsc.hadoopConfiguration(), warehouse)
+    ident = ice.catalog.TableIdentifier.parse(args.table)
+    props = jvm.java.util.HashMap()
+    props.put("format-version", "3")
+    table = catalog.createTable(ident, schema, ice.PartitionSpec.unpartitioned(), props)
+    written = table.schema().select(java_list(jvm, TYPES_WRITTEN))
+    factory = ice.data.GenericAppenderFactory(written, table.spec())
+    variants = ice.variants
+
+    def append(batch: int):
+        out = table.io().newOutputFile(table.locationProvider().newDataLocation(f"data-{batch}.parquet"))
+        w = factory.newAppender(out, ice.FileFormat.PARQUET)
+        for i in range(batch * 10, batch * 10 + 10):
+            r = ice.data.GenericRecord.create(written)
+            r.setField("id", TYPES_ID_BASE + i)
+            r.setField("ts_ns", jvm.java.time.OffsetDateTime.parse(f"2026-01-01T00:00:00.{i:09d}Z"))
+            r.setField("name", f"name-{i}")
+            r.setField("v", variants.Variant.of(variants.Variants.emptyMetadata(), variants.Variants.of(f"v-{i}")))
+            w.add(r)
+        w.close()
+        f = (ice.DataFiles.builder(table.spec()).withInputFile(out.toInputFile())
+             .withMetrics(w.metrics()).withFormat(ice.FileFormat.PARQUET).build())
+        table.newAppend().appendFile(f).commit()
+        return f
+
+    first = append(0)
+    append(1)
+    append(2)
+    table.newDelete().deleteFile(first).commit()
+    append(3)
+    table.refresh()
+    metadata = local_dir(table.operations().current().metadataFileLocation())
+    snapshots = sum(1 for _ in table.snapshots())
+    spark.stop()
+    remove_crc_files(warehouse)
+    if args.catalog_db:
+        cat = open_catalog(os.path.abspath(args.catalog_db), "floe", "file://" + warehouse)
+        ns, name = args.table.split(".")
+        cat.create_namespace_if_not_exists(ns)
+        # PyIceberg 0.12 cannot parse these types, so its register_table cannot be used: the
+        # row goes into its SqlCatalog table (the JDBC catalog's layout) directly.
+        from sqlalchemy import text  # noqa: PLC0415
+
+        with cat.engine.begin() as conn:
+            conn.execute(text("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, "
+                              "metadata_location, previous_metadata_location) "
+                              "VALUES (:c, :ns, :t, :m, NULL)"),
+                         {"c": "floe", "ns": ns, "t": name, "m": metadata})
+    print(json.dumps({"metadata": metadata, "rows": 30, "snapshots": snapshots}))
+
+
+def inspect(args) -> None:
+    spark = spark_session(args.jars)
+    jvm = spark._jvm
+    ice = jvm.org.apache.iceberg
+    io = ice.hadoop.HadoopFileIO(spark._jsc.hadoopConfiguration())
+    out = {}
+    for m in args.metadata:
+        table = ice.BaseTable(ice.StaticTableOperations(local_dir(m), io), m)
+        schema = [[f.fieldId(), f.name(), f.type().toString()] for f in table.schema().columns()]
+        files, rows = [], 0
+        tasks = table.newScan().planFiles()
+        it = tasks.iterator()
+        while it.hasNext():
+            f = it.next().file()
+            files.append(local_dir(f.location()))
+            rows += f.recordCount()
+        tasks.close()
+        current = table.currentSnapshot()
+        out[m] = {"schema": schema, "snapshots": sum(1 for _ in table.snapshots()),
+                  "current_snapshot": current.snapshotId() if current is not None else None,
+                  "data_files": sorted(files), "rows": rows}
+    spark.stop()
+    print(json.dumps(out))
+
+
 # --- reading ------------------------------------------------------------------------------
 
 UTC_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -362,6 +481,14 @@ def main() -> None:
     b.add_argument("--commits", type=int, default=200, help="INSERTs (one small file per partition each)")
     b.add_argument("--rows", type=int, default=1000, help="rows per INSERT")
     b.set_defaults(func=write_bench)
+    t = sub.add_parser("write-types", help="write a v3 table with variant, geometry, geography, unknown")
+    t.add_argument("--warehouse", required=True)
+    t.add_argument("--catalog-db", help="SQLite file of a SQL catalog `floe` to register the table in")
+    t.add_argument("--table", default="v3.types", help="NS.T")
+    t.set_defaults(func=write_types)
+    i = sub.add_parser("inspect", help="load tables with Java's parser and plan them (no rows read)")
+    i.add_argument("--metadata", required=True, action="append", help="a metadata.json file; repeatable")
+    i.set_defaults(func=inspect)
     c = sub.add_parser("rewrite-data-files", help="CALL system.rewrite_data_files on a hadoop-catalog table")
     c.add_argument("--warehouse", required=True)
     c.add_argument("--table", required=True, help="NS.T")

@@ -210,7 +210,12 @@ pub fn describe_json(t: &Table) -> Value {
         .as_struct()
         .fields()
         .iter()
-        .map(|f| json!({"id": f.id, "name": f.name, "type": f.field_type.to_string(), "required": f.required}))
+        .map(|f| {
+            // A column of a type floe carries but does not parse shows its own type.
+            let ty = floe::table::opaque::original_type(f.doc.as_deref())
+                .unwrap_or_else(|| f.field_type.to_string());
+            json!({"id": f.id, "name": f.name, "type": ty, "required": f.required})
+        })
         .collect();
     let spec = md.default_partition_spec();
     let partition: Vec<Value> = spec

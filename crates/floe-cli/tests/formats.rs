@@ -416,3 +416,166 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
         );
     }
 }
+
+/// `floe` with `args` fails, and its stderr says `needle`.
+fn fails_saying(d: &Path, args: &[&str], needle: &str) {
+    let out = floe(d, args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "floe {args:?} should fail");
+    assert!(err.contains(needle), "floe {args:?}: {err}");
+}
+
+/// The `schemas` of a metadata.json, as written.
+fn schemas_json(metadata: &str) -> Value {
+    let v: Value = serde_json::from_slice(&std::fs::read(metadata).unwrap()).unwrap();
+    v["schemas"].clone()
+}
+
+#[test]
+fn a_v3_table_with_types_floe_cannot_parse_loads_diagnoses_expires_and_refuses_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wh = d.join("warehouse");
+    let t = "v3.types";
+    let written = java_iceberg(&[
+        "write-types",
+        "--warehouse",
+        wh.to_str().unwrap(),
+        "--catalog-db",
+        wh.join("catalog.db").to_str().unwrap(),
+        "--table",
+        t,
+    ]);
+    let java_metadata = written["metadata"].as_str().unwrap().to_string();
+    assert_eq!(written["snapshots"], 5);
+
+    // It loads: describe, diagnose and the metadata tables see what Java wrote.
+    let described = ok_json(d, &["table", "describe", t]);
+    assert_eq!(described["format_version"], 3);
+    let types: Vec<(&str, &str)> = described["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap(), f["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("id", "long"),
+            ("ts_ns", "timestamptz_ns"),
+            ("name", "string"),
+            ("v", "variant"),
+            ("geo", "geometry"),
+            ("geog", "geography"),
+            ("u", "unknown")
+        ]
+    );
+    let report = ok_json(d, &["diagnose", t]);
+    assert_eq!(report["format_version"], 3, "{report}");
+    assert_eq!(report["totals"]["data_files"], 3, "{report}");
+    assert_eq!(report["totals"]["records"], 30, "{report}");
+    let files = floe(
+        d,
+        &[
+            "--json",
+            "sql",
+            &format!("SELECT count(*) AS n, sum(record_count) AS r FROM {t}$files"),
+        ],
+    );
+    assert!(
+        files.status.success(),
+        "{}",
+        String::from_utf8_lossy(&files.stderr)
+    );
+    let row = &json_lines(&files)[0];
+    assert_eq!((row["n"].as_i64(), row["r"].as_i64()), (Some(3), Some(30)));
+
+    // What reads or writes rows refuses by column name, and changes nothing.
+    fails_saying(
+        d,
+        &["sql", &format!("SELECT id FROM {t}")],
+        "column v has type variant, which floe does not read",
+    );
+    fails_saying(
+        d,
+        &["compact", t],
+        "column v has type variant, which floe does not rewrite",
+    );
+    fails_saying(
+        d,
+        &["delete", t, "--where", "id > 0"],
+        "column v has type variant, which floe does not read",
+    );
+    fails_saying(
+        d,
+        &["rewrite-manifests", t],
+        "column v has type variant, which floe does not write",
+    );
+    assert_eq!(metadata_location(d, t), java_metadata, "nothing committed");
+
+    // Expiry commits metadata only: the types are written back exactly as Java wrote them.
+    let e = ok_json(
+        d,
+        &[
+            "expire-snapshots",
+            t,
+            "--older-than",
+            "0s",
+            "--retain-last",
+            "1",
+        ],
+    );
+    assert_eq!(e["expired_snapshots"].as_array().unwrap().len(), 4, "{e}");
+    let expired_metadata = metadata_location(d, t);
+    assert_ne!(expired_metadata, java_metadata);
+    assert_eq!(
+        schemas_json(&expired_metadata),
+        schemas_json(&java_metadata),
+        "column types as Java wrote them"
+    );
+    let o = ok_json(
+        d,
+        &["remove-orphan-files", t, "--older-than", "0s", "--force"],
+    );
+    ok_json(d, &["table", "set-property", t, "owner=lake"]);
+    let last = metadata_location(d, t);
+
+    // Java loads what floe wrote: the same types, one snapshot, the same three files, all there.
+    let before = java_iceberg(&["inspect", "--metadata", &java_metadata]);
+    let after = java_iceberg(&["inspect", "--metadata", &last]);
+    let (before, after) = (&before[&java_metadata], &after[&last]);
+    assert_eq!(after["schema"], before["schema"], "{after}");
+    let types: Vec<&str> = after["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f[2].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "long",
+            "timestamptz_ns",
+            "string",
+            "variant",
+            "geometry",
+            "geography",
+            "unknown"
+        ]
+    );
+    assert_eq!(after["snapshots"], 1);
+    assert_eq!(after["current_snapshot"], before["current_snapshot"]);
+    assert_eq!(after["rows"], 30);
+    assert_eq!(after["data_files"], before["data_files"], "orphans: {o}");
+    for f in after["data_files"].as_array().unwrap() {
+        assert!(
+            Path::new(f.as_str().unwrap()).exists(),
+            "live file kept: {f}"
+        );
+    }
+    // The Hadoop catalog's pointer is no orphan: Java still finds the table through it.
+    assert!(
+        wh.join("v3/types/metadata/version-hint.text").exists(),
+        "orphans: {o}"
+    );
+}

@@ -205,6 +205,48 @@ impl Lake {
     }
 }
 
+impl Lake {
+    /// One call of the REST API with the test credential, as Python's urllib makes it (another
+    /// engine's commit); returns the answer's JSON.
+    fn rest_call(&self, method: &str, path: &str, body: &Value) -> Value {
+        let (id, secret) = self.servers.credential.split_once(':').unwrap();
+        let code = format!(
+            "import json, sys, urllib.parse, urllib.request\n\
+             base = {uri:?}\n\
+             form = urllib.parse.urlencode({{'grant_type': 'client_credentials', 'client_id': {id:?}, \
+             'client_secret': {secret:?}, 'scope': 'catalog'}}).encode()\n\
+             token = json.load(urllib.request.urlopen(base + '/v1/oauth/tokens', form))['access_token']\n\
+             body = sys.stdin.read().encode() if {has_body} else None\n\
+             req = urllib.request.Request(base + '/v1/' + {path:?}, data=body, method={method:?}, \
+             headers={{'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'}})\n\
+             print(urllib.request.urlopen(req).read().decode())\n",
+            uri = self.servers.rest_uri,
+            has_body = if body.is_null() { "False" } else { "True" },
+        );
+        let mut child = Command::new(python_bin())
+            .args(["-c", &code])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
 impl Drop for Lake {
     fn drop(&mut self) {
         // Best effort: drop what this run created so the shared server stays small.
@@ -729,4 +771,86 @@ impl Lake {
         );
         serde_json::from_slice(&out.stdout).unwrap()
     }
+}
+
+#[test]
+fn a_v3_table_with_columns_floe_cannot_parse_loads_through_rest_and_keeps_their_types() {
+    let lake = Lake::new("opaque");
+    let ns = lake.ns.clone();
+    let t = format!("{ns}.t");
+    lake.ok(&["namespace", "create", &ns]);
+    lake.ok(&[
+        "table",
+        "create",
+        &t,
+        "--schema",
+        "id bigint",
+        "--format-version",
+        "3",
+    ]);
+    let described = lake.ok(&["table", "describe", &t]);
+    assert_eq!(
+        described["format_version"], 3,
+        "the REST create asks for v3"
+    );
+    assert!(
+        described["properties"].get("format-version").is_none(),
+        "{described}"
+    );
+    let input = lake.ndjson_ids("ids.json", 0..10);
+    lake.ok(&["append", &t, input.to_str().unwrap()]);
+
+    // Another engine adds variant and geometry columns (the REST crate cannot parse them).
+    let path = format!("{}/namespaces/{ns}/tables/t", lake.servers.warehouse);
+    let schema = serde_json::json!({"type": "struct", "schema-id": 1, "fields": [
+        {"id": 1, "name": "id", "required": false, "type": "long"},
+        {"id": 2, "name": "v", "required": false, "type": "variant", "doc": "events"},
+        {"id": 3, "name": "geo", "required": false, "type": "geometry"}]});
+    lake.rest_call(
+        "POST",
+        &path,
+        &serde_json::json!({"requirements": [], "updates": [
+            {"action": "add-schema", "schema": schema, "last-column-id": 3},
+            {"action": "set-current-schema", "schema-id": -1}]}),
+    );
+
+    let described = lake.ok(&["table", "describe", &t]);
+    let types: Vec<&str> = described["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["long", "variant", "geometry"], "{described}");
+    let report = lake.ok(&["diagnose", &t]);
+    assert_eq!(report["totals"]["records"], 10, "{report}");
+    let err = lake.fails(&["compact", &t, "--min-input-files", "1"]);
+    assert!(
+        err.contains("column v has type variant, which floe does not rewrite"),
+        "{err}"
+    );
+    lake.ok(&[
+        "expire-snapshots",
+        &t,
+        "--older-than",
+        "0s",
+        "--retain-last",
+        "1",
+    ]);
+    lake.ok(&["table", "set-property", &t, "owner=lake"]);
+    let now = lake.rest_call("GET", &path, &Value::Null);
+    let md = &now["metadata"];
+    assert_eq!(md["properties"]["owner"], "lake");
+    let current = md["current-schema-id"].clone();
+    let fields = md["schemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["schema-id"] == current)
+        .unwrap()["fields"]
+        .clone();
+    assert_eq!(
+        fields, schema["fields"],
+        "the server keeps the columns as written"
+    );
 }

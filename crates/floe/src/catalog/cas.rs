@@ -85,7 +85,7 @@ async fn commit_sql(
         })
         .with_new_metadata(&built.metadata);
     let new_loc = new_location.to_string();
-    if let Err(e) = built.metadata.write_to(file_io, &new_location).await {
+    if let Err(e) = crate::table::write_metadata(file_io, &built.metadata, &new_location).await {
         // A partial file (a full disk) would take the version number of the next commit.
         let _ = file_io.delete(&new_loc).await;
         return Err(crate::storage::storage_error_on(

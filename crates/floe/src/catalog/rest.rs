@@ -56,6 +56,9 @@ pub struct RestBackend {
 struct Session {
     base: String,
     token: Option<String>,
+    /// The catalog's properties as `GET /v1/config` merged them (server defaults, then the
+    /// user's, then server overrides): what a table's FileIO starts from.
+    props: HashMap<String, String>,
 }
 
 /// How one HTTP exchange ended.
@@ -160,7 +163,20 @@ impl RestBackend {
             base.push('/');
             base.push_str(prefix.trim_matches('/'));
         }
-        let session = Session { base, token };
+        let mut props = HashMap::new();
+        for (section, over) in [("defaults", false), ("overrides", true)] {
+            if over {
+                props.extend(self.props.clone());
+            }
+            if let Some(m) = cfg.get(section).and_then(|m| m.as_object()) {
+                for (k, v) in m {
+                    if let Some(v) = v.as_str() {
+                        props.insert(k.clone(), v.to_string());
+                    }
+                }
+            }
+        }
+        let session = Session { base, token, props };
         *guard = Some(session.clone());
         Ok(session)
     }
@@ -238,6 +254,49 @@ impl RestBackend {
         Ok(body)
     }
 
+    /// LoadTable (`GET .../namespaces/{ns}/tables/{table}`) read by floe itself: what
+    /// [`crate::catalog::Catalog::load_table`] falls back to when the REST crate cannot parse
+    /// the table's metadata (a column of a type it does not know, [`crate::table::opaque`]).
+    /// The FileIO gets the properties the crate would give it: the catalog's merged config,
+    /// then the response's `config` (vended credentials), then the user's properties.
+    pub async fn load_table_itself(&self, ident: &TableIdent) -> Result<Table> {
+        let name = super::ident_string(ident);
+        let session = self.session(false).await?;
+        let mut req = self.http.get(self.table_url(&session, ident)?);
+        if let Some(t) = &session.token {
+            req = req.bearer_auth(t);
+        }
+        let body = self
+            .expect_success(req, |e| format!("GET table {name}: {e}"))
+            .await?;
+        let bad = |e: String| Error::catalog(self.label.clone(), format!("table {name}: {e}"));
+        let mut v: serde_json::Value =
+            serde_json::from_str(&body).map_err(|e| bad(e.to_string()))?;
+        let metadata = crate::table::opaque::metadata_from_value(v["metadata"].take())
+            .map_err(|e| bad(e.to_string()))?;
+        let mut props = session.props.clone();
+        if let Some(config) = v.get("config").and_then(|c| c.as_object()) {
+            for (k, val) in config {
+                if let Some(val) = val.as_str() {
+                    props.insert(k.clone(), val.to_string());
+                }
+            }
+        }
+        props.extend(self.props.clone());
+        let file_io = iceberg::io::FileIOBuilder::new(rest_storage_factory())
+            .with_props(props)
+            .build();
+        let mut builder = Table::builder()
+            .identifier(ident.clone())
+            .metadata(metadata)
+            .file_io(file_io)
+            .runtime(iceberg::Runtime::current());
+        if let Some(location) = v.get("metadata-location").and_then(|l| l.as_str()) {
+            builder = builder.metadata_location(location.to_string());
+        }
+        Ok(builder.build()?)
+    }
+
     fn table_url(&self, session: &Session, ident: &TableIdent) -> Result<reqwest::Url> {
         let mut url = reqwest::Url::parse(&session.base)
             .map_err(|e| Error::invalid_option("catalog uri", &session.base, e.to_string()))?;
@@ -298,11 +357,13 @@ impl RestBackend {
                 uuid: base.metadata().uuid(),
             });
         }
-        let body = json!({
+        let mut body = json!({
             "identifier": { "namespace": ident.namespace().clone().inner(), "name": ident.name() },
             "requirements": requirements,
             "updates": updates,
         });
+        // A schema carried in an update has its opaque columns as they were read.
+        crate::table::opaque::unmask_value(&mut body["updates"]);
         let url = self.table_url(&self.session(false).await?, ident)?;
         let mut unknown: Option<String> = None;
         let mut attempt = 0u32;
@@ -319,14 +380,12 @@ impl RestBackend {
                         .and_then(|l| l.as_str())
                         .unwrap_or_default()
                         .to_string();
-                    let metadata: TableMetadata =
-                        serde_json::from_value(v.get("metadata").cloned().unwrap_or_default())
-                            .map_err(|e| {
-                                Error::catalog(
-                                    self.label.clone(),
-                                    format!("commit response metadata: {e}"),
-                                )
-                            })?;
+                    let metadata: TableMetadata = crate::table::opaque::metadata_from_value(
+                        v.get("metadata").cloned().unwrap_or_default(),
+                    )
+                    .map_err(|e| {
+                        Error::catalog(self.label.clone(), format!("commit response metadata: {e}"))
+                    })?;
                     return Ok((metadata, location));
                 }
                 Exchange::Answered(status, text) if status == reqwest::StatusCode::CONFLICT => {

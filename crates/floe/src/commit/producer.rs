@@ -91,7 +91,15 @@ pub async fn prepare_with(
 /// tables take deletion vectors (Puffin), never new Parquet position delete files (spec v3,
 /// "Deletion Vectors": writers must not add position delete files to v3 tables). Format v1
 /// refuses delete files when its manifest is written ([`Ctx::manifest_writer`]).
+///
+/// A table with a column of a type floe carries but does not parse ([`crate::table::opaque`])
+/// takes no snapshot from floe: its manifests would carry the placeholder type in their header.
 pub fn check_update(table: &Table, update: &SnapshotUpdate) -> Result<()> {
+    crate::table::opaque::refuse(
+        table.metadata().current_schema(),
+        &format!("commit to '{}'", ident_string(table.identifier())),
+        "write",
+    )?;
     if table.metadata().format_version() < FormatVersion::V3 {
         return Ok(());
     }
@@ -285,7 +293,7 @@ async fn produce(
         let mut loads = futures::stream::iter(carried.into_iter().map(|mf| {
             let io = io.clone();
             async move {
-                let manifest = mf.load_manifest(&io).await;
+                let manifest = crate::table::opaque::load_manifest(&mf, &io).await;
                 (mf, manifest)
             }
         }))

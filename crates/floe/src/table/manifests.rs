@@ -35,7 +35,7 @@ pub(crate) async fn load_manifests(
         .cloned()
         .map(|m| {
             let io = table.file_io().clone();
-            async move { m.load_manifest(&io).await }
+            async move { crate::table::opaque::load_manifest(&m, &io).await }
         })
         .collect();
     futures::stream::iter(loads)

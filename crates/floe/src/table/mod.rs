@@ -9,6 +9,8 @@
 //! - [`schema`]: schema, partition and sort-order text as users write it.
 //! - [`deletion_vector`]: format v3 deletion vectors (the blob, and a snapshot's index of them).
 //! - [`lineage`]: format v3 row lineage (first row id inheritance, the `_row_id` columns).
+//! - [`opaque`]: columns of types the iceberg crate cannot parse (v3 variant, geometry...),
+//!   carried through reads and commits, refused by name where rows are read or written.
 //! - [`rows`]: the rows of planned scan tasks with every delete applied (vectors included).
 //! - [`read_metadata`], [`refs`], [`default_spec`]: table metadata helpers.
 
@@ -17,6 +19,7 @@ pub mod exactly_once;
 pub mod ident;
 pub mod lineage;
 pub mod manifests;
+pub mod opaque;
 pub mod reach;
 pub mod rows;
 pub mod schema;
@@ -31,15 +34,61 @@ use iceberg::table::Table;
 use crate::base::error::{Error, Result};
 pub use ident::{ident_string, parse_namespace, parse_table_ident, validate_name};
 
-/// Reads a `metadata.json`, mapping failures to a clear [`Error::Metadata`].
+/// Reads a `metadata.json` (gzip-compressed or not), mapping failures to a clear
+/// [`Error::Metadata`]. Columns of types the iceberg crate cannot parse are masked
+/// ([`opaque`]): the table loads whatever its columns are.
 pub async fn read_metadata(file_io: &FileIO, location: &str) -> Result<TableMetadata> {
-    TableMetadata::read_from(file_io, location)
-        .await
-        .map_err(|e| Error::Metadata {
+    let bad = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| {
+        Error::Metadata {
             location: location.to_string(),
-            reason: e.to_string(),
-            source: Some(Box::new(e)),
-        })
+            reason,
+            source,
+        }
+    };
+    let content = async { file_io.new_input(location)?.read().await }
+        .await
+        .map_err(|e| bad(e.to_string(), Some(Box::new(e))))?;
+    // The gzip magic number, as Iceberg's readers check it (the file name may not say).
+    let json = if content.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&content[..]), &mut out)
+            .map_err(|e| bad(format!("reading gzip-compressed metadata: {e}"), None))?;
+        bytes::Bytes::from(out)
+    } else {
+        content
+    };
+    opaque::parse_metadata(&json).map_err(|e| bad(e.to_string(), Some(Box::new(e))))
+}
+
+/// Writes `metadata` to `location` as Iceberg's writers do (gzip when the location's name says
+/// `.gz.metadata.json`), masked columns restored ([`opaque::metadata_bytes`]).
+pub async fn write_metadata(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    location: &iceberg::MetadataLocation,
+) -> iceberg::Result<()> {
+    if !opaque::is_masked(metadata) {
+        return metadata.write_to(file_io, location).await;
+    }
+    let json = opaque::metadata_bytes(metadata)?;
+    let bytes = match location.compression_codec() {
+        iceberg::compression::CompressionCodec::None => json,
+        iceberg::compression::CompressionCodec::Gzip(_) => {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            std::io::Write::write_all(&mut enc, &json)?;
+            enc.finish()?
+        }
+        other => {
+            return Err(iceberg::Error::new(
+                iceberg::ErrorKind::FeatureUnsupported,
+                format!("metadata compression codec {}", other.name()),
+            ))
+        }
+    };
+    file_io
+        .new_output(location.to_string())?
+        .write(bytes.into())
+        .await
 }
 
 /// `table` as a read of its current state must see it: the current snapshot read through the

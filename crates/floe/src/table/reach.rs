@@ -90,7 +90,7 @@ impl Reachable {
         self.files.extend(other.files);
     }
 
-    fn add(&mut self, path: &str, kind: FileKind, size: Option<u64>) {
+    pub(crate) fn add(&mut self, path: &str, kind: FileKind, size: Option<u64>) {
         self.files
             .entry(path.to_string())
             .or_insert(Reached { kind, size });
@@ -212,7 +212,7 @@ impl ReachIndex {
                 let length = u64::try_from(m.manifest_length).ok();
                 let content = m.content;
                 let spec_id = m.partition_spec_id;
-                m.load_manifest(&io)
+                crate::table::opaque::load_manifest(&m, &io)
                     .await
                     .map(|manifest| (path.clone(), length, content, spec_id, manifest))
                     .map_err(|e| unreadable(&path, e))

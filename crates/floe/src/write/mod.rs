@@ -156,6 +156,14 @@ impl TableWriter {
         options: &WriteOptions,
         schema: iceberg::spec::SchemaRef,
     ) -> Result<Self> {
+        crate::table::opaque::refuse(
+            &schema,
+            &format!(
+                "write to '{}'",
+                crate::table::ident_string(table.identifier())
+            ),
+            "write",
+        )?;
         let md = table.metadata();
         let target = match options.target_file_size_bytes {
             Some(t) => t,

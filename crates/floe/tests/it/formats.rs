@@ -8,7 +8,7 @@ use floe::iceberg::spec::FormatVersion;
 use floe::operations::alter::format::UpgradeFormatBuilder;
 use floe::operations::compact::CompactBuilder;
 use floe::operations::expire::ExpireBuilder;
-use floe::operations::Operation;
+use floe::operations::{Operation, Query};
 use floe::table::parse_table_ident;
 
 use crate::common::{count_and_sum, outcome, read_with_python, sum_ids, table_state, Fixture};
@@ -322,4 +322,109 @@ async fn a_format_version_floe_does_not_know_is_refused_at_create() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("format-version"), "{e}");
+}
+
+/// `(id, ts, tl)` of every row, the timestamps as nanoseconds since the epoch, read by floe.
+async fn nanos(fx: &Fixture, table: &str) -> Vec<(i64, i64, i64)> {
+    use arrow::array::{Array, Int64Array};
+    let sql = format!(
+        "SELECT id, CAST(ts AS BIGINT) AS ts, CAST(tl AS BIGINT) AS tl FROM {table} ORDER BY id"
+    );
+    let batches = floe::operations::sql::SqlBuilder::new(&fx.catalog, &sql)
+        .query()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for b in batches {
+        let col = |i: usize| {
+            b.column(i)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .clone()
+        };
+        let (a, t, l) = (col(0), col(1), col(2));
+        for r in 0..b.num_rows() {
+            out.push((a.value(r), t.value(r), l.value(r)));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn nanosecond_timestamps_of_format_v3_are_appended_compacted_and_read_to_the_nanosecond() {
+    use arrow::array::{Int64Array, TimestampNanosecondArray};
+    let fx = Fixture::new().await;
+    let schema =
+        floe::table::schema::parse_schema("id bigint not null, ts timestamptz_ns, tl timestamp_ns")
+            .unwrap();
+    let properties = [("format-version".to_string(), "3".to_string())].into();
+    let ident = fx
+        .create_table_with("db.ns", schema, None, properties)
+        .await;
+    let base = 1_767_225_600_000_000_000i64; // 2026-01-01T00:00:00Z in ns
+    let mut expected = Vec::new();
+    for batch in 0..3i64 {
+        let t = fx.load(&ident).await;
+        let arrow = std::sync::Arc::new(
+            floe::iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap(),
+        );
+        let ids: Vec<i64> = (batch * 10..batch * 10 + 10).collect();
+        // Values no microsecond column could hold: every nanosecond digit differs.
+        let ts: Vec<i64> = ids.iter().map(|i| base + i * 1_000_000_007 + 123).collect();
+        let tl: Vec<i64> = ids.iter().map(|i| base - i * 999_999_999 - 1).collect();
+        let tz = match arrow.field(1).data_type() {
+            arrow::datatypes::DataType::Timestamp(_, tz) => tz.clone(),
+            other => panic!("ts is {other}"),
+        };
+        let b = arrow::record_batch::RecordBatch::try_new(
+            arrow,
+            vec![
+                std::sync::Arc::new(Int64Array::from(ids.clone())),
+                std::sync::Arc::new(
+                    TimestampNanosecondArray::from(ts.clone()).with_timezone_opt(tz),
+                ),
+                std::sync::Arc::new(TimestampNanosecondArray::from(tl.clone())),
+            ],
+        )
+        .unwrap();
+        floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+            .execute()
+            .await
+            .unwrap();
+        expected.extend(ids.into_iter().zip(ts).zip(tl).map(|((a, b), c)| (a, b, c)));
+    }
+    assert_eq!(nanos(&fx, "db.ns").await, expected);
+    let r = CompactBuilder::new(&fx.catalog, ident.clone())
+        .with_option("min-input-files", "2")
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!((r.rewritten_files, r.added_files), (3, 1), "{r:?}");
+    assert_eq!(
+        nanos(&fx, "db.ns").await,
+        expected,
+        "compaction keeps every nanosecond"
+    );
+    // PyIceberg reads the same rows (DuckDB 1.5.5 reads no nanosecond timestamps at all).
+    let wh = fx.warehouse().display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let v = crate::common::run_python(
+        "tests/interop/read_table.py",
+        &[
+            "--catalog-uri",
+            &uri,
+            "--warehouse",
+            &wh,
+            "--table",
+            "db.ns",
+            "--sum-column",
+            "id",
+            "--readers",
+            "pyiceberg",
+        ],
+    );
+    assert_eq!(v["pyiceberg"]["rows"], 30, "{v}");
+    assert_eq!(v["pyiceberg"]["sum"], sum_ids(0, 30), "{v}");
+    assert!(v.get("duckdb").is_none(), "{v}");
 }

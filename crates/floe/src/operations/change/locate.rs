@@ -36,6 +36,14 @@ pub type Matcher = Arc<dyn Fn(&RecordBatch) -> Result<BooleanArray> + Send + Syn
 /// with `filter`, only files whose partition values and column metrics may hold a matching
 /// row (the filter only prunes: the matcher decides row by row).
 pub async fn candidates(table: &Table, filter: Option<Predicate>) -> Result<Vec<FileScanTask>> {
+    crate::table::opaque::refuse(
+        table.metadata().current_schema(),
+        &format!(
+            "change rows of '{}'",
+            crate::table::ident_string(table.identifier())
+        ),
+        "read",
+    )?;
     if table.metadata().current_snapshot().is_none() {
         return Ok(vec![]);
     }

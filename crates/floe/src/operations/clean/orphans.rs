@@ -240,7 +240,17 @@ impl Operation for OrphanBuilder {
             .checked_sub(self.older_than)
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let listed = list_files(table.file_io(), &location).await?;
-        let reach = reachable_from_table(&table).await?;
+        let mut reach = reachable_from_table(&table).await?;
+        // Iceberg's Hadoop catalog finds the current version through `version-hint.text`
+        // beside the metadata files; no snapshot references it, and Java's orphan removal
+        // keeps it too (a table Spark or Flink reach through a Hadoop catalog needs it).
+        if let Some((dir, _)) = table.metadata_location().and_then(|l| l.rsplit_once('/')) {
+            reach.add(
+                &format!("{dir}/version-hint.text"),
+                crate::table::reach::FileKind::Metadata,
+                None,
+            );
+        }
         let listed_files = listed.len() as u64;
         let listed_bytes: u64 = listed.iter().map(|f| f.size).sum();
         let classified = classify(listed, &reach, &equal, cutoff, self.mode);

@@ -96,6 +96,15 @@ impl Operation for RewriteManifestsBuilder {
     async fn plan(&self) -> Result<RewriteManifestsPlan> {
         let started = Instant::now();
         let table = self.ctx.load().await?;
+        // Its manifests would carry a placeholder for the column's type in their header.
+        crate::table::opaque::refuse(
+            table.metadata().current_schema(),
+            &format!(
+                "rewrite the manifests of '{}'",
+                ident_string(&self.ctx.ident)
+            ),
+            "write",
+        )?;
         let before: Vec<_> = current_manifests(&table)
             .await?
             .into_iter()

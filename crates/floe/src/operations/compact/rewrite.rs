@@ -38,6 +38,14 @@ pub(super) async fn plan_files(
     key: impl Fn(&FileScanTask) -> String,
 ) -> Result<(Scanned, usize, DeletionVectors)> {
     crate::base::fault::probe("scan", table.metadata().location());
+    crate::table::opaque::refuse(
+        table.metadata().current_schema(),
+        &format!(
+            "compact '{}'",
+            crate::table::ident_string(table.identifier())
+        ),
+        "rewrite",
+    )?;
     if table.metadata().current_snapshot().is_none() {
         return Ok((Scanned::Tasks(vec![]), 0, DeletionVectors::default()));
     }

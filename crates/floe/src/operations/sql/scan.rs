@@ -67,6 +67,16 @@ impl TableProvider for IcebergScanTable {
         _filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        // The iceberg crate's scan parses each manifest's schema, opaque columns included.
+        crate::table::opaque::refuse(
+            self.table.metadata().current_schema(),
+            &format!(
+                "read '{}' (its metadata tables, `$files`, `$snapshots`..., still can)",
+                crate::table::ident_string(self.table.identifier())
+            ),
+            "read",
+        )
+        .map_err(|e| DataFusionError::External(Box::new(e)))?;
         let columns: Vec<usize> = projection
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
