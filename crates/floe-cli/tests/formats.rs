@@ -91,6 +91,21 @@ fn metadata_location(d: &Path, table: &str) -> String {
         .to_string()
 }
 
+/// `expire-snapshots --older-than 0s --retain-last 1`: every snapshot but the current one.
+fn expire_all_but_current(d: &Path, table: &str) -> Value {
+    ok_json(
+        d,
+        &[
+            "expire-snapshots",
+            table,
+            "--older-than",
+            "0s",
+            "--retain-last",
+            "1",
+        ],
+    )
+}
+
 fn format_version(d: &Path, table: &str) -> i64 {
     ok_json(d, &["table", "describe", table])["format_version"]
         .as_i64()
@@ -142,8 +157,11 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
         assert_eq!(py, expected, "{t}: PyIceberg");
         assert_eq!(duck, expected, "{t}: DuckDB");
 
-        // diagnose names the format and what the delete files are.
-        let report = ok_json(d, &["diagnose", t]);
+        // diagnose names the format and what the delete files are; its timed full read
+        // (`--save`) applies the vectors.
+        let saved = d.join(format!("{t}.diagnose.json"));
+        let report = ok_json(d, &["diagnose", t, "--save", saved.to_str().unwrap()]);
+        assert_eq!(report["probe"]["rows"], rows_of(t) as u64, "{t}");
         assert_eq!(report["format_version"], 3, "{t}");
         assert_eq!(report["totals"]["deletion_vectors"], vectors as u64, "{t}");
         assert_eq!(report["totals"]["position_delete_files"], 0, "{t}");
@@ -171,17 +189,7 @@ fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
         c["rewritten_files"].as_u64().unwrap() > c["added_files"].as_u64().unwrap(),
         "{c}"
     );
-    let e = ok_json(
-        d,
-        &[
-            "expire-snapshots",
-            t,
-            "--older-than",
-            "0s",
-            "--retain-last",
-            "1",
-        ],
-    );
+    let e = expire_all_but_current(d, t);
     assert!(
         !e["expired_snapshots"].as_array().unwrap().is_empty(),
         "v1 snapshots expire: {e}"
@@ -514,17 +522,7 @@ fn a_v3_table_with_types_floe_cannot_parse_loads_diagnoses_expires_and_refuses_b
     assert_eq!(metadata_location(d, t), java_metadata, "nothing committed");
 
     // Expiry commits metadata only: the types are written back exactly as Java wrote them.
-    let e = ok_json(
-        d,
-        &[
-            "expire-snapshots",
-            t,
-            "--older-than",
-            "0s",
-            "--retain-last",
-            "1",
-        ],
-    );
+    let e = expire_all_but_current(d, t);
     assert_eq!(e["expired_snapshots"].as_array().unwrap().len(), 4, "{e}");
     let expired_metadata = metadata_location(d, t);
     assert_ne!(expired_metadata, java_metadata);

@@ -38,6 +38,30 @@ use crate::base::error::{Error, Result};
 /// Rows per batch of the iceberg reader.
 const BATCH_ROWS: usize = 8192;
 
+/// Every live row of `table`'s current snapshot (as [`crate::table::current_state`] sees it),
+/// `columns` projected (`None`: all, `Some(vec![])`: none, for counts): planned with the
+/// iceberg crate's scan and read by [`read_tasks`], deletion vectors applied.
+pub async fn read_current(
+    table: &Table,
+    columns: Option<Vec<String>>,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    if table.metadata().current_snapshot().is_none() {
+        return Ok(futures::stream::empty().boxed());
+    }
+    let table = crate::table::current_state(table)?;
+    let scan = match columns {
+        None => table.scan().select_all().build()?,
+        Some(c) if c.is_empty() => table.scan().select_empty().build()?,
+        Some(c) => table.scan().select(c).build()?,
+    };
+    let mut tasks: Vec<FileScanTask> = scan.plan_files().await?.try_collect().await?;
+    let dvs = DeletionVectors::of_current(&table).await?;
+    for t in &mut tasks {
+        dvs.attach(t);
+    }
+    Ok(read_tasks(&table, tasks, &dvs))
+}
+
 /// Every live row of `tasks` (attached to `dvs`), as batches of each task's projected columns
 /// (`project_field_ids`, in that order), in task order for tasks with a vector and in the
 /// iceberg reader's order within a run of tasks without one.

@@ -295,6 +295,16 @@ pub fn read_with_python(fx: &Fixture, table: &str) -> serde_json::Value {
 
 /// Same as [`read_with_python`] for any warehouse with the embedded catalog layout.
 pub fn read_catalog_with_python(warehouse: &Path, table: &str) -> serde_json::Value {
+    read_catalog_with_readers(warehouse, table, "pyiceberg,duckdb")
+}
+
+/// [`read_catalog_with_python`] by some of the readers only (`pyiceberg`, `duckdb`,
+/// comma-separated): the others' keys are absent from the answer.
+pub fn read_catalog_with_readers(
+    warehouse: &Path,
+    table: &str,
+    readers: &str,
+) -> serde_json::Value {
     let wh = warehouse.display().to_string();
     let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
     run_python(
@@ -308,6 +318,8 @@ pub fn read_catalog_with_python(warehouse: &Path, table: &str) -> serde_json::Va
             table,
             "--sum-column",
             "id",
+            "--readers",
+            readers,
         ],
     )
 }

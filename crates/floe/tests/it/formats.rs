@@ -407,23 +407,7 @@ async fn nanosecond_timestamps_of_format_v3_are_appended_compacted_and_read_to_t
         "compaction keeps every nanosecond"
     );
     // PyIceberg reads the same rows (DuckDB 1.5.5 reads no nanosecond timestamps at all).
-    let wh = fx.warehouse().display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
-    let v = crate::common::run_python(
-        "tests/interop/read_table.py",
-        &[
-            "--catalog-uri",
-            &uri,
-            "--warehouse",
-            &wh,
-            "--table",
-            "db.ns",
-            "--sum-column",
-            "id",
-            "--readers",
-            "pyiceberg",
-        ],
-    );
+    let v = crate::common::read_catalog_with_readers(fx.warehouse(), "db.ns", "pyiceberg");
     assert_eq!(v["pyiceberg"]["rows"], 30, "{v}");
     assert_eq!(v["pyiceberg"]["sum"], sum_ids(0, 30), "{v}");
     assert!(v.get("duckdb").is_none(), "{v}");

@@ -113,29 +113,12 @@ impl PartitionStream for SnapshotStream {
         let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
         let out_schema = schema.clone();
         let stream = futures::stream::once(async move {
-            let ext = |e: iceberg::Error| DataFusionError::External(Box::new(e));
-            let scan = if names.is_empty() {
-                table.scan().select_empty().build().map_err(ext)?
-            } else {
-                table.scan().select(names).build().map_err(ext)?
-            };
-            // Planned here and read by floe's reader: the deletion vectors of a v3 table are
-            // applied there (the iceberg crate's `to_arrow` cannot read them).
-            let mut tasks: Vec<_> = scan
-                .plan_files()
+            // Read by floe's reader: the deletion vectors of a v3 table are applied there (the
+            // iceberg crate's `to_arrow` cannot read them).
+            crate::table::rows::read_current(&table, Some(names))
                 .await
-                .map_err(ext)?
-                .try_collect()
-                .await
-                .map_err(ext)?;
-            let dvs = crate::table::deletion_vector::DeletionVectors::of_current(&table)
-                .await
-                .map_err(floe_ext)?;
-            for t in &mut tasks {
-                dvs.attach(t);
-            }
-            let batches = crate::table::rows::read_tasks(&table, tasks, &dvs);
-            Ok::<_, DataFusionError>(batches.map_err(floe_ext))
+                .map(|batches| batches.map_err(floe_ext))
+                .map_err(floe_ext)
         })
         .try_flatten()
         .map(move |b| b.and_then(|b| conform(&out_schema, b)));
