@@ -224,6 +224,19 @@ impl Store {
     fn requests(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// How many more batch requests than `before` the request log shows, polling until at
+    /// least one more appears or `patience` runs out (the emulators flush their logs lazily).
+    fn requests_matching_after(&self, before: usize, patience: Duration) -> usize {
+        let deadline = Instant::now() + patience;
+        loop {
+            let now = self.requests().matches(self.batch_marker).count();
+            if now > before || Instant::now() >= deadline {
+                return now.saturating_sub(before);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
 }
 
 fn python(code: &str) -> String {
@@ -495,12 +508,8 @@ fn every_command_works_on(lake: &Lake) {
         "[{name}] {e}"
     );
     assert_eq!(e["deleted"]["failed"], 0, "[{name}] {e}");
-    let batches = lake
-        .store
-        .requests()
-        .matches(lake.store.batch_marker)
-        .count()
-        - batches_before;
+    // The emulator writes its request log asynchronously: give it a few seconds to flush.
+    let batches = lake.store.requests_matching_after(batches_before, Duration::from_secs(15));
     assert!(
         batches >= 1,
         "[{name}] expiry deleted through the store's batch API (no '{}' in the request log)",
