@@ -192,6 +192,7 @@ fn catalog_config(g: &Global) -> Result<CatalogConfig> {
         overrides,
     };
     let file = config::ConfigFile::discover(g.config.as_deref())?;
+    floe::ingest::source::kafka_client::set_file_settings(file.kafka.clone());
     let env = config::env_catalogs(std::env::vars());
     Ok(config::resolve(&selection, &file, &env)?)
 }
@@ -537,8 +538,8 @@ async fn async_main() -> i32 {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG")
-                // rskafka logs every reconnect attempt at warn; floe reports the failure itself.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rskafka=error")),
+                // librdkafka's log lines go to debug (target `librdkafka`); floe reports failures itself.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(config::masked_stderr)
         .with_ansi(stderr_colors())

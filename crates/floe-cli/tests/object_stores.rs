@@ -509,7 +509,9 @@ fn every_command_works_on(lake: &Lake) {
     );
     assert_eq!(e["deleted"]["failed"], 0, "[{name}] {e}");
     // The emulator writes its request log asynchronously: give it a few seconds to flush.
-    let batches = lake.store.requests_matching_after(batches_before, Duration::from_secs(15));
+    let batches = lake
+        .store
+        .requests_matching_after(batches_before, Duration::from_secs(15));
     assert!(
         batches >= 1,
         "[{name}] expiry deleted through the store's batch API (no '{}' in the request log)",

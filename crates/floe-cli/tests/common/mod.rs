@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -246,4 +247,66 @@ pub fn set_property_with_pyiceberg(d: &Path, table: &str, key: &str, value: &str
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// noida-db's Kafka service on a free port, data in `dir`.
+pub fn noida_kafka(dir: &Path) -> (String, Killed) {
+    let port = free_port();
+    let bin = Path::new(&std::env::var("FLOE_VENV").expect("FLOE_VENV (run .ci/setup)"))
+        .join("bin/noida-db");
+    let child = Killed(
+        Command::new(bin)
+            .args(["start", "--only", "kafka", "--kafka-port"])
+            .arg(port.to_string())
+            .arg("--data-dir")
+            .arg(dir.join("noida"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
+            .spawn()
+            .expect("noida-db (installed by .ci/setup)"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "noida-db never listened on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (format!("127.0.0.1:{port}"), child)
+}
+
+/// Namespace `k` and table `k.events (id bigint not null, ts timestamp, name string)`, the
+/// table of the Kafka tests.
+pub fn create_kafka_table(d: &Path) {
+    ok_json(d, &["namespace", "create", "k"]);
+    ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "k.events",
+            "--schema",
+            "id bigint not null, ts timestamp, name string",
+        ],
+    );
+}
+
+/// The first row of `floe --json sql Q` in `d`.
+pub fn sql_row(d: &Path, q: &str) -> Value {
+    let out = floe(d, &["--json", "sql", q]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap()
 }

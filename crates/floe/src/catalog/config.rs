@@ -207,6 +207,9 @@ pub struct ConfigFile {
     pub path: Option<PathBuf>,
     pub default_catalog: Option<String>,
     pub catalogs: BTreeMap<String, BTreeMap<String, String>>,
+    /// `[kafka]`: client properties of every Kafka client (`security.protocol`, `ssl.*`,
+    /// `sasl.*`; [`crate::ingest::source::kafka_client`]).
+    pub kafka: BTreeMap<String, String>,
 }
 
 impl ConfigFile {
@@ -266,9 +269,12 @@ impl ConfigFile {
                         out.catalogs.insert(name, flat);
                     }
                 }
+                ("kafka", toml::Value::Table(props)) => {
+                    flatten(&mut out.kafka, "", props, "kafka")?;
+                }
                 (other, _) => {
                     return Err(format!(
-                    "unknown top-level key '{other}' (expected default-catalog or [catalog.NAME])"
+                    "unknown top-level key '{other}' (expected default-catalog, [catalog.NAME] or [kafka])"
                 ))
                 }
             }
@@ -300,9 +306,12 @@ fn flatten(
                 continue;
             }
             _ => {
-                return Err(format!(
-                    "catalog.{name}.{key}: expected a string, number or boolean"
-                ))
+                let at = if name == "kafka" {
+                    "kafka".to_string()
+                } else {
+                    format!("catalog.{name}")
+                };
+                return Err(format!("{at}.{key}: expected a string, number or boolean"));
             }
         };
         out.insert(key, s);

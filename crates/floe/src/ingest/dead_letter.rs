@@ -7,8 +7,14 @@
 
 use std::io::Write;
 
-use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandling};
-use rskafka::record::Record;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::config::FromClientConfigAndContext;
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+use crate::ingest::source::kafka_client::{FloeContext, KafkaSettings};
 
 use crate::base::error::{Error, Result};
 use crate::records::value::BadValue;
@@ -52,6 +58,9 @@ impl DeadLetter {
     }
 }
 
+/// How long one dead letter may take to reach the topic.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Where rejected records go.
 pub enum DeadLetterSink {
     File {
@@ -60,7 +69,9 @@ pub enum DeadLetterSink {
     },
     Kafka {
         uri: String,
-        client: Box<PartitionClient>,
+        topic: String,
+        producer: Box<FutureProducer<FloeContext>>,
+        ctx: FloeContext,
     },
 }
 
@@ -69,30 +80,7 @@ impl DeadLetterSink {
     /// one partition).
     pub async fn open(spec: &str) -> Result<Self> {
         if spec.starts_with("kafka://") {
-            let crate::ingest::source::kafka::KafkaUri { brokers, topic, .. } =
-                crate::ingest::source::kafka::parse_uri(spec)?;
-            let client = crate::ingest::source::kafka::connect(&brokers).await?;
-            let exists = client
-                .list_topics()
-                .await
-                .map(|ts| ts.iter().any(|t| t.name == topic))
-                .unwrap_or(false);
-            if !exists {
-                if let Ok(c) = client.controller_client() {
-                    let _ = c.create_topic(topic.clone(), 1, 1, 5_000).await;
-                }
-            }
-            let pc = client
-                .partition_client(topic.clone(), 0, UnknownTopicHandling::Retry)
-                .await
-                .map_err(|e| Error::InputFile {
-                    path: spec.into(),
-                    reason: format!("dead-letter topic: {e}"),
-                })?;
-            return Ok(Self::Kafka {
-                uri: spec.to_string(),
-                client: Box::new(pc),
-            });
+            return Self::open_kafka(spec).await;
         }
         let path = std::path::PathBuf::from(spec.strip_prefix("file://").unwrap_or(spec));
         let file = std::fs::OpenOptions::new()
@@ -125,26 +113,95 @@ impl DeadLetterSink {
                 }
                 Ok(())
             }
-            Self::Kafka { uri, client } => {
-                let records = entries
-                    .iter()
-                    .map(|e| Record {
-                        key: Some(format!("{}@{}", e.stream, e.position).into_bytes()),
-                        value: serde_json::to_vec(e).ok(),
-                        headers: Default::default(),
-                        timestamp: chrono::Utc::now(),
-                    })
-                    .collect();
-                client
-                    .produce(records, Compression::NoCompression)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| Error::InputFile {
+            Self::Kafka {
+                uri,
+                topic,
+                producer,
+                ctx,
+            } => {
+                let sends = entries.iter().map(|e| {
+                    let key = format!("{}@{}", e.stream, e.position);
+                    let value = serde_json::to_vec(e).unwrap_or_default();
+                    let producer = &producer;
+                    let topic = topic.as_str();
+                    async move {
+                        let record = FutureRecord::to(topic).key(&key).payload(&value);
+                        producer
+                            .send(record, SEND_TIMEOUT)
+                            .await
+                            .map(|_| ())
+                            .map_err(|(e, _)| e.to_string())
+                    }
+                });
+                let results = futures::future::join_all(sends).await;
+                match results.into_iter().find_map(|r| r.err()) {
+                    None => Ok(()),
+                    Some(e) => Err(Error::InputFile {
                         path: uri.clone().into(),
-                        reason: format!("cannot produce dead letters: {e}"),
-                    })
+                        reason: format!(
+                            "cannot produce dead letters: {}",
+                            ctx.fatal().unwrap_or(e)
+                        ),
+                    }),
+                }
             }
         }
+    }
+
+    /// A dead-letter topic, created with one partition when it does not exist; the client
+    /// has the source's security settings (the URI's parameters, `floe.toml`, environment).
+    async fn open_kafka(spec: &str) -> Result<Self> {
+        let crate::ingest::source::kafka::KafkaUri {
+            brokers,
+            topic,
+            query,
+        } = crate::ingest::source::kafka::parse_uri(spec)?;
+        let settings = KafkaSettings::resolve(&query)?;
+        let ctx = FloeContext::new(&settings);
+        let mut config = settings.client_config(&brokers);
+        config
+            .set("enable.idempotence", "true")
+            .set("message.timeout.ms", "30000");
+        let bad = |reason: String| Error::InputFile {
+            path: crate::base::secrets::mask(spec).into(),
+            reason,
+        };
+        let admin = AdminClient::from_config_and_context(&config, ctx.clone())
+            .map_err(|e| bad(format!("dead-letter topic: {e}")))?;
+        // The broker's default replication factor first (-1, KIP-464: a managed cluster may
+        // demand 3), then 1 for a broker too old for that or with a single node.
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(5)));
+        for replication in [-1, 1] {
+            let created = admin
+                .create_topics(
+                    &[NewTopic::new(
+                        &topic,
+                        1,
+                        TopicReplication::Fixed(replication),
+                    )],
+                    &options,
+                )
+                .await;
+            if let Some(fatal) = ctx.fatal() {
+                return Err(bad(fatal));
+            }
+            match created.as_deref() {
+                Ok([Ok(_)]) => break,
+                Ok([Err((_, RDKafkaErrorCode::TopicAlreadyExists))]) => break,
+                // Any other failure shows at the first produce, by name.
+                other => tracing::debug!(
+                    "creating the dead-letter topic {topic} (replication {replication}): {other:?}"
+                ),
+            }
+        }
+        let producer = FutureProducer::from_config_and_context(&config, ctx.clone())
+            .map_err(|e| bad(format!("dead-letter topic: {e}")))?;
+        Ok(Self::Kafka {
+            uri: crate::base::secrets::mask(spec),
+            topic,
+            producer: Box::new(producer),
+            ctx,
+        })
     }
 
     /// Makes written entries durable (before the commit that moves past them).

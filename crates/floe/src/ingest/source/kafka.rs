@@ -1,44 +1,54 @@
 //! Kafka source:
-//! `kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=0,2&start=earliest|latest&group.id=NAME]`.
+//! `kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=0,2&start=earliest|latest&group.id=NAME]`,
+//! plus the client's security settings as parameters ([`super::kafka_client`]:
+//! `security.protocol`, `ssl.*`, `sasl.*`).
 //!
-//! One fetch task per partition reads from the position committed in the table (or the
-//! earliest/latest offset on first start) and feeds a bounded channel, so a slow table write
-//! applies back-pressure instead of buffering without limit. The table is the only source of
-//! truth for positions (exactly-once); with `group.id` the positions of each table commit are
-//! also committed to that consumer group ([`super::kafka_group`]), for lag monitors only.
-//! Lag per partition is the fetch response's high watermark minus the next offset.
+//! One librdkafka consumer with a manual assignment reads every chosen partition from the
+//! position committed in the table (or the earliest/latest offset on first start) and feeds a
+//! bounded channel, so a slow table write applies back-pressure instead of buffering without
+//! limit. The table is the only source of truth for positions (exactly-once); with `group.id`
+//! the positions of each table commit are also committed to that consumer group (with
+//! generation -1, as a consumer with a manual assignment does), for lag monitors only.
 //!
-//! A broker that goes away mid-stream: the client's own retries are bounded ([`backoff`]: a
-//! few seconds per call) and each fetch has a time limit, so the fetch task gets control back,
-//! marks its partition unreachable ([`Source::unreachable`]: what, why, since when) and tries
-//! again, from the same offset, until the broker answers: nothing is skipped or read twice.
-//! The engine reports the wait and gives up after `--source-timeout`.
+//! Transactions: the consumer reads committed data only (`isolation.level=read_committed`):
+//! librdkafka drops the records of aborted transactions and the control records, and the
+//! reader moves the stream's position past them ([`SourceRecord::marker`]) once it is idle, so
+//! a restart in the middle of transactions neither loses nor repeats a record. Lag counts to the
+//! last stable offset (the end a committed reader can reach).
+//!
+//! A broker that goes away mid-stream: librdkafka reconnects (bounded backoff, 0.5 s at most)
+//! and reports each failure; the reader marks its partitions unreachable
+//! ([`Source::unreachable`]: what, why, since when) until a broker is up again, and reads on
+//! from the same offsets: nothing is skipped or read twice. The engine reports the wait and
+//! gives up after `--source-timeout`. A failure retrying cannot fix (credentials, TLS, ACLs)
+//! stops the reader with one line naming the broker and the setting.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rskafka::client::error::{Error as KafkaError, RequestError};
-use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
-use rskafka::client::{Client, ClientBuilder};
-use rskafka::BackoffConfig;
+use rdkafka::config::FromClientConfigAndContext;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
-use super::kafka_group::GroupCommitter;
+use super::kafka_client::{classify, FloeContext, KafkaSettings, Severity};
 use super::{recv_batch, Positions, Source, SourceRecord, StreamLag, Unreachable};
 use crate::base::error::{Error, Result};
 
-/// Records buffered between the fetch tasks and the engine.
+/// Records buffered between the reader and the engine.
 const CHANNEL: usize = 16 * 1024;
-/// Bytes asked per fetch.
-const FETCH_MAX_BYTES: i32 = 4 * 1024 * 1024;
-/// How long the broker may hold a fetch when there is no data.
-const FETCH_WAIT_MS: i32 = 500;
-/// How long one fetch (with the client's retries inside) may take before the partition counts
-/// as unreachable: a network that drops packets, where connecting hangs instead of failing.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pause between fetch attempts while the broker is unreachable.
-const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// How long the reader waits for a message before it looks at positions and errors.
+const IDLE: Duration = Duration::from_millis(250);
+/// How long start-up calls (metadata, offsets) may take before floe gives up with an error.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// The group of a consumer without `group.id` (librdkafka needs one to assign partitions;
+/// floe never joins it nor commits to it).
+pub const IMPLICIT_GROUP: &str = "floe-ingest";
+/// How long the end of an ingest waits for its last consumer group commit.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where to start a partition that has no committed position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,22 +57,18 @@ pub enum Start {
     Latest,
 }
 
-/// What a fetch task knows of its partition.
+/// What the reader knows of a partition.
 #[derive(Debug)]
 struct PartitionState {
     partition: i32,
     /// Where this process started reading.
     start: i64,
-    /// The next offset to fetch.
+    /// The next offset to read.
     next: i64,
-    high_watermark: Option<i64>,
-    /// Since when and why the broker does not answer for this partition.
-    down: Option<(Instant, String)>,
-    /// When a fetch last succeeded.
-    last_ok: Instant,
 }
 
 type Shared = Arc<Mutex<BTreeMap<String, PartitionState>>>;
+type Consumer_ = StreamConsumer<FloeContext>;
 
 /// A Kafka topic (all partitions or a chosen subset).
 pub struct KafkaSource {
@@ -72,7 +78,11 @@ pub struct KafkaSource {
     start: Start,
     /// Consumer group the table's positions are mirrored to (`group.id`).
     group: Option<String>,
-    committer: Option<GroupCommitter>,
+    settings: KafkaSettings,
+    ctx: FloeContext,
+    consumer: Option<Arc<Consumer_>>,
+    /// The last positions mirrored to the group (committed again, synchronously, at the end).
+    mirrored: Option<TopicPartitionList>,
     rx: Option<mpsc::Receiver<Result<SourceRecord>>>,
     state: Shared,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -83,111 +93,88 @@ pub fn stream_name(topic: &str, partition: i32) -> String {
     format!("kafka:{topic}:{partition}")
 }
 
-/// How long connecting to the brokers may take before floe gives up with an error.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// The client's retry policy for a source: rskafka retries a lost connection inside each call
-/// with an exponential backoff that by default grows to minutes and never gives up, which
-/// hides a gone broker. Bounded here (at most 500 ms between attempts, about 1 s of waiting
-/// per call; a fetch retries twice nested, reconnecting inside), the call fails within a few
-/// seconds and the fetch task reports the wait and tries again.
-pub fn backoff() -> BackoffConfig {
-    BackoffConfig {
-        init_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_millis(500),
-        base: 2.0,
-        deadline: Some(Duration::from_secs(1)),
-    }
-}
-
-/// Connects to `brokers` with rskafka's default retries (clear error naming them when
-/// unreachable after 15 s).
-pub async fn connect(brokers: &[String]) -> Result<Client> {
-    connect_with(brokers, None).await
-}
-
-/// Connects to `brokers`, with `backoff` for the client's calls when given; tries again until
-/// 15 s passed, then fails with an error naming the brokers.
-pub async fn connect_with(brokers: &[String], backoff: Option<BackoffConfig>) -> Result<Client> {
-    let unreachable = |reason: String| Error::InputFile {
-        path: brokers.join(",").into(),
-        reason,
+/// A consumer for `brokers` with `settings` (reads committed data only, never commits on its
+/// own, never resets a position it cannot find: an offset out of range is an error).
+pub fn consumer(
+    brokers: &[String],
+    settings: &KafkaSettings,
+    group: Option<&str>,
+) -> Result<(Arc<Consumer_>, FloeContext)> {
+    let ctx = FloeContext::new(settings);
+    let mut config = settings.client_config(brokers);
+    config
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("isolation.level", "read_committed")
+        .set("auto.offset.reset", "error")
+        .set("fetch.wait.max.ms", "500")
+        .set("statistics.interval.ms", "1000")
+        .set("enable.partition.eof", "false");
+    // librdkafka assigns partitions only to a consumer with a group (and only then serves
+    // errors and statistics on the consumer's queue): without `group.id` floe uses its own
+    // group, never joined and never committed to, whose authorization errors are ignored.
+    let ctx = match group {
+        Some(g) => {
+            config.set("group.id", g);
+            ctx
+        }
+        None => {
+            config.set("group.id", IMPLICIT_GROUP);
+            ctx.with_implicit_group()
+        }
     };
-    let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
-    let mut last = String::new();
-    loop {
-        let mut b = ClientBuilder::new(brokers.to_vec()).client_id("floe");
-        if let Some(c) = &backoff {
-            b = b.backoff_config(c.clone());
-        }
-        match tokio::time::timeout_at(deadline, b.build()).await {
-            Ok(Ok(c)) => return Ok(c),
-            Ok(Err(e)) if tokio::time::Instant::now() + RETRY_PAUSE < deadline => {
-                last = format!(": {}", short_reason(&e));
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-            Ok(Err(e)) => return Err(unreachable(format!("cannot connect to Kafka: {e}"))),
-            Err(_) => {
-                return Err(unreachable(format!(
-                    "cannot connect to Kafka within {} s{last}",
-                    CONNECT_TIMEOUT.as_secs()
-                )))
-            }
-        }
-    }
+    let c =
+        Consumer_::from_config_and_context(&config, ctx.clone()).map_err(|e| Error::InputFile {
+            path: brokers.join(",").into(),
+            reason: format!("cannot create the Kafka client: {e}"),
+        })?;
+    Ok((Arc::new(c), ctx))
 }
 
-/// Errors a fetch task retries: the broker or the network is gone (the client's own retries
-/// ran out), not a request the broker refused (an offset out of range stays fatal).
-fn transient(e: &KafkaError) -> bool {
-    matches!(
-        e,
-        KafkaError::Connection(_)
-            | KafkaError::RetryFailed(_)
-            | KafkaError::Timeout
-            | KafkaError::Request(RequestError::IO(_) | RequestError::Poisoned(_))
+/// Runs a blocking client call off the runtime; the error names what was asked, and a fatal
+/// failure the client reported meanwhile (TLS, credentials) comes first.
+///
+/// While the call runs, the consumer's queue is served, so the client's error reports reach
+/// [`FloeContext`] as they happen: a TLS or credential failure ends the wait at once instead of
+/// after the call's timeout. Called before any partition is assigned (no message can come).
+async fn blocking<T: Send + 'static>(
+    consumer: &Consumer_,
+    ctx: &FloeContext,
+    what: String,
+    f: impl FnOnce() -> rdkafka::error::KafkaResult<T> + Send + 'static,
+) -> std::result::Result<T, String> {
+    let mut call = tokio::task::spawn_blocking(f);
+    let r = loop {
+        tokio::select! {
+            r = &mut call => break r.map_err(|e| format!("{what}: {e}"))?,
+            // Serves errors, logs and statistics; there is no message before an assignment.
+            _ = consumer.recv() => {}
+        }
+        if let Some(fatal) = ctx.fatal() {
+            // The blocking call ends on its own timeout; its answer no longer matters.
+            return Err(fatal);
+        }
+    };
+    if r.is_err() {
+        // The error event that explains a failed call (TLS on a plaintext port, a refused
+        // login) may still sit in the queue: serve it briefly before deciding.
+        let _ = tokio::time::timeout(Duration::from_millis(300), consumer.recv()).await;
+    }
+    if let Some(fatal) = ctx.fatal() {
+        return Err(fatal);
+    }
+    r.map_err(
+        |e| match classify(e.rdkafka_error_code(), &e.to_string(), "") {
+            Severity::Fatal(line) => line,
+            Severity::Transient(_) => {
+                let down = ctx.events.lock().expect("not poisoned").down.clone();
+                match down {
+                    Some((_, why)) => format!("cannot connect to Kafka ({why}): {what}: {e}"),
+                    None => format!("{what}: {e}"),
+                }
+            }
+        },
     )
-}
-
-/// Runs a start-up call again while it fails with a transient error, for up to 15 s: the
-/// bounded [`backoff`] gives up after a second, but a topic just created or a leader being
-/// elected takes longer.
-async fn patiently<T, F, Fut>(f: F) -> std::result::Result<T, KafkaError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = std::result::Result<T, KafkaError>>,
-{
-    let deadline = Instant::now() + CONNECT_TIMEOUT;
-    loop {
-        match f().await {
-            Err(e) if transient(&e) && Instant::now() + RETRY_PAUSE < deadline => {
-                tokio::time::sleep(RETRY_PAUSE).await
-            }
-            r => return r,
-        }
-    }
-}
-
-/// The innermost cause of `e`, short: `connection refused` rather than the client's chain.
-fn short_reason(e: &(dyn std::error::Error + 'static)) -> String {
-    let full = e.to_string();
-    for (needle, short) in [
-        ("Connection refused", "connection refused"),
-        ("Connection reset", "connection reset"),
-        ("Broken pipe", "connection closed"),
-        ("timed out", "timed out"),
-        ("No route to host", "no route to host"),
-        ("failed to lookup address", "unknown host"),
-    ] {
-        if full.contains(needle) {
-            return short.to_string();
-        }
-    }
-    let mut inner: &dyn std::error::Error = e;
-    while let Some(s) = inner.source() {
-        inner = s;
-    }
-    inner.to_string()
 }
 
 /// A parsed `kafka://h:p,h2:p/topic?query`.
@@ -229,7 +216,8 @@ pub fn parse_uri(uri: &str) -> Result<KafkaUri> {
 }
 
 impl KafkaSource {
-    /// Parses the source URI.
+    /// Parses the source URI; parameters other than floe's own are the client's settings
+    /// ([`KafkaSettings::resolve`], over `floe.toml` and the environment).
     pub fn parse(uri: &str) -> Result<Self> {
         let KafkaUri {
             brokers,
@@ -239,6 +227,7 @@ impl KafkaSource {
         let mut partitions = None;
         let mut start = Start::Earliest;
         let mut group = None;
+        let mut client = Vec::new();
         for (k, v) in query {
             match k.as_str() {
                 "partitions" => {
@@ -269,26 +258,38 @@ impl KafkaSource {
                     }
                     group = Some(v);
                 }
-                other => {
-                    return Err(Error::invalid_option(
-                        "--source",
-                        uri,
-                        format!("unknown parameter '{other}' (known: partitions, start, group.id)"),
-                    ))
-                }
+                _ => client.push((k, v)),
             }
         }
+        let settings = KafkaSettings::resolve(&client).map_err(|e| match e {
+            Error::InvalidOption { option, reason, .. } => Error::invalid_option(
+                "--source",
+                crate::base::secrets::mask(uri),
+                format!("{option}: {reason} (floe's own parameters: partitions, start, group.id)"),
+            ),
+            e => e,
+        })?;
         Ok(Self {
             brokers,
             topic,
             partitions,
             start,
             group,
-            committer: None,
+            ctx: FloeContext::new(&settings),
+            settings,
+            consumer: None,
+            mirrored: None,
             rx: None,
             state: Arc::default(),
             tasks: Vec::new(),
         })
+    }
+
+    fn input_error(&self, reason: String) -> Error {
+        Error::InputFile {
+            path: self.uri().into(),
+            reason,
+        }
     }
 }
 
@@ -307,21 +308,36 @@ impl Source for KafkaSource {
     }
 
     async fn start(&mut self, resume: &Positions) -> Result<()> {
-        let client = connect_with(&self.brokers, Some(backoff())).await?;
-        let topics = patiently(|| client.list_topics())
+        let (consumer, ctx) = consumer(&self.brokers, &self.settings, self.group.as_deref())?;
+        self.ctx = ctx.clone();
+        let topic = self.topic.clone();
+        let metadata = {
+            let (c, t) = (consumer.clone(), topic.clone());
+            blocking(&consumer, &ctx, "cannot list topics".into(), move || {
+                c.fetch_metadata(Some(&t), CONNECT_TIMEOUT)
+            })
             .await
-            .map_err(|e| Error::InputFile {
-                path: self.uri().into(),
-                reason: format!("cannot list topics: {e}"),
-            })?;
-        let existing = topics
-            .into_iter()
-            .find(|t| t.name == self.topic)
-            .map(|t| t.partitions.into_iter().collect::<Vec<_>>())
-            .ok_or_else(|| Error::InputFile {
-                path: self.uri().into(),
-                reason: format!("topic '{}' does not exist", self.topic),
-            })?;
+            .map_err(|reason| self.input_error(reason))?
+        };
+        let Some(t) = metadata.topics().iter().find(|t| t.name() == topic) else {
+            return Err(self.input_error(format!("topic '{topic}' does not exist")));
+        };
+        if let Some(e) = t.error() {
+            let code: rdkafka::types::RDKafkaErrorCode = e.into();
+            return Err(self.input_error(match classify(Some(code), &topic, "") {
+                Severity::Fatal(line) => line,
+                Severity::Transient(_)
+                    if code == rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition =>
+                {
+                    format!("topic '{topic}' does not exist")
+                }
+                Severity::Transient(_) => format!("topic '{topic}': {code}"),
+            }));
+        }
+        let existing: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+        if existing.is_empty() {
+            return Err(self.input_error(format!("topic '{topic}' does not exist")));
+        }
         let partitions = match &self.partitions {
             None => existing,
             Some(chosen) => {
@@ -329,114 +345,78 @@ impl Source for KafkaSource {
                     return Err(Error::invalid_option(
                         "partitions",
                         p,
-                        format!("topic '{}' has partitions {existing:?}", self.topic),
+                        format!("topic '{topic}' has partitions {existing:?}"),
                     ));
                 }
                 chosen.clone()
             }
         };
-        let (tx, rx) = mpsc::channel(CHANNEL);
-        self.rx = Some(rx);
-        if let Some(g) = &self.group {
-            self.committer = Some(GroupCommitter::start(
-                self.brokers.clone(),
-                g.clone(),
-                self.topic.clone(),
-            ));
+        if self.group.is_some() {
+            // The group's offsets are only a mirror, but a group the principal may not use
+            // is a setting to fix: asked once here, so it fails now, by name.
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition(&topic, partitions[0]);
+            let c = consumer.clone();
+            let asked = blocking(
+                &consumer,
+                &ctx,
+                "cannot read the consumer group".into(),
+                move || c.committed_offsets(tpl, CONNECT_TIMEOUT),
+            )
+            .await;
+            if let Err(reason) = asked {
+                if reason.contains("authorization") {
+                    return Err(self.input_error(reason));
+                }
+                tracing::warn!("reading consumer group offsets (a mirror only): {reason}");
+            }
         }
-        for p in partitions {
-            let pc = patiently(|| {
-                client.partition_client(self.topic.clone(), p, UnknownTopicHandling::Retry)
-            })
-            .await
-            .map_err(|e| Error::InputFile {
-                path: self.uri().into(),
-                reason: format!("partition {p}: {e}"),
-            })?;
-            let stream: Arc<str> = stream_name(&self.topic, p).into();
-            let mut offset = match resume.get(stream.as_ref()) {
+        let mut assignment = TopicPartitionList::new();
+        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+        for &p in &partitions {
+            let stream = stream_name(&topic, p);
+            let offset = match resume.get(&stream) {
                 Some(o) => *o,
-                None => patiently(|| {
-                    pc.get_offset(match self.start {
-                        Start::Earliest => OffsetAt::Earliest,
-                        Start::Latest => OffsetAt::Latest,
-                    })
-                })
-                .await
-                .map_err(|e| Error::InputFile {
-                    path: self.uri().into(),
-                    reason: format!("partition {p}: cannot read the start offset: {e}"),
-                })?,
+                None => {
+                    let (c, t) = (consumer.clone(), topic.clone());
+                    let (low, high) = blocking(
+                        &consumer,
+                        &ctx,
+                        format!("partition {p}: cannot read the start offset"),
+                        move || c.fetch_watermarks(&t, p, CONNECT_TIMEOUT),
+                    )
+                    .await
+                    .map_err(|reason| self.input_error(reason))?;
+                    match self.start {
+                        Start::Earliest => low,
+                        Start::Latest => high,
+                    }
+                }
             };
+            assignment
+                .add_partition_offset(&topic, p, Offset::Offset(offset))
+                .map_err(|e| self.input_error(format!("partition {p}: {e}")))?;
+            next.insert(p, offset);
             self.state.lock().expect("not poisoned").insert(
-                stream.to_string(),
+                stream,
                 PartitionState {
                     partition: p,
                     start: offset,
                     next: offset,
-                    high_watermark: None,
-                    down: None,
-                    last_ok: Instant::now(),
                 },
             );
-            let tx = tx.clone();
-            let state = self.state.clone();
-            self.tasks.push(tokio::spawn(async move {
-                loop {
-                    let fetch = pc.fetch_records(offset, 1..FETCH_MAX_BYTES, FETCH_WAIT_MS);
-                    let failed = match tokio::time::timeout(FETCH_TIMEOUT, fetch).await {
-                        Ok(Ok(got)) => Ok(got),
-                        Ok(Err(e)) if transient(&e) => Err(short_reason(&e)),
-                        Ok(Err(e)) => {
-                            let _ = tx
-                                .send(Err(Error::InputFile {
-                                    path: format!("{stream}").into(),
-                                    reason: format!("fetch at offset {offset}: {e}"),
-                                }))
-                                .await;
-                            return;
-                        }
-                        Err(_) => Err(format!("no answer within {} s", FETCH_TIMEOUT.as_secs())),
-                    };
-                    let (records, high_watermark) = match failed {
-                        Ok(got) => got,
-                        Err(reason) => {
-                            // Marked and retried from the same offset: nothing skipped.
-                            if let Some(s) = state.lock().expect("not poisoned").get_mut(&*stream) {
-                                let since = s.down.as_ref().map_or(s.last_ok, |d| d.0);
-                                s.down = Some((since, reason));
-                            }
-                            tokio::time::sleep(RETRY_PAUSE).await;
-                            continue;
-                        }
-                    };
-                    if let Some(s) = state.lock().expect("not poisoned").get_mut(&*stream) {
-                        s.down = None;
-                        s.last_ok = Instant::now();
-                        s.high_watermark = Some(high_watermark);
-                    }
-                    for r in records {
-                        if r.offset < offset {
-                            continue;
-                        }
-                        offset = r.offset + 1;
-                        let rec = SourceRecord {
-                            stream: stream.clone(),
-                            next_position: offset,
-                            position: r.offset,
-                            payload: r.record.value.unwrap_or_default(),
-                            key: r.record.key,
-                        };
-                        if tx.send(Ok(rec)).await.is_err() {
-                            return;
-                        }
-                    }
-                    if let Some(s) = state.lock().expect("not poisoned").get_mut(&*stream) {
-                        s.next = offset;
-                    }
-                }
-            }));
         }
+        consumer
+            .assign(&assignment)
+            .map_err(|e| self.input_error(format!("cannot assign partitions: {e}")))?;
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        self.rx = Some(rx);
+        self.consumer = Some(consumer.clone());
+        let state = self.state.clone();
+        let uri = self.uri();
+        self.tasks.push(tokio::spawn(read(
+            consumer, ctx, topic, next, state, tx, uri,
+        )));
         Ok(())
     }
 
@@ -448,17 +428,18 @@ impl Source for KafkaSource {
     }
 
     fn lag(&self) -> Vec<StreamLag> {
+        let ends = self.ctx.events.lock().expect("not poisoned").ends.clone();
         // Ordered by stream name (a BTreeMap).
         self.state
             .lock()
             .expect("not poisoned")
             .iter()
             .filter_map(|(stream, s)| {
-                let hw = s.high_watermark?;
+                let end = *ends.get(&s.partition)?;
                 Some(StreamLag {
                     stream: stream.clone(),
-                    lag: (hw - s.next).max(0),
-                    high_watermark: Some(hw),
+                    lag: (end - s.next).max(0),
+                    high_watermark: Some(end),
                     start: Some(s.start),
                 })
             })
@@ -466,34 +447,45 @@ impl Source for KafkaSource {
     }
 
     fn committed(&mut self, positions: &Positions) {
-        if let Some(c) = &self.committer {
-            let prefix = format!("kafka:{}:", self.topic);
-            let offsets = positions
-                .iter()
-                .filter_map(|(s, p)| Some((s.strip_prefix(&prefix)?.parse().ok()?, *p)))
-                .collect::<Vec<(i32, i64)>>();
-            if !offsets.is_empty() {
-                c.commit(offsets);
+        let (Some(_), Some(consumer)) = (&self.group, &self.consumer) else {
+            return;
+        };
+        let prefix = format!("kafka:{}:", self.topic);
+        let mut tpl = TopicPartitionList::new();
+        for (s, p) in positions {
+            if let Some(part) = s.strip_prefix(&prefix).and_then(|p| p.parse().ok()) {
+                let _ = tpl.add_partition_offset(&self.topic, part, Offset::Offset(*p));
+            }
+        }
+        if tpl.count() == 0 {
+            return;
+        }
+        // Its outcome reaches the context's commit callback (a failure is a warning).
+        if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+            tracing::warn!("committing offsets to the Kafka consumer group (retried at the next table commit): {e}");
+        }
+        self.mirrored = Some(tpl);
+    }
+
+    async fn finish(&mut self) {
+        if let (Some(tpl), Some(consumer)) = (self.mirrored.take(), self.consumer.clone()) {
+            let commit =
+                tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync));
+            match tokio::time::timeout(FINISH_TIMEOUT, commit).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => tracing::warn!("the last consumer group commit failed: {e}"),
+                _ => tracing::warn!("the last consumer group commit did not finish in time"),
             }
         }
     }
 
-    async fn finish(&mut self) {
-        if let Some(c) = &mut self.committer {
-            c.finish().await;
-        }
-    }
-
     fn unreachable(&self) -> Option<Unreachable> {
+        let (since, reason) = self.ctx.events.lock().expect("not poisoned").down.clone()?;
         let state = self.state.lock().expect("not poisoned");
-        let down: Vec<(&PartitionState, &(Instant, String))> = state
+        let first = state.values().next()?;
+        let partitions = state
             .values()
-            .filter_map(|s| Some((s, s.down.as_ref()?)))
-            .collect();
-        let (first, (since, reason)) = *down.iter().min_by_key(|(_, d)| d.0)?;
-        let partitions = down
-            .iter()
-            .map(|(s, _)| s.partition.to_string())
+            .map(|s| s.partition.to_string())
             .collect::<Vec<_>>();
         Some(Unreachable {
             what: format!(
@@ -503,11 +495,163 @@ impl Source for KafkaSource {
                 if partitions.len() > 1 { "s" } else { "" },
                 partitions.join(", ")
             ),
-            reason: reason.clone(),
-            since: *since,
+            reason,
+            since,
             position: first.next,
         })
     }
+}
+
+/// The reader: messages to the channel in partition order; when idle, positions moved past
+/// records never delivered (transaction control records, aborted transactions) as markers; a
+/// fatal client error ends it with that error.
+async fn read(
+    consumer: Arc<Consumer_>,
+    ctx: FloeContext,
+    topic: String,
+    mut next: BTreeMap<i32, i64>,
+    state: Shared,
+    tx: mpsc::Sender<Result<SourceRecord>>,
+    uri: String,
+) {
+    let streams: BTreeMap<i32, Arc<str>> = next
+        .keys()
+        .map(|p| (*p, Arc::from(stream_name(&topic, *p))))
+        .collect();
+    let fail = |reason: String| Error::InputFile {
+        path: uri.clone().into(),
+        reason,
+    };
+    loop {
+        if let Some(line) = ctx.fatal() {
+            let _ = tx.send(Err(fail(line))).await;
+            return;
+        }
+        let got = tokio::time::timeout(IDLE, consumer.recv()).await;
+        // Owned data only from here on: the borrowed message and the position list hold raw
+        // client pointers that must not live across an `.await`.
+        let step = match got {
+            Ok(Ok(m)) => match (streams.get(&m.partition()), next.get_mut(&m.partition())) {
+                (Some(stream), Some(n)) if m.offset() >= *n => {
+                    *n = m.offset() + 1;
+                    Step::Record(SourceRecord {
+                        stream: stream.clone(),
+                        next_position: *n,
+                        position: m.offset(),
+                        payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                        key: m.key().map(<[u8]>::to_vec),
+                        marker: false,
+                    })
+                }
+                _ => continue,
+            },
+            Ok(Err(e)) => Step::Failed(e.rdkafka_error_code(), e.to_string()),
+            Err(_) => Step::Idle(
+                consumer
+                    .position()
+                    .map(|tpl| {
+                        tpl.elements()
+                            .iter()
+                            .filter_map(|e| match e.offset() {
+                                Offset::Offset(o) => Some((e.partition(), o)),
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+        };
+        match step {
+            Step::Record(rec) => {
+                {
+                    let mut ev = ctx.events.lock().expect("not poisoned");
+                    ev.down = None;
+                    ev.last_up = Some(Instant::now());
+                }
+                if let Some(s) = state
+                    .lock()
+                    .expect("not poisoned")
+                    .get_mut(rec.stream.as_ref())
+                {
+                    s.next = rec.next_position;
+                }
+                if tx.send(Ok(rec)).await.is_err() {
+                    return;
+                }
+            }
+            Step::Failed(code, text) => {
+                if matches!(
+                    code,
+                    Some(RDKafkaErrorCode::AutoOffsetReset)
+                        | Some(RDKafkaErrorCode::OffsetOutOfRange)
+                ) {
+                    let _ = tx
+                        .send(Err(fail(format!(
+                            "the position to read is no longer in the topic (deleted by \
+                             retention?): {text}"
+                        ))))
+                        .await;
+                    return;
+                }
+                match classify(code, &text, "") {
+                    // The client's error callback reports the same failure with its cause
+                    // ("connection refused"); this consumer error only says "transport failure".
+                    Severity::Transient(_)
+                        if matches!(
+                            code,
+                            Some(RDKafkaErrorCode::BrokerTransportFailure)
+                                | Some(RDKafkaErrorCode::AllBrokersDown)
+                        ) => {}
+                    Severity::Transient(short) => {
+                        let mut ev = ctx.events.lock().expect("not poisoned");
+                        if ev.down.is_none() {
+                            ev.down = Some((Instant::now(), short));
+                        }
+                    }
+                    Severity::Fatal(line) => {
+                        let _ = tx.send(Err(fail(line))).await;
+                        return;
+                    }
+                }
+            }
+            Step::Idle(positions) => {
+                // The consumer's position passed records it never delivered (control records,
+                // aborted transactions): move the stream's position with a marker.
+                for (p, o) in positions {
+                    let (Some(n), Some(stream)) = (next.get_mut(&p), streams.get(&p)) else {
+                        continue;
+                    };
+                    if o > *n {
+                        *n = o;
+                        let marker = SourceRecord {
+                            stream: stream.clone(),
+                            next_position: o,
+                            position: o - 1,
+                            payload: Vec::new(),
+                            key: None,
+                            marker: true,
+                        };
+                        if tx.send(Ok(marker)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                let mut st = state.lock().expect("not poisoned");
+                for (p, n) in &next {
+                    if let Some(s) = st.get_mut(streams[p].as_ref()) {
+                        s.next = *n;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One turn of the reader, as owned data.
+enum Step {
+    Record(SourceRecord),
+    Failed(Option<RDKafkaErrorCode>, String),
+    Idle(Vec<(i32, i64)>),
 }
 
 #[cfg(test)]

@@ -91,6 +91,7 @@ pub(super) fn read_lines(
             position,
             payload: body.to_vec(),
             key: None,
+            marker: false,
         };
         if tx.blocking_send(Ok(rec)).is_err() {
             return Err(());

@@ -2,8 +2,9 @@
 //! and the position right after it; positions are what floe commits into the table with the
 //! data (never into the source), so a restart resumes exactly after the last committed record.
 //!
-//! - `kafka://HOST:PORT/TOPIC[?partitions=0,2&start=earliest|latest&group.id=NAME]`
-//!   ([`kafka`]; [`kafka_group`] mirrors the committed positions to consumer group NAME);
+//! - `kafka://HOST:PORT/TOPIC[?partitions=0,2&start=earliest|latest&group.id=NAME&security...]`
+//!   ([`kafka`], through the client of [`kafka_client`], which also mirrors the committed
+//!   positions to consumer group NAME);
 //! - `-` or `stdin`: NDJSON on standard input ([`mod@file`]; not resumable);
 //! - a path or glob of NDJSON files, optionally `file://`-prefixed, with `--follow` to keep
 //!   reading appended lines and new files ([`mod@file`]).
@@ -11,7 +12,7 @@
 pub mod file;
 pub mod follow;
 pub mod kafka;
-pub mod kafka_group;
+pub mod kafka_client;
 mod lines;
 
 use std::sync::Arc;
@@ -33,6 +34,10 @@ pub struct SourceRecord {
     pub payload: Vec<u8>,
     /// The Kafka message key (upsert tombstones carry their key only there).
     pub key: Option<Vec<u8>>,
+    /// Not a record: the source read past positions it delivers nothing for (a Kafka
+    /// transaction's control records and the records of aborted transactions), and the
+    /// stream's position moves to `next_position` with the records before it.
+    pub marker: bool,
 }
 
 /// Lag of one stream: records (or bytes, for files) not yet read.

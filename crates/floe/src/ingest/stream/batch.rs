@@ -122,6 +122,18 @@ impl IngestBuilder {
         summary: &mut IngestMetrics,
         uri: &str,
     ) -> Result<()> {
+        // Markers only move positions (a Kafka transaction's control and aborted records),
+        // after the records read before them.
+        if records.iter().any(|r| r.marker) {
+            let data: Vec<SourceRecord> = records.iter().filter(|r| !r.marker).cloned().collect();
+            if !data.is_empty() {
+                Box::pin(self.accept(&data, writers, pending, since, summary, uri)).await?;
+            }
+            for r in records {
+                pending.insert(r.stream.to_string(), r.next_position);
+            }
+            return Ok(());
+        }
         let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
         let decoded = match &mut self.changes {
             Some(c) => c.decode(records)?,
