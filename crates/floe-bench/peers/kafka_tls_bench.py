@@ -120,7 +120,8 @@ import json, sys
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 conf, topic, n = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-for f in AdminClient(conf).create_topics([NewTopic(topic, 3, 1)]).values():
+admin = AdminClient(conf)  # kept alive until the topic exists
+for f in admin.create_topics([NewTopic(topic, 3, 1)]).values():
     f.result(30)
 p = Producer({**conf, "linger.ms": 50, "batch.size": 1000000, "compression.type": "none"})
 pad = "x" * 150

@@ -108,6 +108,9 @@ pub fn consumer(
         .set("isolation.level", "read_committed")
         .set("auto.offset.reset", "error")
         .set("fetch.wait.max.ms", "500")
+        // When floe's queue is full librdkafka waits this long before fetching again
+        // (default 1 s: ingest stalled a second at every refill, 4x slower than the broker).
+        .set("fetch.queue.backoff.ms", "20")
         .set("statistics.interval.ms", "1000")
         .set("enable.partition.eof", "false");
     // librdkafka assigns partitions only to a consumer with a group (and only then serves
