@@ -109,7 +109,10 @@ def tls_tansu(d):
 
 def noida(d):
     port = free_port()
-    spawn([f"{VENV}/bin/noida-db", "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir",
+    # The server binary itself: killing the package's launcher would leave it running.
+    import importlib.util
+    server = os.path.join(os.path.dirname(importlib.util.find_spec("noida_db").origin), "noida-db")
+    spawn([server, "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir",
            os.path.join(d, "noida")], os.path.join(d, "noida.log"))
     wait_port(port, "noida-db")
     return port

@@ -260,8 +260,18 @@ pub fn free_port() -> u16 {
 /// noida-db's Kafka service on a free port, data in `dir`.
 pub fn noida_kafka(dir: &Path) -> (String, Killed) {
     let port = free_port();
-    let bin = Path::new(&std::env::var("FLOE_VENV").expect("FLOE_VENV (run .ci/setup)"))
-        .join("bin/noida-db");
+    // The server binary itself, not the package's Python launcher (killing the launcher
+    // would leave the server running).
+    let python = std::env::var("FLOE_PYTHON").expect("FLOE_PYTHON (run .ci/setup)");
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import noida_db, os; print(os.path.join(os.path.dirname(noida_db.__file__), 'noida-db'))",
+        ])
+        .output()
+        .expect("python");
+    assert!(out.status.success(), "noida-db (installed by .ci/setup)");
+    let bin = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let child = Killed(
         Command::new(bin)
             .args(["start", "--only", "kafka", "--kafka-port"])
