@@ -45,7 +45,7 @@ use crate::commit::Ledger;
 use crate::commit::{Committer, SnapshotUpdate};
 use crate::coordination::handoffs::Handoff;
 use crate::coordination::{LeaseOutcome, Store};
-use crate::ingest::source::Positions;
+use crate::ingest::source::{Positions, Resolver};
 use crate::table::exactly_once::{
     already_committed, chain_head, continues, current_positions, fence_group, summary,
 };
@@ -119,7 +119,29 @@ fn head_after(table_positions: &Positions, handoffs: &[Handoff]) -> Positions {
     chain_head(table_positions, handoffs.iter().map(|h| &h.to))
 }
 
+/// The head of the group's chain: the positions in the table overlaid with the hand-offs still
+/// waiting, the store read first (a hand-off removed meanwhile was committed before, so it is
+/// in the table read after).
+async fn chain_positions(
+    store: &Store,
+    scope: &str,
+    writer_id: &str,
+    catalog: &Catalog,
+    ident: &TableIdent,
+) -> Result<Positions> {
+    let waiting = store.handoffs(scope).await?;
+    let table = catalog.load_table(ident).await?;
+    let in_table = current_positions(&table, writer_id);
+    Ok(head_after(&in_table, &waiting))
+}
+
 impl Group {
+    /// The group's name: the writer id of its commits (and, without `group.id`, the Kafka
+    /// consumer group its workers join).
+    pub fn name(&self) -> &str {
+        &self.writer_id
+    }
+
     /// Joins the group writing `ident` under `writer_id`.
     pub async fn join(
         catalog: &Catalog,
@@ -147,10 +169,21 @@ impl Group {
         catalog: &Catalog,
         ident: &TableIdent,
     ) -> Result<Positions> {
-        let waiting = self.store.handoffs(&self.scope).await?;
-        let table = catalog.load_table(ident).await?;
-        let in_table = current_positions(&table, &self.writer_id);
-        Ok(head_after(&in_table, &waiting))
+        chain_positions(&self.store, &self.scope, &self.writer_id, catalog, ident).await
+    }
+
+    /// [`Group::resume_positions`] as a function a source calls whenever its own group
+    /// protocol assigns it streams (Kafka's consumer group): each call reads the chain anew.
+    pub fn resolver(&self, catalog: &Catalog, ident: &TableIdent) -> Resolver {
+        let (store, scope) = (self.store.clone(), self.scope.clone());
+        let (writer_id, catalog, ident) = (self.writer_id.clone(), catalog.clone(), ident.clone());
+        Arc::new(move || {
+            let (store, scope) = (store.clone(), scope.clone());
+            let (writer_id, catalog, ident) = (writer_id.clone(), catalog.clone(), ident.clone());
+            Box::pin(
+                async move { chain_positions(&store, &scope, &writer_id, &catalog, &ident).await },
+            )
+        })
     }
 
     /// Hands off `files` covering the streams of `to` from `from`; refused when the chain of

@@ -37,6 +37,9 @@ pub struct CommitReport {
     /// With `--group`: the hand-off this worker recorded instead of committing (its rows
     /// become readable at the coordinator's next commit).
     pub handoff: Option<String>,
+    /// With `--group`: the streams this hand-off advanced (the partitions this worker read).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handed_off: Vec<String>,
     /// `--mode upsert|cdc`: live rows of the table this commit replaced or deleted.
     pub replaced_rows: u64,
     /// `--mode upsert|cdc`: changes of this window whose key had a change from another stream

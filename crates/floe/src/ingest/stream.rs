@@ -37,7 +37,7 @@ use crate::ingest::group::{Coordinated, Group};
 use crate::ingest::hook::Maintenance;
 use crate::ingest::metrics::Metrics;
 use crate::ingest::outage::Outage;
-use crate::ingest::source::{committed_lag, Source};
+use crate::ingest::source::{committed_lag, Rebalance, Source};
 use crate::ingest::trigger::{Trigger, Window};
 use crate::ingest::upsert::ChangeState;
 use batch::Writers;
@@ -193,6 +193,14 @@ impl IngestBuilder {
             self.options.commit_interval.as_millis() as u64,
             Ordering::Relaxed,
         );
+        // A worker of a group whose source has a group protocol of its own (Kafka's consumer
+        // group) lets it assign the streams; each assignment resolves the group's chain anew.
+        if let Some(g) = &self.group {
+            let resolver = g.resolver(&self.catalog, &self.ident);
+            if self.source.assign_by_group(g.name(), resolver) {
+                tracing::info!(table = %name, group = %g.name(), "streams assigned by the source's consumer group");
+            }
+        }
         self.source.start(&resumed).await?;
         let uri = self.source.uri();
         let mut committed = resumed.clone();
@@ -208,6 +216,8 @@ impl IngestBuilder {
         }
         let mut since = Window::default();
         let mut trigger = Trigger::new(&self.options, Instant::now());
+        // Streams taken away from this worker: answered once what was read is handed off.
+        let mut revoked: Vec<tokio::sync::oneshot::Sender<()>> = Vec::new();
         loop {
             let (wait, max) = (trigger.wait(Instant::now()), trigger.max_read(&since));
             let got = tokio::select! {
@@ -226,6 +236,29 @@ impl IngestBuilder {
                     None
                 }
             };
+            while let Some(change) = self.source.rebalance() {
+                match change {
+                    Rebalance::Assigned(streams) => {
+                        for (s, p) in streams {
+                            tracing::info!(table = %name, stream = %s, position = ?p, "stream assigned to this worker");
+                            match p {
+                                Some(p) => {
+                                    committed.insert(s.clone(), p);
+                                    pending.insert(s, p);
+                                }
+                                None => {
+                                    committed.remove(&s);
+                                    pending.remove(&s);
+                                }
+                            }
+                        }
+                    }
+                    Rebalance::Revoked { streams, done } => {
+                        tracing::info!(table = %name, streams = ?streams, "streams taken from this worker: handing off what was read");
+                        revoked.push(done);
+                    }
+                }
+            }
             let lag = self.source.lag();
             self.metrics
                 .set_lag_committed(committed_lag(&lag, &committed));
@@ -245,7 +278,7 @@ impl IngestBuilder {
             let now = Instant::now();
             let idle = trigger.idle(now);
             let full = self.changes.as_ref().is_some_and(|c| c.full());
-            if trigger.due(now, &since, full) || stop.is_some() || idle {
+            if trigger.due(now, &since, full) || stop.is_some() || idle || !revoked.is_empty() {
                 let window = self.changes.as_ref().is_some_and(|c| c.has_changes());
                 if window || !writers.is_empty() {
                     let seq = summary.commits + 1;
@@ -278,6 +311,9 @@ impl IngestBuilder {
                 }
                 since = Window::default();
                 trigger.window_ended(Instant::now());
+                for done in revoked.drain(..) {
+                    let _ = done.send(());
+                }
             }
             if let Some(why) = stop.or(idle.then_some("idle")) {
                 summary.stopped_by = why.to_string();

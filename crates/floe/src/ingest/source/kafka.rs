@@ -10,6 +10,20 @@
 //! the positions of each table commit are also committed to that consumer group (with
 //! generation -1, as a consumer with a manual assignment does), for lag monitors only.
 //!
+//! Partitions assigned by the group ([`Source::assign_by_group`], a `--group` worker without
+//! `?partitions=`): the consumer subscribes to the topic in Kafka consumer group `group.id`
+//! (else the floe group's name), with librdkafka's default assignment strategy,
+//! `range,roundrobin` (eager: a rebalance takes every partition and hands them out again).
+//! `partition.assignment.strategy=cooperative-sticky` (KIP-429) moves only the partitions
+//! that change owner and works with the same handler; it is not the default because both
+//! brokers floe is tested on stall in its second round (Tansu 0.6 leaves the joining member
+//! waiting for its SyncGroup answer until the round is over; noida-db 0.2.3 never assigns it
+//! anything, with confluent-kafka alone too). Its rebalance callback ([`GroupAssign`])
+//! runs on the reader's own thread, inside its poll: an assigned partition starts at the
+//! group's chain read at that moment; a partition taken away is announced to the engine,
+//! which hands off what it read, and only then unassigned (so the next owner, who reads the
+//! chain when the partition is assigned to it, starts where this one stopped).
+//!
 //! Transactions: the consumer reads committed data only (`isolation.level=read_committed`):
 //! librdkafka drops the records of aborted transactions and the control records, and the
 //! reader moves the stream's position past them ([`SourceRecord::marker`]) once it is idle, so
@@ -24,18 +38,21 @@
 //! stops the reader with one line naming the broker and the setting.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::FromClientConfigAndContext;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
-use super::kafka_client::{classify, FloeContext, KafkaSettings, Severity};
-use super::{recv_batch, Positions, Source, SourceRecord, StreamLag, Unreachable};
+use super::kafka_client::{classify, FloeContext, KafkaSettings, RebalanceHandler, Severity};
+use super::{
+    recv_batch_until, Positions, Rebalance, Resolver, Source, SourceRecord, StreamLag, Unreachable,
+};
 use crate::base::error::{Error, Result};
 
 /// Records buffered between the reader and the engine.
@@ -49,6 +66,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 pub const IMPLICIT_GROUP: &str = "floe-ingest";
 /// How long the end of an ingest waits for its last consumer group commit.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the end of an ingest waits for the consumer to leave its group.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where to start a partition that has no committed position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +89,17 @@ struct PartitionState {
 type Shared = Arc<Mutex<BTreeMap<String, PartitionState>>>;
 type Consumer_ = StreamConsumer<FloeContext>;
 
+/// What the reader hands the engine: a record, or a change of the partitions it reads.
+enum Item {
+    Record(SourceRecord),
+    Control(Rebalance),
+}
+
+/// Partition changes the rebalance callback made (inside the reader's poll), applied by the
+/// reader before it looks at what the poll returned: `Some(offset)` assigned from that offset,
+/// `None` taken away.
+type Inbox = Arc<Mutex<Vec<(i32, Option<i64>)>>>;
+
 /// A Kafka topic (all partitions or a chosen subset).
 pub struct KafkaSource {
     brokers: Vec<String>,
@@ -83,9 +113,16 @@ pub struct KafkaSource {
     consumer: Option<Arc<Consumer_>>,
     /// The last positions mirrored to the group (committed again, synchronously, at the end).
     mirrored: Option<TopicPartitionList>,
-    rx: Option<mpsc::Receiver<Result<SourceRecord>>>,
+    rx: Option<mpsc::Receiver<Result<Item>>>,
+    /// A partition change the engine has not taken yet ([`Source::rebalance`]).
+    control: Option<Rebalance>,
+    /// `--group NAME` with partitions assigned by Kafka's consumer group: the group, and how
+    /// an assigned partition's position is read.
+    by_group: Option<(String, Resolver)>,
     state: Shared,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The reader's thread, and what tells it to stop.
+    reader: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
 }
 
 /// The stream name of a topic partition in positions and summaries.
@@ -113,6 +150,10 @@ pub fn consumer(
         .set("fetch.queue.backoff.ms", "20")
         .set("statistics.interval.ms", "1000")
         .set("enable.partition.eof", "false");
+    // The user's tuning (fetch sizes, timeouts) over floe's defaults above.
+    for (k, v) in super::kafka_client::tuning(settings) {
+        config.set(k, v);
+    }
     // librdkafka assigns partitions only to a consumer with a group (and only then serves
     // errors and statistics on the consumer's queue): without `group.id` floe uses its own
     // group, never joined and never committed to, whose authorization errors are ignored.
@@ -283,8 +324,11 @@ impl KafkaSource {
             consumer: None,
             mirrored: None,
             rx: None,
+            control: None,
+            by_group: None,
             state: Arc::default(),
-            tasks: Vec::new(),
+            reader: None,
+            stop: Arc::default(),
         })
     }
 
@@ -298,9 +342,9 @@ impl KafkaSource {
 
 impl Drop for KafkaSource {
     fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
+        // A rebalance while the consumer closes waits for nobody.
+        self.ctx.clear_rebalance_handler();
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -311,7 +355,14 @@ impl Source for KafkaSource {
     }
 
     async fn start(&mut self, resume: &Positions) -> Result<()> {
-        let (consumer, ctx) = consumer(&self.brokers, &self.settings, self.group.as_deref())?;
+        // With partitions assigned by the group, its workers join the group.id given, else
+        // the floe group's name.
+        let subscribe = self.by_group.is_some();
+        let group = match &self.by_group {
+            Some((name, _)) => Some(self.group.clone().unwrap_or_else(|| name.clone())),
+            None => self.group.clone(),
+        };
+        let (consumer, ctx) = consumer(&self.brokers, &self.settings, group.as_deref())?;
         self.ctx = ctx.clone();
         let topic = self.topic.clone();
         let metadata = {
@@ -354,7 +405,7 @@ impl Source for KafkaSource {
                 chosen.clone()
             }
         };
-        if self.group.is_some() {
+        if group.is_some() {
             // The group's offsets are only a mirror, but a group the principal may not use
             // is a setting to fix: asked once here, so it fails now, by name.
             let mut tpl = TopicPartitionList::new();
@@ -374,9 +425,24 @@ impl Source for KafkaSource {
                 tracing::warn!("reading consumer group offsets (a mirror only): {reason}");
             }
         }
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        let inbox = Inbox::default();
+        if let Some((_, resolver)) = &self.by_group {
+            ctx.set_rebalance_handler(Arc::new(GroupAssign {
+                topic: topic.clone(),
+                start: self.start,
+                resolver: resolver.clone(),
+                runtime: tokio::runtime::Handle::current(),
+                tx: tx.clone(),
+                inbox: inbox.clone(),
+                state: self.state.clone(),
+            }));
+            consumer
+                .subscribe(&[&topic])
+                .map_err(|e| self.input_error(format!("cannot join consumer group: {e}")))?;
+        }
         let mut assignment = TopicPartitionList::new();
-        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
-        for &p in &partitions {
+        for &p in partitions.iter().filter(|_| !subscribe) {
             let stream = stream_name(&topic, p);
             let offset = match resume.get(&stream) {
                 Some(o) => *o,
@@ -399,7 +465,7 @@ impl Source for KafkaSource {
             assignment
                 .add_partition_offset(&topic, p, Offset::Offset(offset))
                 .map_err(|e| self.input_error(format!("partition {p}: {e}")))?;
-            next.insert(p, offset);
+            inbox.lock().expect("not poisoned").push((p, Some(offset)));
             self.state.lock().expect("not poisoned").insert(
                 stream,
                 PartitionState {
@@ -409,25 +475,81 @@ impl Source for KafkaSource {
                 },
             );
         }
-        consumer
-            .assign(&assignment)
-            .map_err(|e| self.input_error(format!("cannot assign partitions: {e}")))?;
-        let (tx, rx) = mpsc::channel(CHANNEL);
+        if !subscribe {
+            consumer
+                .assign(&assignment)
+                .map_err(|e| self.input_error(format!("cannot assign partitions: {e}")))?;
+        }
         self.rx = Some(rx);
         self.consumer = Some(consumer.clone());
-        let state = self.state.clone();
-        let uri = self.uri();
-        self.tasks.push(tokio::spawn(read(
-            consumer, ctx, topic, next, state, tx, uri,
-        )));
+        // The reader polls on a thread of its own: a rebalance runs inside its poll and waits
+        // there (for the engine's hand-off, for the group's positions) without holding up the
+        // runtime's threads.
+        let reader = Reader {
+            consumer,
+            ctx,
+            topic,
+            state: self.state.clone(),
+            inbox,
+            tx,
+            uri: self.uri(),
+            stop: self.stop.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("floe-kafka-reader".into())
+            .spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt.block_on(reader.run()),
+                    Err(e) => {
+                        let why = format!("cannot start the Kafka reader: {e}");
+                        let _ = reader.tx.blocking_send(Err(Error::InputFile {
+                            path: reader.uri.clone().into(),
+                            reason: why,
+                        }));
+                    }
+                }
+            })
+            .map_err(|e| self.input_error(format!("cannot start the Kafka reader: {e}")))?;
+        self.reader = Some(thread);
         Ok(())
     }
 
     async fn next(&mut self, max: usize, wait: Duration) -> Result<Option<Vec<SourceRecord>>> {
-        match &mut self.rx {
-            None => Err(Error::invalid_option("source", self.uri(), "not started")),
-            Some(rx) => recv_batch(rx, max, wait).await,
+        if self.control.is_some() {
+            // The engine takes the change first (records after it wait in the channel).
+            return Ok(Some(Vec::new()));
         }
+        let uri = self.uri();
+        let (rx, control) = (&mut self.rx, &mut self.control);
+        match rx {
+            None => Err(Error::invalid_option("source", uri, "not started")),
+            Some(rx) => {
+                recv_batch_until(rx, max, wait, |item| match item {
+                    Item::Record(r) => Some(r),
+                    Item::Control(c) => {
+                        *control = Some(c);
+                        None
+                    }
+                })
+                .await
+            }
+        }
+    }
+
+    fn assign_by_group(&mut self, group: &str, resolver: Resolver) -> bool {
+        if self.partitions.is_some() {
+            // `?partitions=`: the static split the user chose.
+            return false;
+        }
+        self.by_group = Some((group.to_string(), resolver));
+        true
+    }
+
+    fn rebalance(&mut self) -> Option<Rebalance> {
+        self.control.take()
     }
 
     fn lag(&self) -> Vec<StreamLag> {
@@ -455,11 +577,17 @@ impl Source for KafkaSource {
         };
         let prefix = format!("kafka:{}:", self.topic);
         let mut tpl = TopicPartitionList::new();
-        for (s, p) in positions {
+        // Assigned by the group: only the partitions this member owns may be committed.
+        let owned = self.state.lock().expect("not poisoned");
+        for (s, p) in positions
+            .iter()
+            .filter(|(s, _)| self.by_group.is_none() || owned.contains_key(*s))
+        {
             if let Some(part) = s.strip_prefix(&prefix).and_then(|p| p.parse().ok()) {
                 let _ = tpl.add_partition_offset(&self.topic, part, Offset::Offset(*p));
             }
         }
+        drop(owned);
         if tpl.count() == 0 {
             return;
         }
@@ -471,6 +599,8 @@ impl Source for KafkaSource {
     }
 
     async fn finish(&mut self) {
+        // What the reader still reads is nobody's to hand off any more.
+        self.ctx.clear_rebalance_handler();
         if let (Some(tpl), Some(consumer)) = (self.mirrored.take(), self.consumer.clone()) {
             let commit =
                 tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync));
@@ -480,12 +610,39 @@ impl Source for KafkaSource {
                 _ => tracing::warn!("the last consumer group commit did not finish in time"),
             }
         }
+        // The reader stops, then the consumer closes: a member of a group leaves it, so its
+        // partitions move to the other workers at once rather than after the session timeout.
+        self.stop.store(true, Ordering::Relaxed);
+        self.rx = None;
+        self.control = None;
+        let (reader, consumer) = (self.reader.take(), self.consumer.take());
+        let close = tokio::task::spawn_blocking(move || {
+            if let Some(r) = reader {
+                let _ = r.join();
+            }
+            drop(consumer);
+        });
+        if tokio::time::timeout(CLOSE_TIMEOUT, close).await.is_err() {
+            tracing::warn!("the Kafka consumer did not close in time (its group waits for its session timeout)");
+        }
     }
 
     fn unreachable(&self) -> Option<Unreachable> {
         let (since, reason) = self.ctx.events.lock().expect("not poisoned").down.clone()?;
         let state = self.state.lock().expect("not poisoned");
-        let first = state.values().next()?;
+        let Some(first) = state.values().next() else {
+            // Subscribed, nothing assigned yet.
+            return Some(Unreachable {
+                what: format!(
+                    "Kafka broker {} (topic {}, no partition assigned yet)",
+                    self.brokers.join(","),
+                    self.topic
+                ),
+                reason,
+                since,
+                position: 0,
+            });
+        };
         let partitions = state
             .values()
             .map(|s| s.partition.to_string())
@@ -507,146 +664,325 @@ impl Source for KafkaSource {
 
 /// The reader: messages to the channel in partition order; when idle, positions moved past
 /// records never delivered (transaction control records, aborted transactions) as markers; a
-/// fatal client error ends it with that error.
-async fn read(
+/// fatal client error ends it with that error. Partitions come and go through the inbox (a
+/// rebalance, or the first assignment).
+struct Reader {
     consumer: Arc<Consumer_>,
     ctx: FloeContext,
     topic: String,
-    mut next: BTreeMap<i32, i64>,
     state: Shared,
-    tx: mpsc::Sender<Result<SourceRecord>>,
+    inbox: Inbox,
+    tx: mpsc::Sender<Result<Item>>,
     uri: String,
-) {
-    let streams: BTreeMap<i32, Arc<str>> = next
-        .keys()
-        .map(|p| (*p, Arc::from(stream_name(&topic, *p))))
-        .collect();
-    let fail = |reason: String| Error::InputFile {
-        path: uri.clone().into(),
-        reason,
-    };
-    loop {
-        if let Some(line) = ctx.fatal() {
-            let _ = tx.send(Err(fail(line))).await;
-            return;
-        }
-        let got = tokio::time::timeout(IDLE, consumer.recv()).await;
-        // Owned data only from here on: the borrowed message and the position list hold raw
-        // client pointers that must not live across an `.await`.
-        let step = match got {
-            Ok(Ok(m)) => match (streams.get(&m.partition()), next.get_mut(&m.partition())) {
-                (Some(stream), Some(n)) if m.offset() >= *n => {
-                    *n = m.offset() + 1;
-                    Step::Record(SourceRecord {
-                        stream: stream.clone(),
-                        next_position: *n,
-                        position: m.offset(),
-                        payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
-                        key: m.key().map(<[u8]>::to_vec),
-                        marker: false,
-                    })
-                }
-                _ => continue,
-            },
-            Ok(Err(e)) => Step::Failed(e.rdkafka_error_code(), e.to_string()),
-            Err(_) => Step::Idle(
-                consumer
-                    .position()
-                    .map(|tpl| {
-                        tpl.elements()
-                            .iter()
-                            .filter_map(|e| match e.offset() {
-                                Offset::Offset(o) => Some((e.partition(), o)),
-                                _ => None,
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            ),
+    stop: Arc<AtomicBool>,
+}
+
+impl Reader {
+    async fn run(self) {
+        let Reader {
+            consumer,
+            ctx,
+            topic,
+            state,
+            inbox,
+            tx,
+            uri,
+            stop,
+        } = self;
+        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+        let mut streams: BTreeMap<i32, Arc<str>> = BTreeMap::new();
+        let fail = |reason: String| Error::InputFile {
+            path: uri.clone().into(),
+            reason,
         };
-        match step {
-            Step::Record(rec) => {
-                {
-                    let mut ev = ctx.events.lock().expect("not poisoned");
-                    ev.down = None;
-                    ev.last_up = Some(Instant::now());
-                }
-                if let Some(s) = state
-                    .lock()
-                    .expect("not poisoned")
-                    .get_mut(rec.stream.as_ref())
-                {
-                    s.next = rec.next_position;
-                }
-                if tx.send(Ok(rec)).await.is_err() {
-                    return;
+        let send = |item: Item| tx.send(Ok(item));
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if let Some(line) = ctx.fatal() {
+                let _ = tx.send(Err(fail(line))).await;
+                return;
+            }
+            let got = tokio::time::timeout(IDLE, consumer.recv()).await;
+            // A rebalance runs inside the poll: its changes apply before the message it
+            // returned (possibly the first of a partition just assigned).
+            for (p, offset) in inbox.lock().expect("not poisoned").drain(..) {
+                match offset {
+                    Some(o) => {
+                        next.insert(p, o);
+                        streams
+                            .entry(p)
+                            .or_insert_with(|| Arc::from(stream_name(&topic, p)));
+                    }
+                    None => {
+                        next.remove(&p);
+                    }
                 }
             }
-            Step::Failed(code, text) => {
-                if matches!(
-                    code,
-                    Some(RDKafkaErrorCode::AutoOffsetReset)
-                        | Some(RDKafkaErrorCode::OffsetOutOfRange)
-                ) {
-                    let _ = tx
-                        .send(Err(fail(format!(
-                            "the position to read is no longer in the topic (deleted by \
-                             retention?): {text}"
-                        ))))
-                        .await;
-                    return;
-                }
-                match classify(code, &text, "") {
-                    // The client's error callback reports the same failure with its cause
-                    // ("connection refused"); this consumer error only says "transport failure".
-                    Severity::Transient(_)
-                        if matches!(
-                            code,
-                            Some(RDKafkaErrorCode::BrokerTransportFailure)
-                                | Some(RDKafkaErrorCode::AllBrokersDown)
-                        ) => {}
-                    Severity::Transient(short) => {
-                        let mut ev = ctx.events.lock().expect("not poisoned");
-                        if ev.down.is_none() {
-                            ev.down = Some((Instant::now(), short));
-                        }
+            // Owned data only from here on: the borrowed message and the position list hold
+            // raw client pointers that must not live across an `.await`.
+            let step = match got {
+                Ok(Ok(m)) => match (streams.get(&m.partition()), next.get_mut(&m.partition())) {
+                    (Some(stream), Some(n)) if m.offset() >= *n => {
+                        *n = m.offset() + 1;
+                        Step::Record(SourceRecord {
+                            stream: stream.clone(),
+                            next_position: *n,
+                            position: m.offset(),
+                            payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                            key: m.key().map(<[u8]>::to_vec),
+                            marker: false,
+                        })
                     }
-                    Severity::Fatal(line) => {
-                        let _ = tx.send(Err(fail(line))).await;
+                    _ => continue,
+                },
+                Ok(Err(e)) => Step::Failed(e.rdkafka_error_code(), e.to_string()),
+                Err(_) => Step::Idle(
+                    consumer
+                        .position()
+                        .map(|tpl| {
+                            tpl.elements()
+                                .iter()
+                                .filter_map(|e| match e.offset() {
+                                    Offset::Offset(o) => Some((e.partition(), o)),
+                                    _ => None,
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                ),
+            };
+            match step {
+                Step::Record(rec) => {
+                    {
+                        let mut ev = ctx.events.lock().expect("not poisoned");
+                        ev.down = None;
+                        ev.last_up = Some(Instant::now());
+                    }
+                    if let Some(s) = state
+                        .lock()
+                        .expect("not poisoned")
+                        .get_mut(rec.stream.as_ref())
+                    {
+                        s.next = rec.next_position;
+                    }
+                    if send(Item::Record(rec)).await.is_err() {
                         return;
                     }
                 }
-            }
-            Step::Idle(positions) => {
-                // The consumer's position passed records it never delivered (control records,
-                // aborted transactions): move the stream's position with a marker.
-                for (p, o) in positions {
-                    let (Some(n), Some(stream)) = (next.get_mut(&p), streams.get(&p)) else {
-                        continue;
-                    };
-                    if o > *n {
-                        *n = o;
-                        let marker = SourceRecord {
-                            stream: stream.clone(),
-                            next_position: o,
-                            position: o - 1,
-                            payload: Vec::new(),
-                            key: None,
-                            marker: true,
-                        };
-                        if tx.send(Ok(marker)).await.is_err() {
+                Step::Failed(code, text) => {
+                    if matches!(
+                        code,
+                        Some(RDKafkaErrorCode::AutoOffsetReset)
+                            | Some(RDKafkaErrorCode::OffsetOutOfRange)
+                    ) {
+                        let _ = tx
+                            .send(Err(fail(format!(
+                                "the position to read is no longer in the topic (deleted by \
+                                 retention?): {text}"
+                            ))))
+                            .await;
+                        return;
+                    }
+                    match classify(code, &text, "") {
+                        // The client's error callback reports the same failure with its cause
+                        // ("connection refused"); this consumer error only says "transport
+                        // failure".
+                        Severity::Transient(_)
+                            if matches!(
+                                code,
+                                Some(RDKafkaErrorCode::BrokerTransportFailure)
+                                    | Some(RDKafkaErrorCode::AllBrokersDown)
+                            ) => {}
+                        Severity::Transient(short) => {
+                            let mut ev = ctx.events.lock().expect("not poisoned");
+                            if ev.down.is_none() {
+                                ev.down = Some((Instant::now(), short));
+                            }
+                        }
+                        Severity::Fatal(line) => {
+                            let _ = tx.send(Err(fail(line))).await;
                             return;
                         }
                     }
                 }
-                let mut st = state.lock().expect("not poisoned");
-                for (p, n) in &next {
-                    if let Some(s) = st.get_mut(streams[p].as_ref()) {
-                        s.next = *n;
+                Step::Idle(positions) => {
+                    // The consumer's position passed records it never delivered (control
+                    // records, aborted transactions): move the stream's position with a marker.
+                    for (p, o) in positions {
+                        let (Some(n), Some(stream)) = (next.get_mut(&p), streams.get(&p)) else {
+                            continue;
+                        };
+                        if o > *n {
+                            *n = o;
+                            let marker = SourceRecord {
+                                stream: stream.clone(),
+                                next_position: o,
+                                position: o - 1,
+                                payload: Vec::new(),
+                                key: None,
+                                marker: true,
+                            };
+                            if send(Item::Record(marker)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    let mut st = state.lock().expect("not poisoned");
+                    for (p, n) in &next {
+                        if let Some(s) = st.get_mut(streams[p].as_ref()) {
+                            s.next = *n;
+                        }
                     }
                 }
             }
         }
+    }
+}
+
+/// Partitions assigned by Kafka's consumer group to a worker of a floe group: each starts at
+/// the group's chain (the table's positions overlaid with the waiting hand-offs), read when it
+/// is assigned; one taken away is handed off first. Runs on the reader's thread, inside its
+/// poll (see [`RebalanceHandler`]), so waiting here holds back no record of the partitions.
+struct GroupAssign {
+    topic: String,
+    start: Start,
+    resolver: Resolver,
+    /// The ingest's runtime: the resolver reads the store and the catalog there.
+    runtime: tokio::runtime::Handle,
+    tx: mpsc::Sender<Result<Item>>,
+    inbox: Inbox,
+    state: Shared,
+}
+
+impl GroupAssign {
+    fn fail(&self, reason: String) {
+        let e = Error::InputFile {
+            path: format!("kafka topic {}", self.topic).into(),
+            reason,
+        };
+        let _ = futures::executor::block_on(self.tx.send(Err(e)));
+    }
+}
+
+impl RebalanceHandler for GroupAssign {
+    fn assigned(
+        &self,
+        consumer: &BaseConsumer<FloeContext>,
+        partitions: &TopicPartitionList,
+    ) -> Option<TopicPartitionList> {
+        let parts: Vec<i32> = partitions
+            .elements()
+            .iter()
+            .filter(|e| e.topic() == self.topic)
+            .map(|e| e.partition())
+            .collect();
+        if parts.is_empty() {
+            return Some(TopicPartitionList::new());
+        }
+        let chain = match futures::executor::block_on(self.runtime.spawn((self.resolver)())) {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                self.fail(format!(
+                    "Kafka assigned partitions {parts:?}, but the group's positions cannot be read: {e}"
+                ));
+                return None;
+            }
+            Err(e) => {
+                self.fail(format!("reading the group's positions: {e}"));
+                return None;
+            }
+        };
+        let mut tpl = TopicPartitionList::new();
+        let mut assigned = BTreeMap::new();
+        let mut offsets = Vec::new();
+        for p in parts {
+            let stream = stream_name(&self.topic, p);
+            let known = chain.get(&stream).copied();
+            let offset = match known {
+                Some(o) => o,
+                None => match consumer.fetch_watermarks(&self.topic, p, CONNECT_TIMEOUT) {
+                    Ok((low, high)) => match self.start {
+                        Start::Earliest => low,
+                        Start::Latest => high,
+                    },
+                    Err(e) => {
+                        self.fail(format!("partition {p}: cannot read the start offset: {e}"));
+                        return None;
+                    }
+                },
+            };
+            if let Err(e) = tpl.add_partition_offset(&self.topic, p, Offset::Offset(offset)) {
+                self.fail(format!("partition {p}: {e}"));
+                return None;
+            }
+            assigned.insert(stream, known);
+            offsets.push((p, offset));
+        }
+        // The engine learns where the streams start before any of their records.
+        if futures::executor::block_on(
+            self.tx
+                .send(Ok(Item::Control(Rebalance::Assigned(assigned)))),
+        )
+        .is_err()
+        {
+            return None;
+        }
+        let mut state = self.state.lock().expect("not poisoned");
+        for &(p, o) in &offsets {
+            state.insert(
+                stream_name(&self.topic, p),
+                PartitionState {
+                    partition: p,
+                    start: o,
+                    next: o,
+                },
+            );
+        }
+        self.inbox
+            .lock()
+            .expect("not poisoned")
+            .extend(offsets.iter().map(|&(p, o)| (p, Some(o))));
+        Some(tpl)
+    }
+
+    fn revoked(&self, partitions: &TopicPartitionList, lost: bool) {
+        let parts: Vec<i32> = partitions
+            .elements()
+            .iter()
+            .filter(|e| e.topic() == self.topic)
+            .map(|e| e.partition())
+            .collect();
+        if parts.is_empty() {
+            return;
+        }
+        let streams: Vec<String> = parts.iter().map(|p| stream_name(&self.topic, *p)).collect();
+        if lost {
+            // Another member may read them already: a hand-off of them is committed only if
+            // it still continues the group's chain (else this worker stops, see group.rs).
+            tracing::warn!(
+                "Kafka partitions {parts:?} were lost (this worker's session timed out); handing off what was read"
+            );
+        }
+        // Everything read from them is in the channel before this: the engine hands it off,
+        // then answers (or drops the answer when it stops).
+        let (done, handed_off) = tokio::sync::oneshot::channel();
+        let control = Item::Control(Rebalance::Revoked {
+            streams: streams.clone(),
+            done,
+        });
+        if futures::executor::block_on(self.tx.send(Ok(control))).is_ok() {
+            let _ = futures::executor::block_on(handed_off);
+        }
+        let mut state = self.state.lock().expect("not poisoned");
+        for s in &streams {
+            state.remove(s);
+        }
+        self.inbox
+            .lock()
+            .expect("not poisoned")
+            .extend(parts.iter().map(|&p| (p, None)));
     }
 }
 

@@ -31,9 +31,11 @@ use std::time::Instant;
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::consumer::ConsumerContext;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::statistics::Statistics;
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::TopicPartitionList;
 
 use crate::base::error::{Error, Result};
 
@@ -58,8 +60,58 @@ const KNOWN: &[&str] = &[
     "sasl.oauthbearer.client.secret",
     "sasl.oauthbearer.scope",
     "sasl.oauthbearer.extensions",
-    "client.id",
 ];
+
+/// Tuning properties a user may set (they override floe's defaults, see [`tuning`]); the
+/// properties exactly-once depends on (`enable.auto.commit`, `isolation.level`,
+/// `auto.offset.reset`: [`FLOE_OWNED`]) are floe's and refused by name; `group.id` is a
+/// parameter of the source URI.
+const TUNING: &[&str] = &[
+    "client.id",
+    "client.rack",
+    "receive.message.max.bytes",
+    "fetch.max.bytes",
+    "max.partition.fetch.bytes",
+    "fetch.min.bytes",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+    "queued.max.messages.kbytes",
+    "queued.min.messages",
+    "socket.keepalive.enable",
+    "socket.connection.setup.timeout.ms",
+    "connections.max.idle.ms",
+    "metadata.max.age.ms",
+    "broker.address.family",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "partition.assignment.strategy",
+    "group.protocol",
+    "group.instance.id",
+    "message.max.bytes",
+    "compression.type",
+    // librdkafka's debug contexts (`cgrp,fetch`), logged at debug (FLOE_LOG=librdkafka=debug).
+    "debug",
+];
+
+/// Properties floe sets itself because exactly-once depends on them.
+const FLOE_OWNED: &[&str] = &[
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "isolation.level",
+    "auto.offset.reset",
+    "enable.partition.eof",
+    "bootstrap.servers",
+];
+
+/// The tuning properties among `settings` (applied last, over floe's defaults).
+pub fn tuning(settings: &KafkaSettings) -> impl Iterator<Item = (&str, &str)> {
+    settings
+        .props
+        .iter()
+        .filter(|(k, _)| TUNING.contains(&k.as_str()))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+}
 
 const PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
@@ -118,13 +170,22 @@ impl KafkaSettings {
     /// Validates `props` (see [`KafkaSettings::resolve`]).
     pub fn from_props(mut props: BTreeMap<String, String>) -> Result<Self> {
         for k in props.keys() {
-            if !KNOWN.contains(&k.as_str()) {
+            if FLOE_OWNED.contains(&k.as_str()) {
+                return Err(Error::invalid_option(
+                    k,
+                    "",
+                    "floe sets this Kafka property itself: exactly-once depends on it \
+                     (positions come from the table, data is read committed)",
+                ));
+            }
+            if !KNOWN.contains(&k.as_str()) && !TUNING.contains(&k.as_str()) {
                 return Err(Error::invalid_option(
                     k,
                     "",
                     format!(
-                        "unknown Kafka client property (known: {})",
-                        KNOWN.join(", ")
+                        "unknown Kafka client property (security: {}; tuning: {})",
+                        KNOWN.join(", "),
+                        TUNING.join(", ")
                     ),
                 ));
             }
@@ -265,6 +326,10 @@ impl KafkaSettings {
         for (k, v) in &self.props {
             c.set(k, v);
         }
+        if self.props.contains_key("debug") {
+            // The contexts asked for log at debug level.
+            c.set_log_level(RDKafkaLogLevel::Debug);
+        }
         c
     }
 }
@@ -294,6 +359,25 @@ pub struct FloeContext {
     /// The consumer's group is floe's placeholder (no `group.id` given): the principal may
     /// have no right on it, and that is no error.
     implicit_group: bool,
+    /// What a consumer that subscribed (partitions assigned by its group) does when they move.
+    rebalance: Arc<Mutex<Option<Arc<dyn RebalanceHandler>>>>,
+}
+
+/// What a subscribed consumer does when its group assigns or takes partitions. Called on the
+/// thread that polls the consumer, inside the poll: it may block (the reader waits meanwhile,
+/// librdkafka keeps the group membership alive on its own threads).
+pub trait RebalanceHandler: Send + Sync {
+    /// `partitions` are assigned to this consumer: the list to assign, each with the offset to
+    /// read from; `None` assigns nothing (the handler reported why to the reader).
+    fn assigned(
+        &self,
+        consumer: &BaseConsumer<FloeContext>,
+        partitions: &TopicPartitionList,
+    ) -> Option<TopicPartitionList>;
+
+    /// `partitions` are taken away (`lost`: the group already gave them to another member, as
+    /// after a session timeout); they are unassigned when this returns.
+    fn revoked(&self, partitions: &TopicPartitionList, lost: bool);
 }
 
 impl FloeContext {
@@ -302,7 +386,19 @@ impl FloeContext {
             events: Arc::default(),
             protocol: settings.protocol().to_string(),
             implicit_group: false,
+            rebalance: Arc::default(),
         }
+    }
+
+    /// Handles the rebalances of a subscribed consumer from now on.
+    pub fn set_rebalance_handler(&self, handler: Arc<dyn RebalanceHandler>) {
+        *self.rebalance.lock().expect("not poisoned") = Some(handler);
+    }
+
+    /// Rebalances from now on only assign and unassign (a consumer closing: nobody waits for
+    /// what it read any more).
+    pub fn clear_rebalance_handler(&self) {
+        *self.rebalance.lock().expect("not poisoned") = None;
     }
 
     /// The context of a consumer in floe's placeholder group (see `implicit_group`).
@@ -601,7 +697,53 @@ impl ClientContext for FloeContext {
     }
 }
 
-impl ConsumerContext for FloeContext {}
+impl ConsumerContext for FloeContext {
+    /// librdkafka's default (assign what the group assigns, unassign what it takes), with the
+    /// [`RebalanceHandler`] asked first: it sets where each assigned partition starts and
+    /// hands off what was read from a partition before it goes.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let handler = self.rebalance.lock().expect("not poisoned").clone();
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        let done = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let assign = match &handler {
+                    Some(h) => h.assigned(consumer, tpl),
+                    None => Some(tpl.clone()),
+                };
+                match (assign, cooperative) {
+                    (None, _) => Ok(()),
+                    (Some(a), true) => consumer.incremental_assign(&a),
+                    (Some(a), false) => consumer.assign(&a),
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                if let Some(h) = &handler {
+                    h.revoked(tpl, consumer.assignment_lost());
+                }
+                match cooperative {
+                    true => consumer.incremental_unassign(tpl),
+                    false => consumer.unassign(),
+                }
+            }
+            other => {
+                let code: RDKafkaErrorCode = other.into();
+                tracing::warn!("Kafka consumer group rebalance failed: {code}");
+                consumer.unassign()
+            }
+        };
+        if let Err(e) = done {
+            tracing::warn!("Kafka consumer group rebalance: {e}");
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -661,6 +803,27 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(o.props["sasl.oauthbearer.method"], "oidc");
+        // Tuning passes through; what exactly-once depends on is refused by name.
+        let t = KafkaSettings::from_props(props(&[
+            ("receive.message.max.bytes", "300000000"),
+            ("partition.assignment.strategy", "range"),
+        ]))
+        .unwrap();
+        let tuned: Vec<_> = tuning(&t).collect();
+        assert_eq!(
+            tuned,
+            vec![
+                ("partition.assignment.strategy", "range"),
+                ("receive.message.max.bytes", "300000000")
+            ]
+        );
+        let e = err(&[("enable.auto.commit", "true")]);
+        assert!(
+            e.contains("enable.auto.commit") && e.contains("exactly-once"),
+            "{e}"
+        );
+        let e = err(&[("isolation.level", "read_uncommitted")]);
+        assert!(e.contains("isolation.level"), "{e}");
     }
 
     #[test]

@@ -87,6 +87,27 @@ pub struct Unreachable {
     pub position: i64,
 }
 
+/// Reads the positions a worker of a `--group` resumes streams from (the group's chain: the
+/// table's positions overlaid with the hand-offs still waiting), anew at each call.
+pub type Resolver =
+    Arc<dyn Fn() -> futures::future::BoxFuture<'static, Result<Positions>> + Send + Sync>;
+
+/// A change of the streams this worker reads, made by the source's own group protocol (Kafka's
+/// consumer group, [`Source::assign_by_group`]).
+#[derive(Debug)]
+pub enum Rebalance {
+    /// These streams are now this worker's, from these positions (`None`: the group never
+    /// handed off a position of the stream, reading starts by the source's `start`).
+    Assigned(std::collections::BTreeMap<String, Option<i64>>),
+    /// These streams are taken away: every record read from them must be handed off before
+    /// `done` is answered (or dropped, when the ingest stops), since their next owner resumes
+    /// from the group's chain.
+    Revoked {
+        streams: Vec<String>,
+        done: tokio::sync::oneshot::Sender<()>,
+    },
+}
+
 /// A source of records.
 #[async_trait::async_trait]
 pub trait Source: Send {
@@ -118,6 +139,19 @@ pub trait Source: Send {
     /// The ingest ends: waits (briefly) for background work such as the last consumer group
     /// commit.
     async fn finish(&mut self) {}
+
+    /// Called before [`Source::start`] by a worker of `--group NAME`: a source that can let its
+    /// own group protocol assign streams among the workers (Kafka without `?partitions=`)
+    /// does so, resolving each assigned stream's position with `resolver`, and reports the
+    /// changes through [`Source::rebalance`]; it answers whether it does.
+    fn assign_by_group(&mut self, _group: &str, _resolver: Resolver) -> bool {
+        false
+    }
+
+    /// The next change of the streams this worker reads, if any (see [`Rebalance`]).
+    fn rebalance(&mut self) -> Option<Rebalance> {
+        None
+    }
 }
 
 /// Opens the source named by `uri`.
@@ -147,24 +181,42 @@ pub(crate) async fn recv_batch(
     max: usize,
     wait: Duration,
 ) -> Result<Option<Vec<SourceRecord>>> {
+    recv_batch_until(rx, max, wait, Some).await
+}
+
+/// [`recv_batch`] over a channel of items that are records or not: `take` turns an item into a
+/// record, or keeps it (a control event) and answers `None`, which ends the batch there.
+pub(crate) async fn recv_batch_until<T>(
+    rx: &mut tokio::sync::mpsc::Receiver<Result<T>>,
+    max: usize,
+    wait: Duration,
+    mut take: impl FnMut(T) -> Option<SourceRecord>,
+) -> Result<Option<Vec<SourceRecord>>> {
     use tokio::sync::mpsc::error::TryRecvError;
     let first = match tokio::time::timeout(wait, rx.recv()).await {
         Err(_) => return Ok(Some(Vec::new())),
         Ok(None) => return Ok(None),
         Ok(Some(r)) => r?,
     };
+    let Some(first) = take(first) else {
+        return Ok(Some(Vec::new()));
+    };
     let linger_until = tokio::time::Instant::now() + LINGER;
     let mut out = vec![first];
     while out.len() < max {
-        match rx.try_recv() {
-            Ok(r) => out.push(r?),
+        let item = match rx.try_recv() {
+            Ok(r) => r?,
             Err(TryRecvError::Disconnected) => break,
             Err(TryRecvError::Empty) => {
                 match tokio::time::timeout_at(linger_until, rx.recv()).await {
-                    Ok(Some(r)) => out.push(r?),
+                    Ok(Some(r)) => r?,
                     Ok(None) | Err(_) => break,
                 }
             }
+        };
+        match take(item) {
+            Some(rec) => out.push(rec),
+            None => break,
         }
     }
     Ok(Some(out))

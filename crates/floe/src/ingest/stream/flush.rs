@@ -190,7 +190,7 @@ impl IngestBuilder {
         }
         // The writer fence is checked on every attempt; the committer deletes the data files
         // when the commit definitely fails (never on an unknown outcome).
-        let (table, attempts, handoff, replaced) = match &self.group {
+        let (table, attempts, handoff, replaced, handed_off) = match &self.group {
             // A worker of a group hands its files off to the coordinator. A failed hand-off
             // keeps the files: the row may have been written (they are orphans otherwise).
             Some(g) => {
@@ -212,7 +212,8 @@ impl IngestBuilder {
                         &changed,
                     )
                     .await?;
-                (table, 0, Some(id), 0)
+                let streams = changed.into_keys().collect();
+                (table, 0, Some(id), 0, streams)
             }
             None => {
                 // Written in the schema of the table loaded above; an attempt on a table whose
@@ -227,7 +228,7 @@ impl IngestBuilder {
                     None => {
                         let done =
                             commit_append(committer, staged, summary, &self.options.write).await?;
-                        (done.table, done.attempts, None, 0)
+                        (done.table, done.attempts, None, 0, vec![])
                     }
                     // Every attempt deletes the window's keys from the table it commits on.
                     Some(keys) => {
@@ -250,7 +251,7 @@ impl IngestBuilder {
                             Some(t) => t,
                             None => self.catalog.load_table(&self.ident).await?,
                         };
-                        (table, delta.attempts, None, delta.deletes.rows)
+                        (table, delta.attempts, None, delta.deletes.rows, vec![])
                     }
                 }
             }
@@ -296,6 +297,7 @@ impl IngestBuilder {
             commit_interval_ms: 0,
             debt: None,
             handoff,
+            handed_off,
             replaced_rows: replaced,
             keys_across_streams: crossed,
         };
