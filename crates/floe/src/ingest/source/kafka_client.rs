@@ -499,6 +499,14 @@ pub fn classify(code: Option<RDKafkaErrorCode>, reason: &str, protocol: &str) ->
         }
         _ => {}
     }
+    if code == Some(C::InconsistentGroupProtocol) || lower.contains("inconsistent group protocol") {
+        return Severity::Fatal(format!(
+            "the Kafka consumer group has members that speak another protocol: another \
+             consumer uses this group.id, or the workers set different \
+             partition.assignment.strategy (give every worker the same, or another group.id): \
+             {reason}"
+        ));
+    }
     if lower.contains("hostname mismatch") || lower.contains("hostname verification") {
         return Severity::Fatal(format!(
             "TLS to {broker}: the broker's certificate does not name the host connected to \
@@ -927,6 +935,15 @@ mod tests {
         assert!(l.contains("topic authorization failed"), "{l}");
         let l = fatal(Some(RDKafkaErrorCode::GroupAuthorizationFailed), "g");
         assert!(l.contains("group.id"), "{l}");
+        // Seen on Tansu: a worker with another assignment strategy than the group's members.
+        let l = fatal(
+            None,
+            "JoinGroup failed: Broker: Inconsistent group protocol",
+        );
+        assert!(
+            l.contains("partition.assignment.strategy") && l.contains("group.id"),
+            "{l}"
+        );
         assert_eq!(
             classify(
                 Some(RDKafkaErrorCode::BrokerTransportFailure),
