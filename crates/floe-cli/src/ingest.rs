@@ -81,10 +81,11 @@ pub struct IngestArgs {
     /// table property floe.ingest.maintain.
     #[arg(long)]
     maintain: bool,
-    /// Scale-out: this process is one worker of group NAME (give each worker a subset of the
-    /// Kafka partitions, `?partitions=0,1`); workers hand their files to the group's
-    /// coordinator (one of them, elected by lease), which commits once per interval for all.
-    /// NAME is the writer id the group's positions are stored under.
+    /// Scale-out: this process is one worker of group NAME. Kafka's consumer group (group.id,
+    /// default NAME) assigns the partitions among the workers and moves them when one joins,
+    /// stops or dies, or each worker reads a static subset (`?partitions=0,1`). Workers hand
+    /// their files to the group's coordinator (one of them, elected by lease), which commits
+    /// once per interval for all. NAME is the writer id the group's positions are stored under.
     #[arg(long, value_name = "NAME")]
     group: Option<String>,
     /// This worker's name in the group (default host:pid).
