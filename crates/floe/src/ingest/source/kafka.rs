@@ -76,6 +76,30 @@ pub enum Start {
     Latest,
 }
 
+impl Start {
+    /// The offset to start from in a partition whose offsets run from `low` to `high`.
+    fn pick(self, (low, high): (i64, i64)) -> i64 {
+        match self {
+            Start::Earliest => low,
+            Start::Latest => high,
+        }
+    }
+}
+
+/// Partition `p` of `topic` is read from `offset` on: known to the lag and reachability
+/// reports (`state`) and, at its next turn, to the reader (`inbox`).
+fn begin(state: &Shared, inbox: &Inbox, topic: &str, p: i32, offset: i64) {
+    state.lock().expect("not poisoned").insert(
+        stream_name(topic, p),
+        PartitionState {
+            partition: p,
+            start: offset,
+            next: offset,
+        },
+    );
+    inbox.lock().expect("not poisoned").push((p, Some(offset)));
+}
+
 /// What the reader knows of a partition.
 #[derive(Debug)]
 struct PartitionState {
@@ -441,41 +465,29 @@ impl Source for KafkaSource {
                 .subscribe(&[&topic])
                 .map_err(|e| self.input_error(format!("cannot join consumer group: {e}")))?;
         }
-        let mut assignment = TopicPartitionList::new();
-        for &p in partitions.iter().filter(|_| !subscribe) {
-            let stream = stream_name(&topic, p);
-            let offset = match resume.get(&stream) {
-                Some(o) => *o,
-                None => {
-                    let (c, t) = (consumer.clone(), topic.clone());
-                    let (low, high) = blocking(
-                        &consumer,
-                        &ctx,
-                        format!("partition {p}: cannot read the start offset"),
-                        move || c.fetch_watermarks(&t, p, CONNECT_TIMEOUT),
-                    )
-                    .await
-                    .map_err(|reason| self.input_error(reason))?;
-                    match self.start {
-                        Start::Earliest => low,
-                        Start::Latest => high,
-                    }
-                }
-            };
-            assignment
-                .add_partition_offset(&topic, p, Offset::Offset(offset))
-                .map_err(|e| self.input_error(format!("partition {p}: {e}")))?;
-            inbox.lock().expect("not poisoned").push((p, Some(offset)));
-            self.state.lock().expect("not poisoned").insert(
-                stream,
-                PartitionState {
-                    partition: p,
-                    start: offset,
-                    next: offset,
-                },
-            );
-        }
         if !subscribe {
+            let mut assignment = TopicPartitionList::new();
+            for &p in &partitions {
+                let offset = match resume.get(&stream_name(&topic, p)) {
+                    Some(o) => *o,
+                    None => {
+                        let (c, t) = (consumer.clone(), topic.clone());
+                        let watermarks = blocking(
+                            &consumer,
+                            &ctx,
+                            format!("partition {p}: cannot read the start offset"),
+                            move || c.fetch_watermarks(&t, p, CONNECT_TIMEOUT),
+                        )
+                        .await
+                        .map_err(|reason| self.input_error(reason))?;
+                        self.start.pick(watermarks)
+                    }
+                };
+                assignment
+                    .add_partition_offset(&topic, p, Offset::Offset(offset))
+                    .map_err(|e| self.input_error(format!("partition {p}: {e}")))?;
+                begin(&self.state, &inbox, &topic, p, offset);
+            }
             consumer
                 .assign(&assignment)
                 .map_err(|e| self.input_error(format!("cannot assign partitions: {e}")))?;
@@ -884,6 +896,15 @@ impl GroupAssign {
         };
         let _ = futures::executor::block_on(self.tx.send(Err(e)));
     }
+
+    /// The partitions of this consumer's topic in `tpl`.
+    fn ours(&self, tpl: &TopicPartitionList) -> Vec<i32> {
+        tpl.elements()
+            .iter()
+            .filter(|e| e.topic() == self.topic)
+            .map(|e| e.partition())
+            .collect()
+    }
 }
 
 impl RebalanceHandler for GroupAssign {
@@ -892,12 +913,7 @@ impl RebalanceHandler for GroupAssign {
         consumer: &BaseConsumer<FloeContext>,
         partitions: &TopicPartitionList,
     ) -> Option<TopicPartitionList> {
-        let parts: Vec<i32> = partitions
-            .elements()
-            .iter()
-            .filter(|e| e.topic() == self.topic)
-            .map(|e| e.partition())
-            .collect();
+        let parts = self.ours(partitions);
         if parts.is_empty() {
             return Some(TopicPartitionList::new());
         }
@@ -923,10 +939,7 @@ impl RebalanceHandler for GroupAssign {
             let offset = match known {
                 Some(o) => o,
                 None => match consumer.fetch_watermarks(&self.topic, p, CONNECT_TIMEOUT) {
-                    Ok((low, high)) => match self.start {
-                        Start::Earliest => low,
-                        Start::Latest => high,
-                    },
+                    Ok(watermarks) => self.start.pick(watermarks),
                     Err(e) => {
                         self.fail(format!("partition {p}: cannot read the start offset: {e}"));
                         return None;
@@ -949,31 +962,14 @@ impl RebalanceHandler for GroupAssign {
         {
             return None;
         }
-        let mut state = self.state.lock().expect("not poisoned");
-        for &(p, o) in &offsets {
-            state.insert(
-                stream_name(&self.topic, p),
-                PartitionState {
-                    partition: p,
-                    start: o,
-                    next: o,
-                },
-            );
+        for (p, o) in offsets {
+            begin(&self.state, &self.inbox, &self.topic, p, o);
         }
-        self.inbox
-            .lock()
-            .expect("not poisoned")
-            .extend(offsets.iter().map(|&(p, o)| (p, Some(o))));
         Some(tpl)
     }
 
     fn revoked(&self, partitions: &TopicPartitionList, lost: bool) {
-        let parts: Vec<i32> = partitions
-            .elements()
-            .iter()
-            .filter(|e| e.topic() == self.topic)
-            .map(|e| e.partition())
-            .collect();
+        let parts = self.ours(partitions);
         if parts.is_empty() {
             return;
         }
