@@ -15,7 +15,9 @@ pub struct IngestArgs {
     /// Table as NAMESPACE.TABLE.
     table: String,
     /// kafka://HOST:PORT/TOPIC[?partitions=0,1&start=earliest|latest], '-' (stdin), or an
-    /// NDJSON file path or glob.
+    /// NDJSON file path or glob. Kafka client properties go in the query too, e.g.
+    /// `?security.protocol=SASL_SSL&sasl.mechanism=SCRAM-SHA-512&sasl.username=U` (password in
+    /// FLOE_KAFKA__SASL__PASSWORD) or `?security.protocol=SASL_SSL&sasl.mechanism=AWS_MSK_IAM`.
     #[arg(long)]
     source: String,
     /// Keep reading appended lines and new files (file sources).

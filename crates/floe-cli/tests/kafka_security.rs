@@ -245,8 +245,12 @@ fn ingest(d: &Path, source: &str, envs: &[(&str, String)]) -> (std::process::Out
         .args(["--commit-interval", "1s", "--stop-when-idle", "3s"])
         .env_remove("FLOE_WAREHOUSE")
         .env_remove("FLOE_CATALOG");
+    // An empty value removes the variable.
     for (k, v) in envs {
-        cmd.env(k, v);
+        match v.is_empty() {
+            true => cmd.env_remove(k),
+            false => cmd.env(k, v),
+        };
     }
     let child = cmd
         .stdout(Stdio::piped())
@@ -498,4 +502,235 @@ fn a_login_the_broker_refuses_fails_fast_naming_the_broker_and_the_sasl_settings
         !stderr.contains("not-the-password"),
         "the password is masked: {stderr}"
     );
+}
+
+/// An MSK IAM signing case: (access key, secret, session token, region, time).
+type MskCase<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, &'a str);
+
+/// Cases for the MSK IAM signer comparison.
+const MSK_CASES: &[MskCase<'static>] = &[
+    (
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        None,
+        "us-east-1",
+        "20261204T073005Z",
+    ),
+    (
+        "ASIAFLOETEMPORARY",
+        "sec/ret+key=",
+        Some("IQoJb3JpZ2luX2VjE/+= session token ~!*'()"),
+        "eu-west-1",
+        "20261231T235959Z",
+    ),
+    (
+        "AKIA0123456789",
+        "0123456789abcdef",
+        Some("t"),
+        "ap-southeast-2",
+        "20280229T000000Z",
+    ),
+];
+
+/// Tokens and expiries from Amazon's Python signer (tests/interop/msk_iam_sign.py) for
+/// `cases` (times as `YYYYMMDDTHHMMSSZ`), with the User-Agent parameter `ua`.
+fn python_msk_tokens(cases: &[MskCase], ua: &str) -> Vec<(String, i64)> {
+    let json: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(k, s, t, r, at)| {
+            serde_json::json!({"access_key_id": k, "secret_access_key": s,
+                "session_token": t, "region": r, "signed_at": at, "user_agent": ua})
+        })
+        .collect();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/msk_iam_sign.py");
+    let mut child = Command::new(env("FLOE_PYTHON"))
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&json).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn msk_iam_tokens_are_byte_for_byte_those_of_amazons_python_signer() {
+    use floe::ingest::source::kafka_msk_iam::{token, AwsCredentials};
+    let ua = "floe/test";
+    let expected = python_msk_tokens(MSK_CASES, ua);
+    for (case, (want, want_expiry)) in MSK_CASES.iter().zip(expected) {
+        let &(k, s, t, r, at) = case;
+        let signed_at = chrono::NaiveDateTime::parse_from_str(at, "%Y%m%dT%H%M%SZ")
+            .unwrap()
+            .and_utc();
+        let creds = AwsCredentials {
+            access_key_id: k.into(),
+            secret_access_key: s.into(),
+            session_token: t.map(Into::into),
+        };
+        let (got, expiry) = token(&creds, r, signed_at, ua);
+        assert_eq!(got, want, "{case:?}");
+        assert_eq!(expiry, want_expiry, "{case:?}");
+    }
+}
+
+/// The URL inside an MSK IAM token, and one of its query parameters.
+fn msk_url(token: &str) -> String {
+    use base64::Engine as _;
+    String::from_utf8(
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn url_param<'a>(url: &'a str, name: &str) -> &'a str {
+    url.split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} in {url}"))
+}
+
+#[test]
+fn ingest_with_aws_msk_iam_logs_in_with_a_token_signed_from_the_default_chain() {
+    // No broker installable here checks MSK IAM tokens (that takes AWS): a stand-in listener
+    // (tests/interop/sasl_capture_broker.py) records the OAUTHBEARER login floe's Kafka client
+    // sends and refuses it, and Amazon's Python signer recomputes the token it must be.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    common::create_kafka_table(d);
+    let port = free_port();
+    let captured = d.join("logins.txt");
+    let _stub = Killed(
+        Command::new(env("FLOE_PYTHON"))
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../tests/interop/sasl_capture_broker.py"),
+            )
+            .args(["--port", &port.to_string(), "--out"])
+            .arg(&captured)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("stub.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "port {port} never listened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Credentials from a named profile of a shared credentials file: the default chain, not
+    // the environment's keys.
+    let creds = d.join("credentials");
+    let (key, secret, session) = ("AKIAFLOEPROFILE", "pr0file/secret+key", "sess/tok+en=");
+    std::fs::write(
+        &creds,
+        format!(
+            "[default]\naws_access_key_id = AKIANOTTHISONE\naws_secret_access_key = x\n\n\
+             [msk-test]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n\
+             aws_session_token = {session}\n"
+        ),
+    )
+    .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let source = format!(
+        "kafka://{addr}/events?security.protocol=SASL_PLAINTEXT&sasl.mechanism=AWS_MSK_IAM"
+    );
+    let base = |extra: &[(&'static str, String)]| {
+        let mut e: Vec<(&'static str, String)> = vec![
+            ("AWS_ACCESS_KEY_ID", String::new()),
+            ("AWS_SECRET_ACCESS_KEY", String::new()),
+            ("AWS_SESSION_TOKEN", String::new()),
+            ("AWS_CONFIG_FILE", d.join("no-config").display().to_string()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ];
+        e.extend_from_slice(extra);
+        e
+    };
+    let run_fails = |envs: &[(&str, String)], needles: &[&str]| {
+        let (out, took) = ingest(d, &source, envs);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "{stderr}");
+        assert!(took < Duration::from_secs(60), "after {took:?}: {stderr}");
+        for n in needles {
+            assert!(stderr.contains(n), "'{n}' not in: {stderr}");
+        }
+        assert_eq!(snapshots(d), 0, "nothing committed: {stderr}");
+        stderr
+    };
+
+    let stderr = run_fails(
+        &base(&[
+            ("AWS_SHARED_CREDENTIALS_FILE", creds.display().to_string()),
+            ("AWS_PROFILE", "msk-test".into()),
+            ("AWS_REGION", "eu-west-1".into()),
+        ]),
+        &[
+            &addr,
+            "AWS MSK IAM login",
+            "kafka-cluster:Connect",
+            "eu-west-1",
+        ],
+    );
+    assert!(
+        !stderr.contains(secret) && !stderr.contains(session),
+        "{stderr}"
+    );
+    let logins = std::fs::read_to_string(&captured).unwrap();
+    let first = logins.lines().next().expect("a login reached the broker");
+    // RFC 7628's client first message: gs2 header, then `auth=Bearer <token>`.
+    let token = first
+        .split('\u{1}')
+        .find_map(|kv| kv.strip_prefix("auth=Bearer "))
+        .unwrap_or_else(|| panic!("no bearer token in {first:?}"));
+    let url = msk_url(token);
+    assert!(
+        url.starts_with("https://kafka.eu-west-1.amazonaws.com/?Action=kafka-cluster%3AConnect&"),
+        "{url}"
+    );
+    assert!(url_param(&url, "X-Amz-Credential").starts_with(&format!("{key}%2F")));
+    let ua = url_param(&url, "User-Agent").replace("%2F", "/");
+    assert!(ua.starts_with("floe/"), "{ua}");
+    let at = url_param(&url, "X-Amz-Date");
+    let expected = python_msk_tokens(&[(key, secret, Some(session), "eu-west-1", at)], &ua);
+    assert_eq!(
+        token, expected[0].0,
+        "the token Amazon's signer makes from the profile's credentials"
+    );
+
+    // No credentials anywhere in the chain, and no region: each named, nothing sent.
+    let before = logins.lines().count();
+    run_fails(
+        &base(&[
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                d.join("no-credentials").display().to_string(),
+            ),
+            ("AWS_REGION", "eu-west-1".into()),
+        ]),
+        &["no AWS credentials", "AWS_PROFILE"],
+    );
+    run_fails(
+        &base(&[
+            ("AWS_SHARED_CREDENTIALS_FILE", creds.display().to_string()),
+            ("AWS_REGION", String::new()),
+            ("AWS_DEFAULT_REGION", String::new()),
+        ]),
+        &["region", "AWS_REGION", &addr],
+    );
+    let after = std::fs::read_to_string(&captured).unwrap().lines().count();
+    assert_eq!(after, before, "no login without credentials or region");
 }

@@ -157,7 +157,7 @@ impl DeadLetterSink {
             query,
         } = crate::ingest::source::kafka::parse_uri(spec)?;
         let settings = KafkaSettings::resolve(&query)?;
-        let ctx = FloeContext::new(&settings);
+        let ctx = FloeContext::new(&settings, &brokers)?;
         let mut config = settings.client_config(&brokers);
         config
             .set("enable.idempotence", "true")
@@ -171,7 +171,12 @@ impl DeadLetterSink {
         // The broker's default replication factor first (-1, KIP-464: a managed cluster may
         // demand 3), then 1 for a broker too old for that or with a single node.
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(5)));
-        for replication in [-1, 1] {
+        // rdkafka's admin client never serves the queue a token refresh arrives on, so with
+        // AWS MSK IAM it could not log in: the topic must exist (MSK's usual
+        // `auto.create.topics.enable=false` asks for that anyway); a missing one is named at
+        // the first produce.
+        let replications: &[i32] = if settings.msk_iam() { &[] } else { &[-1, 1] };
+        for &replication in replications {
             let created = admin
                 .create_topics(
                     &[NewTopic::new(

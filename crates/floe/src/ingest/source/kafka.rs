@@ -161,7 +161,7 @@ pub fn consumer(
     settings: &KafkaSettings,
     group: Option<&str>,
 ) -> Result<(Arc<Consumer_>, FloeContext)> {
-    let ctx = FloeContext::new(settings);
+    let ctx = FloeContext::new(settings, brokers)?;
     let mut config = settings.client_config(brokers);
     config
         .set("enable.auto.commit", "false")
@@ -337,13 +337,19 @@ impl KafkaSource {
             ),
             e => e,
         })?;
+        let ctx = FloeContext::new(&settings, &brokers).map_err(|e| match e {
+            Error::InvalidOption { reason, .. } => {
+                Error::invalid_option("--source", crate::base::secrets::mask(uri), reason)
+            }
+            e => e,
+        })?;
         Ok(Self {
             brokers,
             topic,
             partitions,
             start,
             group,
-            ctx: FloeContext::new(&settings),
+            ctx,
             settings,
             consumer: None,
             mirrored: None,

@@ -37,6 +37,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::TopicPartitionList;
 
+use super::kafka_msk_iam as msk;
 use crate::base::error::{Error, Result};
 
 /// Client properties floe passes to librdkafka, with what each is for (in error messages).
@@ -114,7 +115,13 @@ pub fn tuning(settings: &KafkaSettings) -> impl Iterator<Item = (&str, &str)> {
 }
 
 const PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
-const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+const MECHANISMS: &[&str] = &[
+    "PLAIN",
+    "SCRAM-SHA-256",
+    "SCRAM-SHA-512",
+    "OAUTHBEARER",
+    msk::MECHANISM,
+];
 
 static FILE_SETTINGS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
 
@@ -211,13 +218,6 @@ impl KafkaSettings {
         let sasl = protocol.starts_with("SASL_");
         if let Some(m) = props.get("sasl.mechanism") {
             let up = m.trim().to_ascii_uppercase();
-            if up == "AWS_MSK_IAM" {
-                return Err(Error::invalid_option(
-                    "sasl.mechanism",
-                    m,
-                    "AWS MSK IAM is not supported yet: use SCRAM-SHA-512 or mTLS on MSK",
-                ));
-            }
             if !MECHANISMS.contains(&up.as_str()) {
                 return Err(Error::invalid_option(
                     "sasl.mechanism",
@@ -244,14 +244,34 @@ impl KafkaSettings {
                 .entry("sasl.mechanism".into())
                 .or_insert_with(|| "PLAIN".into())
                 .clone();
-            if mechanism == "OAUTHBEARER" {
-                if props.contains_key("sasl.oauthbearer.token.endpoint.url") {
-                    // librdkafka's own OIDC client-credentials flow (token fetched and
-                    // refreshed before it expires).
-                    props
-                        .entry("sasl.oauthbearer.method".into())
-                        .or_insert_with(|| "oidc".into());
+            if mechanism == msk::MECHANISM {
+                // floe signs the tokens (see `kafka_msk_iam`): no user, password or OIDC.
+                if let Some(k) = props.keys().find(|k| {
+                    k.starts_with("sasl.") && *k != "sasl.mechanism" && *k != "sasl.mechanisms"
+                }) {
+                    return Err(Error::invalid_option(
+                        k,
+                        "",
+                        "sasl.mechanism AWS_MSK_IAM signs its tokens with the AWS credentials \
+                         of the default chain: no other SASL setting applies",
+                    ));
                 }
+            } else if mechanism == "OAUTHBEARER" {
+                if !props.contains_key("sasl.oauthbearer.token.endpoint.url") {
+                    return Err(Error::invalid_option(
+                        "sasl.oauthbearer.token.endpoint.url",
+                        "",
+                        "sasl.mechanism OAUTHBEARER needs the identity provider's token \
+                         endpoint (with sasl.oauthbearer.client.id and \
+                         sasl.oauthbearer.client.secret); on Amazon MSK use \
+                         sasl.mechanism=AWS_MSK_IAM",
+                    ));
+                }
+                // librdkafka's own OIDC client-credentials flow (token fetched and
+                // refreshed before it expires).
+                props
+                    .entry("sasl.oauthbearer.method".into())
+                    .or_insert_with(|| "oidc".into());
             } else {
                 for k in ["sasl.username", "sasl.password"] {
                     if !props.contains_key(k) {
@@ -311,6 +331,11 @@ impl KafkaSettings {
             .map_or("PLAINTEXT", String::as_str)
     }
 
+    /// `sasl.mechanism` is AWS_MSK_IAM.
+    pub fn msk_iam(&self) -> bool {
+        self.props.get("sasl.mechanism").map(String::as_str) == Some(msk::MECHANISM)
+    }
+
     /// A librdkafka configuration for `brokers` with these settings and floe's defaults for
     /// every client (bounded reconnect backoff, so a broker back is seen within a second).
     pub fn client_config(&self, brokers: &[String]) -> ClientConfig {
@@ -325,6 +350,10 @@ impl KafkaSettings {
             .set_log_level(RDKafkaLogLevel::Info);
         for (k, v) in &self.props {
             c.set(k, v);
+        }
+        if self.msk_iam() {
+            // OAUTHBEARER with floe's token callback (`FloeContext::generate_oauth_token`).
+            c.set("sasl.mechanism", "OAUTHBEARER");
         }
         if self.props.contains_key("debug") {
             // The contexts asked for log at debug level.
@@ -348,6 +377,8 @@ pub struct ClientEvents {
     pub ends: BTreeMap<i32, i64>,
     /// When a broker was last seen up.
     pub last_up: Option<Instant>,
+    /// An OAUTHBEARER token was made (a later failure to refresh one is not fatal).
+    token_made: bool,
 }
 
 /// The client context of floe's Kafka clients: collects errors and statistics.
@@ -361,6 +392,8 @@ pub struct FloeContext {
     implicit_group: bool,
     /// What a consumer that subscribed (partitions assigned by its group) does when they move.
     rebalance: Arc<Mutex<Option<Arc<dyn RebalanceHandler>>>>,
+    /// With `sasl.mechanism=AWS_MSK_IAM`: what signs the client's tokens.
+    msk: Option<Arc<msk::MskIam>>,
 }
 
 /// What a subscribed consumer does when its group assigns or takes partitions. Called on the
@@ -381,13 +414,24 @@ pub trait RebalanceHandler: Send + Sync {
 }
 
 impl FloeContext {
-    pub fn new(settings: &KafkaSettings) -> Self {
-        Self {
+    /// The context of a client of `brokers` with `settings`; with AWS MSK IAM, an error names
+    /// a region neither the brokers nor the environment give.
+    pub fn new(settings: &KafkaSettings, brokers: &[String]) -> Result<Self> {
+        let msk = match settings.msk_iam() {
+            false => None,
+            true => {
+                let region = msk::region(brokers, |k| std::env::var(k).ok())
+                    .map_err(|e| Error::invalid_option("sasl.mechanism", msk::MECHANISM, e))?;
+                Some(Arc::new(msk::MskIam::new(region)))
+            }
+        };
+        Ok(Self {
             events: Arc::default(),
             protocol: settings.protocol().to_string(),
             implicit_group: false,
             rebalance: Arc::default(),
-        }
+            msk,
+        })
     }
 
     /// Handles the rebalances of a subscribed consumer from now on.
@@ -436,6 +480,17 @@ impl FloeContext {
             }
         }
         match classify(code, reason, &self.protocol) {
+            Severity::Fatal(line) if self.msk.is_some() && line.contains("sasl.password") => {
+                // The advice for a user and password does not apply to IAM.
+                ev.fatal = Some(format!(
+                    "Kafka refused the AWS MSK IAM login at {}: check the AWS credentials \
+                     floe found (the default chain), that the cluster's region is {}, and \
+                     that the principal's IAM policy allows kafka-cluster:Connect on the \
+                     cluster: {reason}",
+                    broker_of(reason),
+                    self.msk.as_ref().map_or("", |m| m.region())
+                ))
+            }
             Severity::Fatal(line) => ev.fatal = Some(line),
             // "1/1 brokers are down" says less than the failure before it.
             Severity::Transient(_)
@@ -655,6 +710,47 @@ fn tls_mismatch(reason: &str, protocol: &str) -> Option<(String, bool)> {
 }
 
 impl ClientContext for FloeContext {
+    /// librdkafka asks the context for OAUTHBEARER tokens unless its own OIDC flow has them
+    /// (that refresh never reaches the application): with AWS MSK IAM floe signs them.
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
+    fn generate_oauth_token(
+        &self,
+        _config: Option<&str>,
+    ) -> std::result::Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        let made = match &self.msk {
+            Some(m) => m.generate(),
+            None => Err("sasl.mechanism OAUTHBEARER without a token endpoint: set \
+                 sasl.oauthbearer.token.endpoint.url, or AWS_MSK_IAM on Amazon MSK"
+                .to_string()),
+        };
+        match made {
+            Ok((token, lifetime_ms)) => {
+                self.events.lock().expect("not poisoned").token_made = true;
+                tracing::debug!(
+                    "AWS MSK IAM token signed for {}, valid until {lifetime_ms} ms",
+                    self.msk.as_ref().map_or("", |m| m.region())
+                );
+                Ok(rdkafka::client::OAuthToken {
+                    token,
+                    principal_name: "floe".into(),
+                    lifetime_ms,
+                })
+            }
+            Err(e) => {
+                let mut ev = self.events.lock().expect("not poisoned");
+                if ev.token_made {
+                    // A refresh that fails (STS or instance metadata away for a moment):
+                    // librdkafka retries it while the current token lasts.
+                    ev.down = Some((Instant::now(), e.clone()));
+                } else if ev.fatal.is_none() {
+                    ev.fatal = Some(e.clone());
+                }
+                Err(e.into())
+            }
+        }
+    }
+
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         // Failures reach `error` too; the log lines stay at debug, masked.
         let message = crate::base::secrets::mask(message);
@@ -811,6 +907,32 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(o.props["sasl.oauthbearer.method"], "oidc");
+        let e = err(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+        ]);
+        assert!(
+            e.contains("sasl.oauthbearer.token.endpoint.url") && e.contains("AWS_MSK_IAM"),
+            "{e}"
+        );
+        // AWS MSK IAM: librdkafka sees OAUTHBEARER (floe signs the tokens); a user or
+        // password is refused, it would never be used.
+        let m = KafkaSettings::from_props(props(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "aws_msk_iam"),
+        ]))
+        .unwrap();
+        assert!(m.msk_iam());
+        assert_eq!(
+            m.client_config(&["b:9098".into()]).get("sasl.mechanism"),
+            Some("OAUTHBEARER")
+        );
+        let e = err(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "AWS_MSK_IAM"),
+            ("sasl.username", "u"),
+        ]);
+        assert!(e.contains("sasl.username"), "{e}");
         // Tuning passes through; what exactly-once depends on is refused by name.
         let t = KafkaSettings::from_props(props(&[
             ("receive.message.max.bytes", "300000000"),

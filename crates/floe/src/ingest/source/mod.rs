@@ -13,6 +13,7 @@ pub mod file;
 pub mod follow;
 pub mod kafka;
 pub mod kafka_client;
+pub mod kafka_msk_iam;
 mod lines;
 
 use std::sync::Arc;
