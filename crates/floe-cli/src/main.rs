@@ -6,6 +6,7 @@ mod maintain;
 mod output;
 mod quickstart;
 mod table;
+mod worker;
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -150,7 +151,21 @@ enum Command {
         /// Print the plan and commit nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Rewrite on `floe worker` processes through the task queue --queue: this process
+        /// plans, waits for the workers' outputs and commits them.
+        #[arg(long, requires = "queue")]
+        distributed: bool,
+        /// The task queue of --distributed: postgres://... (or sqlite:///path).
+        #[arg(long, value_name = "URI", env = "FLOE_QUEUE")]
+        queue: Option<String>,
+        /// With --distributed: a task or run lease not renewed for this long is taken over
+        /// (its worker or coordinator died).
+        #[arg(long, default_value = "60s", value_name = "DURATION")]
+        lease_ttl: String,
     },
+    /// Pulls distributed-compaction tasks from a queue and rewrites them (see
+    /// `floe compact --distributed`).
+    Worker(worker::WorkerArgs),
     /// Writes a stream (Kafka, NDJSON files, stdin) into a table: few large files,
     /// exactly-once commits, bad records to a dead-letter sink.
     Ingest(Box<ingest::IngestArgs>),
@@ -399,6 +414,9 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             sort_by,
             options,
             dry_run,
+            distributed,
+            queue,
+            lease_ttl,
         } => {
             let min_input_files = min_input_files
                 .map(|n| positive("--min-input-files", n))
@@ -436,13 +454,28 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             if rewrite_all {
                 opts.rewrite_all = Some(true);
             }
-            let b = floe::operations::compact::CompactBuilder::new(
+            let mut b = floe::operations::compact::CompactBuilder::new(
                 &catalog,
                 parse_table_ident(&table)?,
             )
             .with_where(filter)
             .with_sort_by(sort_by)
             .with_options(opts);
+            let lease_ttl = floe::base::properties::parse_duration("--lease-ttl", &lease_ttl)?;
+            let queue_store = match (distributed, &queue) {
+                (true, Some(uri)) => Some(std::sync::Arc::new(
+                    floe::coordination::Store::connect(uri).await?,
+                )),
+                _ => None,
+            };
+            if let Some(store) = &queue_store {
+                b = b.with_distributed(floe::operations::compact::distributed::Distributed {
+                    store: store.clone(),
+                    coordinator: floe::maintain::service::default_holder(),
+                    lease_ttl,
+                    poll: std::time::Duration::from_millis(500),
+                });
+            }
             let (bar, progress) = out.progress("groups");
             let m = b.with_progress(progress).run(dry_run).await;
             bar.finish_and_clear();
@@ -492,6 +525,13 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             ingest::run(&open(&config).await?, &config, *args, out).await
         }
         Command::Maintain(args) => maintain::run(g, args, out).await,
+        Command::Worker(args) => {
+            // Credentials of the worker's own catalog configuration, if it has one.
+            let storage = catalog_config(g)
+                .map(|c| c.storage_props())
+                .unwrap_or_default();
+            worker::run(storage, args, out).await
+        }
         Command::Health(cmd) => health::run(&connect(g).await?, cmd, out).await,
         Command::Sql { query, csv } => {
             if csv && g.json {

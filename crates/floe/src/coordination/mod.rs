@@ -38,6 +38,11 @@
 //! last success and failure, the failures since the last success: inputs of the triggers and
 //! of the backoff), [`Store::recent_runs`] lists it (cost rates, reports).
 //!
+//! ## Task queue
+//!
+//! [`tasks`]: the rewrite jobs of distributed compaction (`floe compact --distributed`),
+//! claimed by `floe worker` processes under leases.
+//!
 //! ## Hand-offs
 //!
 //! [`handoffs`]: the data files `floe ingest --group` workers wrote, waiting for their
@@ -214,7 +219,13 @@ impl Store {
             "SELECT finished_ms FROM floe_maintain_runs WHERE 1 = 0",
         )
         .await?;
-        self.ensure_handoff_schema().await
+        self.ensure_handoff_schema().await?;
+        self.ensure_task_schema().await
+    }
+
+    /// The database is PostgreSQL (else SQLite).
+    pub fn is_postgres(&self) -> bool {
+        self.now_sql.contains("clock_timestamp")
     }
 
     /// Runs `create` (a `... IF NOT EXISTS`). Two PostgreSQL sessions creating the same table
@@ -494,5 +505,6 @@ fn run_of_row(row: &sqlx::any::AnyRow) -> std::result::Result<RunRecord, sqlx::E
 }
 
 pub mod handoffs;
+pub mod tasks;
 #[cfg(test)]
 mod tests;

@@ -145,7 +145,7 @@ pub async fn read(
 }
 
 /// Where one deletion vector is, as its manifest entry says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DvLocation {
     /// The Puffin file holding it (one Puffin file holds the vectors of many data files).
     pub puffin: String,
@@ -224,6 +224,22 @@ impl DeletionVectors {
         }
         let live = crate::table::manifests::live_files_of(table, &deletes).await?;
         Ok(Self::from_live(&live))
+    }
+
+    /// The vectors of some data files, with every Puffin file of the snapshot (what a
+    /// distributed compaction task carries: its files' vectors only).
+    pub fn from_parts(vectors: Vec<(String, DvLocation)>, puffin: Vec<String>) -> Self {
+        Self {
+            by_data_file: std::sync::Arc::new(vectors.into_iter().collect()),
+            puffin: std::sync::Arc::new(puffin.into_iter().collect()),
+        }
+    }
+
+    /// The Puffin files of the snapshot, sorted.
+    pub fn puffin_files(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.puffin.iter().cloned().collect();
+        v.sort();
+        v
     }
 
     /// No vector at all.

@@ -32,7 +32,7 @@ pub const ROW_ID: &str = "_row_id";
 pub const LAST_UPDATED_SEQUENCE_NUMBER: &str = "_last_updated_sequence_number";
 
 /// What a data file's manifest entry says of its rows' lineage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileLineage {
     /// The file's `first_row_id`, inherited ([`inherited_first_row_ids`]); `None` for a file
     /// from before the table had lineage.

@@ -298,7 +298,7 @@ impl CompactBuilder {
         }
     }
 
-    fn fail(&self, gs: &[&GroupResult], reason: String, metrics: &mut CompactMetrics) {
+    pub(super) fn fail(&self, gs: &[&GroupResult], reason: String, metrics: &mut CompactMetrics) {
         for g in gs {
             let group = &metrics.plan.groups[g.group];
             metrics.failed_data_files_count += group.input_files;

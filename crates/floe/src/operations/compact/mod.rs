@@ -19,6 +19,7 @@
 
 mod commit;
 pub mod dangling;
+pub mod distributed;
 pub mod filter;
 mod multi_file;
 pub mod options;
@@ -86,6 +87,9 @@ pub struct CompactMetrics {
     pub plan_batches: usize,
     pub duration_ms: u64,
     pub mb_per_s: f64,
+    /// `--distributed`: the run in the queue, and what each worker did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<distributed::DistributedReport>,
 }
 
 impl Costed for CompactMetrics {
@@ -138,6 +142,23 @@ impl CompactMetrics {
         self.row_group_merge.row_groups += o.row_group_merge.row_groups;
         self.row_group_merge.bytes += o.row_group_merge.bytes;
         self.live_files_after = self.live_files_before + self.added_files - self.rewritten_files;
+        if let Some(d) = o.distributed {
+            let mine = self.distributed.get_or_insert_with(Default::default);
+            mine.tasks += d.tasks;
+            mine.retried_claims += d.retried_claims;
+            mine.abandoned_runs.extend(d.abandoned_runs);
+            for w in d.workers {
+                match mine.workers.iter_mut().find(|m| m.worker == w.worker) {
+                    Some(m) => {
+                        m.tasks += w.tasks;
+                        m.bytes_read += w.bytes_read;
+                        m.bytes_written += w.bytes_written;
+                        m.seconds += w.seconds;
+                    }
+                    None => mine.workers.push(w),
+                }
+            }
+        }
     }
 
     /// The run of several batches: the first batch's metrics with the others absorbed.
@@ -226,6 +247,8 @@ pub struct CompactBuilder {
     /// Partitions rolled up by size tier: only their files under the bound are merged.
     roll_up: BTreeMap<String, u64>,
     sort_by: Option<String>,
+    /// `--distributed`: rewrites go to workers through this queue.
+    distributed: Option<distributed::Distributed>,
 }
 
 struct GroupResult {
@@ -245,7 +268,15 @@ impl CompactBuilder {
             partitions: None,
             roll_up: BTreeMap::new(),
             sort_by: None,
+            distributed: None,
         }
+    }
+
+    /// Runs the rewrites on `floe worker` processes through a task queue
+    /// ([`distributed`]); planning and commits stay here.
+    pub fn with_distributed(mut self, d: distributed::Distributed) -> Self {
+        self.distributed = Some(d);
+        self
     }
 
     /// Sets the options (typed; unset ones come from `floe.compact.*` table properties, then
@@ -652,6 +683,7 @@ impl CompactBuilder {
             failed_data_files_count: 0,
             row_group_merge: Default::default(),
             plan_batches: 1,
+            distributed: None,
             duration_ms: started.elapsed().as_millis() as u64,
             mb_per_s: 0.0,
             plan,
@@ -691,6 +723,10 @@ impl CompactBuilder {
             }
             CompactWork::Groups(p) => *p,
         };
+        if let (Some(d), false) = (&self.distributed, metrics.plan.groups.is_empty()) {
+            let d = d.clone();
+            return self.apply_distributed(&d, metrics, p, started).await;
+        }
         // The report may have been cut (`retain_partitions`): nothing left is nothing to do.
         let mut progress = Progress::start(
             Phase::Write,

@@ -37,7 +37,7 @@ pub const OPTION_NAMES: [&str; 15] = [
 /// merging): `auto` when an input's row groups average at least `row-group-merge-min-bytes`,
 /// `always` whatever their size, `never`. Never for an input with delete files, a Parquet
 /// schema other than the output's, or a sorted rewrite.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RowGroupMerge {
     Auto,

@@ -95,6 +95,59 @@ impl MergeConfig {
     }
 }
 
+/// A [`MergeConfig`] as a distributed compaction task carries it: the settings, and the NaN
+/// counts and position delete targets of the task's own files only.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct MergeSettings {
+    pub mode: RowGroupMerge,
+    pub min_row_group_bytes: u64,
+    pub nans: Vec<(String, Vec<(i32, u64)>)>,
+    pub position_targets: Vec<(String, BTreeSet<String>)>,
+}
+
+impl MergeSettings {
+    /// The part of `config` that concerns `members`.
+    pub fn of(config: &MergeConfig, members: &[FileScanTask]) -> Self {
+        let paths: std::collections::HashSet<&str> =
+            members.iter().map(|t| t.data_file_path.as_str()).collect();
+        let deletes: std::collections::HashSet<&str> = members
+            .iter()
+            .flat_map(|t| t.deletes.iter().map(|d| d.file_path.as_str()))
+            .collect();
+        Self {
+            mode: config.mode,
+            min_row_group_bytes: config.min_row_group_bytes,
+            nans: config
+                .nans
+                .iter()
+                .filter(|(p, _)| paths.contains(p.as_str()))
+                .map(|(p, n)| (p.clone(), n.iter().map(|(k, v)| (*k, *v)).collect()))
+                .collect(),
+            position_targets: config
+                .position_targets
+                .iter()
+                .filter(|(p, _)| deletes.contains(p.as_str()))
+                .map(|(p, t)| (p.clone(), t.clone()))
+                .collect(),
+        }
+    }
+
+    /// The config a worker's jobs share.
+    pub fn config(&self) -> MergeConfig {
+        MergeConfig {
+            mode: self.mode,
+            min_row_group_bytes: self.min_row_group_bytes,
+            nans: self
+                .nans
+                .iter()
+                .map(|(p, n)| (p.clone(), n.iter().copied().collect()))
+                .collect(),
+            position_targets: self.position_targets.iter().cloned().collect(),
+            stats: MergeStats::default(),
+        }
+    }
+}
+
 /// What a run merged by row group.
 #[derive(Debug, Default)]
 pub struct MergeStats {

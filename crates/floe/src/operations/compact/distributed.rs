@@ -1,0 +1,808 @@
+//! Distributed compaction: one coordinator plans and commits, workers rewrite.
+//!
+//! ```text
+//!  floe compact NS.T --distributed --queue Q       floe worker --queue Q   (any number)
+//!    plan (as a local run)                            claim a task (SKIP LOCKED, leased)
+//!    -> one task per rewrite job  ──── queue ────>    read inputs, write outputs (table's
+//!       (TaskSpec: files, storage, settings)            storage), renew the lease meanwhile
+//!    <- finished groups' outputs   <─── queue ─────   report outputs (or delete them when
+//!    -> commit batches (validated rewrite commit)       the task is no longer its own)
+//! ```
+//!
+//! The pattern is the one of Amoro's optimizers and RisingWave's compactor nodes: a planner,
+//! workers that pull units of work under a lease, one committer per table. The queue is
+//! [`crate::coordination::tasks`]; the rewrite a worker runs is the local one
+//! ([`super::rewrite::rewrite_group`]), on a table it rebuilds from the task, and the commits
+//! are the local run's ([`CompactBuilder::commit_groups`]): the same validation against the
+//! planned snapshot, the same one-by-one retry that fails only the groups a concurrent writer
+//! touched.
+//!
+//! **What a worker needs, without a catalog**: the task names the planned snapshot's
+//! `metadata.json` (immutable: the worker reads exactly the table the coordinator planned on),
+//! the input files as scan tasks (with their delete files, deletion vectors and row lineage)
+//! and the storage properties of the table's FileIO. Secret properties (keys, tokens,
+//! passwords: floe's secret-name rules, the ones its masking uses) are never written to the
+//! queue: a worker takes its credentials from its own configuration, its catalog's storage
+//! settings in `floe.toml` or `FLOE_CATALOG__*` when it has one, else the storage's default
+//! chain (`AWS_*` variables, a Kubernetes service account's role): what a pod usually has. A
+//! worker that lacks them fails the task naming the storage error; the task is retried
+//! elsewhere up to [`MAX_ATTEMPTS`](crate::coordination::tasks::MAX_ATTEMPTS) times.
+//!
+//! **Safety** (nothing lost, nothing duplicated, no live file deleted):
+//! - A group is committed only when every one of its jobs reported, in one validated rewrite
+//!   commit; its inputs leave the table in that same commit.
+//! - A worker killed mid-task: its lease expires, another worker claims the task (attempt + 1)
+//!   and rewrites it; what the dead one wrote was never reported, so nothing references it
+//!   (orphans, for `remove-orphan-files`).
+//! - A worker that lost its task (lease expired, run ended) deletes what it wrote: the report
+//!   names the attempt, so a lost attempt's outputs can never be committed.
+//! - A coordinator killed: its run stops being renewed; workers claim none of its tasks and
+//!   drop the ones they hold; nothing of the run was committed except whole groups before the
+//!   kill. A later run on the table marks the dead run abandoned and plans again from the
+//!   table (already compacted groups are no candidates any more). Outputs reported to the dead
+//!   run and not committed are left for orphan removal: the dead coordinator may have been
+//!   committing them when it stopped, and only orphan removal can prove a file unreferenced.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iceberg::scan::FileScanTask;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+use serde::{Deserialize, Serialize};
+
+use super::{parallel, plan, row_group_merge, sort, CompactBuilder, CompactMetrics, GroupResult};
+use crate::base::cost::{Amount, Phase, Progress};
+use crate::base::error::{Error, Result};
+use crate::commit::Ledger;
+use crate::coordination::tasks::{Claimed, TaskDone, WorkerShare};
+use crate::coordination::Store;
+use crate::table::deletion_vector::{DeletionVectors, DvLocation};
+use crate::table::lineage::FileLineage;
+use crate::write::WriteOptions;
+
+/// How a coordinator runs its compaction through the queue.
+#[derive(Clone)]
+pub struct Distributed {
+    pub store: Arc<Store>,
+    /// This coordinator's name in the queue (host:pid by default).
+    pub coordinator: String,
+    /// A run not renewed for this long is abandoned; a task not renewed is claimed again.
+    pub lease_ttl: Duration,
+    /// How often the coordinator looks at the queue.
+    pub poll: Duration,
+}
+
+/// What the queue did for a distributed run (the `distributed` part of the report).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DistributedReport {
+    pub run_id: String,
+    pub coordinator: String,
+    pub tasks: usize,
+    /// Claims beyond the first, over all tasks (a worker died or lost its lease).
+    pub retried_claims: u64,
+    pub workers: Vec<WorkerShare>,
+    /// Runs of this table whose coordinator had stopped, found and marked abandoned.
+    pub abandoned_runs: Vec<String>,
+}
+
+/// One rewrite job, as a worker receives it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskSpec {
+    /// `ns.table`, for messages.
+    pub table: String,
+    /// The planned snapshot's metadata file: the worker reads the table exactly as planned.
+    pub metadata_location: String,
+    /// The table FileIO's properties, secrets left out (see the module docs).
+    pub storage: BTreeMap<String, String>,
+    pub group: usize,
+    pub spec_id: i32,
+    pub target_file_size_bytes: Option<u64>,
+    /// `--sort-by`, if given (else the table's sort order, as the coordinator took it).
+    pub sort_by: Option<String>,
+    pub members: Vec<Member>,
+    pub merge: row_group_merge::MergeSettings,
+    /// Deletion vectors of the members (format v3), and every Puffin file of the snapshot.
+    pub dvs: Vec<(String, DvLocation)>,
+    pub puffin: Vec<String>,
+    /// Format v3: the members' row lineage.
+    pub lineage: Option<Vec<(String, FileLineage)>>,
+}
+
+/// One input file of a task: the iceberg crate's scan task, whose partition, spec and name
+/// mapping it does not serialize, with those three carried beside it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Member {
+    pub task: FileScanTask,
+    /// The partition tuple, as Iceberg's single-value JSON of the partition type of spec
+    /// `spec_id` (the file's spec: the scan task's, else its group's).
+    pub partition: Option<serde_json::Value>,
+    pub spec_id: i32,
+    pub partition_spec: Option<iceberg::spec::PartitionSpec>,
+    pub name_mapping: Option<iceberg::spec::NameMapping>,
+}
+
+impl Member {
+    /// `t`, whose partition is of spec `spec` unless the task names its own.
+    fn of(t: &FileScanTask, spec: &iceberg::spec::PartitionSpec) -> Result<Self> {
+        let mut task = t.clone();
+        let partition_spec = task.partition_spec.take().map(|s| (*s).clone());
+        let name_mapping = task.name_mapping.take().map(|m| (*m).clone());
+        let spec = partition_spec.as_ref().unwrap_or(spec);
+        let partition = match task.partition.take() {
+            Some(p) => {
+                let pt = spec.partition_type(&t.schema)?;
+                Some(
+                    iceberg::spec::Literal::Struct(p)
+                        .try_into_json(&iceberg::spec::Type::Struct(pt))?,
+                )
+            }
+            None => None,
+        };
+        Ok(Self {
+            task,
+            partition,
+            spec_id: spec.spec_id(),
+            partition_spec,
+            name_mapping,
+        })
+    }
+
+    fn into_task(self, table: &Table) -> Result<FileScanTask> {
+        let mut task = self.task;
+        task.partition = match self.partition {
+            None => None,
+            Some(v) => {
+                let spec = match &self.partition_spec {
+                    Some(s) => s.clone(),
+                    None => (**table
+                        .metadata()
+                        .partition_spec_by_id(self.spec_id)
+                        .ok_or_else(|| Error::Refused {
+                            operation: "rewrite a compaction task".into(),
+                            reason: format!(
+                                "{}: partition spec {} is not the table's",
+                                task.data_file_path, self.spec_id
+                            ),
+                        })?)
+                    .clone(),
+                };
+                let pt = spec.partition_type(&task.schema)?;
+                match iceberg::spec::Literal::try_from_json(v, &iceberg::spec::Type::Struct(pt))? {
+                    Some(iceberg::spec::Literal::Struct(s)) => Some(s),
+                    _ => Some(iceberg::spec::Struct::empty()),
+                }
+            }
+        };
+        task.partition_spec = self.partition_spec.map(Arc::new);
+        task.name_mapping = self.name_mapping.map(Arc::new);
+        Ok(task)
+    }
+}
+
+/// A reported output file: its spec and iceberg's data file JSON.
+#[derive(Serialize, Deserialize)]
+struct OutputFile {
+    spec_id: i32,
+    data_file: String,
+}
+
+/// The properties of `table`'s FileIO that may be written to the queue.
+fn shareable_storage(table: &Table) -> BTreeMap<String, String> {
+    table
+        .file_io()
+        .config()
+        .props()
+        .iter()
+        .filter(|(k, _)| !crate::base::secrets::is_secret_name(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn encode_outputs(table: &Table, files: &[DataFile]) -> Result<String> {
+    // Outputs are written in the table's default spec (the parallel rewrite keeps a group's
+    // partition only when its spec is the default; the writer path partitions by it).
+    let md = table.metadata();
+    let spec = md.default_partition_spec();
+    let spec_id = spec.spec_id();
+    let pt = spec.partition_type(md.current_schema())?;
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let data_file = iceberg::spec::serialize_data_file_to_json(
+            f.clone(),
+            &pt,
+            iceberg::spec::FormatVersion::V2,
+        )?;
+        out.push(OutputFile { spec_id, data_file });
+    }
+    Ok(serde_json::to_string(&out).expect("serializable"))
+}
+
+fn decode_outputs(table: &Table, task: i64, stored: &str) -> Result<Vec<DataFile>> {
+    let bad = |reason: String| Error::Refused {
+        operation: "commit a distributed compaction".into(),
+        reason: format!("task {task}: {reason}"),
+    };
+    let files: Vec<OutputFile> =
+        serde_json::from_str(stored).map_err(|e| bad(format!("unreadable outputs: {e}")))?;
+    let md = table.metadata();
+    let schema = md.current_schema();
+    files
+        .into_iter()
+        .map(|f| {
+            let spec = md
+                .partition_spec_by_id(f.spec_id)
+                .ok_or_else(|| bad(format!("unknown partition spec {}", f.spec_id)))?;
+            let pt = spec.partition_type(schema)?;
+            Ok(iceberg::spec::deserialize_data_file_from_json(
+                &f.data_file,
+                f.spec_id,
+                &pt,
+                schema,
+            )?)
+        })
+        .collect()
+}
+
+/// The group indices' tasks, by group.
+fn tasks_by_group(rows: &[crate::coordination::tasks::TaskRow]) -> BTreeMap<usize, Vec<usize>> {
+    let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        by.entry(r.group_index as usize).or_default().push(i);
+    }
+    by
+}
+
+impl CompactBuilder {
+    /// Runs a planned compaction through the queue (see the module docs): the tasks are
+    /// queued, finished groups are committed as they come (in batches with partial
+    /// progress, else all at the end), and the coordinator says what it waits for.
+    pub(super) async fn apply_distributed(
+        &self,
+        d: &Distributed,
+        mut metrics: CompactMetrics,
+        p: super::Prepared,
+        started: Instant,
+    ) -> Result<CompactMetrics> {
+        let super::Prepared {
+            table,
+            effective,
+            opts,
+            sort_keys,
+            partial,
+            max_commits,
+            tasks,
+            live,
+            dvs,
+            planning,
+            ..
+        } = p;
+        let metadata_location = table
+            .metadata_location()
+            .ok_or_else(|| Error::Refused {
+                operation: "distribute a compaction".into(),
+                reason: "the table has no metadata file to give the workers".into(),
+            })?
+            .to_string();
+        let groups = metrics.plan.groups.clone();
+        let mut drops = self.delete_drops(&table, &tasks, &groups).await?;
+        let merge = Self::merge_config(
+            &table,
+            &effective,
+            sort_keys.is_some(),
+            &drops,
+            &tasks,
+            &groups,
+            &live,
+        )
+        .await?;
+        let lineage = (table.metadata().format_version() >= iceberg::spec::FormatVersion::V3)
+            .then(|| crate::table::manifests::lineage_of(live.values()));
+        let storage = shareable_storage(&table);
+        let table_name = crate::catalog::ident_string(&self.ctx.ident);
+        let scope = format!("{}.{table_name}", self.ctx.catalog.name());
+        let puffin: Vec<String> = dvs.puffin_files();
+        let mut specs: Vec<(usize, String)> = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let sized: Vec<(usize, u64)> = g
+                .files
+                .iter()
+                .map(|&i| (i, tasks[i].file_size_in_bytes))
+                .collect();
+            for job in plan::split_into_jobs(&sized, &opts) {
+                let members: Vec<FileScanTask> = job.iter().map(|&i| tasks[i].clone()).collect();
+                let paths: Vec<&str> = members.iter().map(|t| t.data_file_path.as_str()).collect();
+                let group_spec = table
+                    .metadata()
+                    .partition_spec_by_id(g.spec_id)
+                    .unwrap_or_else(|| table.metadata().default_partition_spec());
+                let carried = members
+                    .iter()
+                    .map(|t| Member::of(t, group_spec))
+                    .collect::<Result<Vec<_>>>()?;
+                let spec = TaskSpec {
+                    table: table_name.clone(),
+                    metadata_location: metadata_location.clone(),
+                    storage: storage.clone(),
+                    group: gi,
+                    spec_id: g.spec_id,
+                    target_file_size_bytes: Some(opts.target_file_size_bytes),
+                    sort_by: self.sort_by.clone(),
+                    merge: row_group_merge::MergeSettings::of(&merge, &members),
+                    dvs: paths
+                        .iter()
+                        .filter_map(|p| dvs.of_file(p).map(|d| (p.to_string(), d.clone())))
+                        .collect(),
+                    puffin: puffin.clone(),
+                    lineage: lineage.as_ref().map(|l| {
+                        paths
+                            .iter()
+                            .filter_map(|p| l.get(*p).map(|f| (p.to_string(), *f)))
+                            .collect()
+                    }),
+                    members: carried,
+                };
+                specs.push((gi, serde_json::to_string(&spec).expect("serializable")));
+            }
+        }
+
+        let store = &d.store;
+        let now = store.now_ms().await?;
+        let abandoned = store.abandon_stale_runs(&scope, now).await?;
+        let run_id = uuid::Uuid::now_v7().to_string();
+        store
+            .create_run(&run_id, &scope, &d.coordinator, &specs, d.lease_ttl, now)
+            .await?;
+        tracing::info!(
+            "distributed compaction of {table_name}: run {run_id}, {} task(s) in {} group(s) queued in {}",
+            specs.len(),
+            groups.len(),
+            store.display_uri()
+        );
+        let result = self
+            .coordinate(
+                d,
+                &run_id,
+                &table,
+                &tasks,
+                &mut drops,
+                &mut metrics,
+                partial,
+                max_commits,
+            )
+            .await;
+        let end = store.now_ms().await.unwrap_or(now);
+        let _ = store
+            .finish_run(&run_id, if result.is_ok() { "done" } else { "failed" }, end)
+            .await;
+        result?;
+        let rows = store.run_tasks(&run_id).await?;
+        metrics.distributed = Some(DistributedReport {
+            run_id: run_id.clone(),
+            coordinator: d.coordinator.clone(),
+            tasks: rows.len(),
+            retried_claims: rows.iter().map(|r| (r.attempt - 1).max(0) as u64).sum(),
+            workers: store.worker_shares(&run_id).await?,
+            abandoned_runs: abandoned,
+        });
+        if effective.remove_dangling_deletes.unwrap_or(false) && !metrics.commits.is_empty() {
+            self.remove_dangling_deletes(&mut metrics).await?;
+        }
+        metrics.live_files_after =
+            metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
+        let elapsed = started.elapsed() + planning;
+        metrics.duration_ms = elapsed.as_millis() as u64;
+        metrics.mb_per_s =
+            metrics.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
+        Ok(metrics)
+    }
+
+    /// Waits for the run's groups and commits them; returns when every group is committed or
+    /// failed.
+    #[allow(clippy::too_many_arguments)]
+    async fn coordinate(
+        &self,
+        d: &Distributed,
+        run_id: &str,
+        table: &Table,
+        tasks: &[FileScanTask],
+        drops: &mut super::commit::DeleteDrops,
+        metrics: &mut CompactMetrics,
+        partial: bool,
+        max_commits: usize,
+    ) -> Result<()> {
+        let store = &d.store;
+        let groups = metrics.plan.groups.clone();
+        let chunk = if partial {
+            groups.len().div_ceil(max_commits)
+        } else {
+            groups.len()
+        };
+        let mut progress = Progress::start(
+            Phase::Write,
+            Amount {
+                steps: groups.len() as u64,
+                files: metrics.plan.input_files() as u64,
+                bytes: metrics.plan.input_bytes(),
+                rows: 0,
+            },
+        );
+        self.ctx.report(&progress);
+        let mut settled = vec![false; groups.len()];
+        let mut ready: Vec<(GroupResult, Vec<i64>)> = Vec::new();
+        let mut last_claim = Instant::now();
+        let mut last_said = Instant::now();
+        let mut seen_running = 0usize;
+        loop {
+            let now = store.now_ms().await?;
+            if !store
+                .renew_run(run_id, &d.coordinator, d.lease_ttl, now)
+                .await?
+            {
+                return Err(Error::Refused {
+                    operation: "coordinate a distributed compaction".into(),
+                    reason: format!(
+                        "run {run_id} is no longer this coordinator's (it was not renewed within \
+                         the lease TTL of {:?}, and another coordinator marked it abandoned)",
+                        d.lease_ttl
+                    ),
+                });
+            }
+            let rows = store.run_tasks(run_id).await?;
+            for (gi, idx) in tasks_by_group(&rows) {
+                if settled[gi] {
+                    continue;
+                }
+                let of_group: Vec<&crate::coordination::tasks::TaskRow> =
+                    idx.iter().map(|&i| &rows[i]).collect();
+                let ids: Vec<i64> = of_group.iter().map(|r| r.task_id).collect();
+                if let Some(failed) = of_group.iter().find(|r| r.state == "failed") {
+                    // A job that failed every attempt fails its group: the other jobs'
+                    // outputs were reported to this coordinator only, so they go.
+                    let mut written = Ledger::of(table);
+                    for r in of_group.iter().filter(|r| r.state == "done") {
+                        if let Some(out) = &r.output {
+                            written.stage_files(&decode_outputs(table, r.task_id, out)?);
+                        }
+                    }
+                    written.discard().await;
+                    store.settle_tasks(run_id, &ids, "dropped").await?;
+                    let g = GroupResult {
+                        group: gi,
+                        files: vec![],
+                        rows: 0,
+                    };
+                    self.fail(
+                        &[&g],
+                        format!(
+                            "task {} failed {} time(s) on workers: {}",
+                            failed.task_id,
+                            failed.attempt,
+                            failed.error.as_deref().unwrap_or("no error recorded")
+                        ),
+                        metrics,
+                    );
+                    settled[gi] = true;
+                    continue;
+                }
+                if of_group.iter().all(|r| r.state == "done") {
+                    let mut files = Vec::new();
+                    let mut rows_written = 0u64;
+                    for r in &of_group {
+                        files.extend(decode_outputs(
+                            table,
+                            r.task_id,
+                            r.output.as_deref().unwrap_or("[]"),
+                        )?);
+                        rows_written += r.rows_written.max(0) as u64;
+                    }
+                    progress.done += Amount {
+                        steps: 1,
+                        files: groups[gi].input_files as u64,
+                        bytes: groups[gi].input_bytes,
+                        rows: rows_written,
+                    };
+                    self.ctx.report(&progress);
+                    metrics.rows += rows_written;
+                    ready.push((
+                        GroupResult {
+                            group: gi,
+                            files,
+                            rows: rows_written,
+                        },
+                        ids,
+                    ));
+                    settled[gi] = true;
+                }
+            }
+            let all_settled = settled.iter().all(|s| *s);
+            if !ready.is_empty() && (ready.len() >= chunk || all_settled) {
+                let batch = std::mem::take(&mut ready);
+                let ids: Vec<i64> = batch.iter().flat_map(|(_, ids)| ids.clone()).collect();
+                let results: Vec<GroupResult> = batch.into_iter().map(|(g, _)| g).collect();
+                self.commit_groups(table, tasks, results, drops, metrics)
+                    .await?;
+                store.settle_tasks(run_id, &ids, "committed").await?;
+            }
+            if all_settled && ready.is_empty() {
+                return Ok(());
+            }
+            // Say what the run waits for: tasks nobody claims mean no worker is running.
+            let queued = rows.iter().filter(|r| r.state == "queued").count();
+            let running = rows.iter().filter(|r| r.state == "running").count();
+            if running > 0 || running != seen_running {
+                last_claim = Instant::now();
+            }
+            seen_running = running;
+            if last_said.elapsed() >= Duration::from_secs(10) {
+                last_said = Instant::now();
+                if running == 0 && queued > 0 {
+                    tracing::warn!(
+                        "waiting for workers: {queued} task(s) queued in {}, none claimed for \
+                         {}s (start `floe worker --queue ...` on that database)",
+                        store.display_uri(),
+                        last_claim.elapsed().as_secs()
+                    );
+                } else {
+                    tracing::info!(
+                        "waiting for workers: {running} task(s) running, {queued} queued"
+                    );
+                }
+            }
+            tokio::time::sleep(d.poll).await;
+        }
+    }
+}
+
+/// What a worker needs from its own configuration.
+#[derive(Clone, Default)]
+pub struct WorkerOptions {
+    /// This worker's name in the queue.
+    pub worker_id: String,
+    /// Storage properties of its own (credentials), over the task's.
+    pub storage: HashMap<String, String>,
+    /// How long its task leases last (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// Exit after this long without a task (`None`: run until stopped).
+    pub stop_when_idle: Option<Duration>,
+    /// How often an idle worker asks the queue.
+    pub poll: Duration,
+}
+
+/// What one worker did, over its life.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkerReport {
+    pub worker: String,
+    pub tasks_done: u64,
+    pub tasks_failed: u64,
+    /// Tasks it was rewriting when they stopped being its own (lease expired and claimed
+    /// again, or the run ended): their outputs deleted.
+    pub tasks_lost: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub rows: u64,
+    pub seconds: f64,
+}
+
+/// A task's table, read from its metadata file: kept for the run's next tasks.
+struct TableCache {
+    tables: Vec<(String, Table)>,
+}
+
+impl TableCache {
+    async fn get(&mut self, spec: &TaskSpec, extra: &HashMap<String, String>) -> Result<Table> {
+        if let Some((_, t)) = self
+            .tables
+            .iter()
+            .find(|(loc, _)| *loc == spec.metadata_location)
+        {
+            return Ok(t.clone());
+        }
+        let mut props: HashMap<String, String> = spec.storage.clone().into_iter().collect();
+        props.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let io = crate::storage::file_io_for(&spec.metadata_location, props);
+        let md = crate::table::read_metadata(&io, &spec.metadata_location).await?;
+        let ident = crate::table::parse_table_ident(&spec.table)?;
+        let table = Table::builder()
+            .file_io(io)
+            .metadata_location(spec.metadata_location.clone())
+            .metadata(md)
+            .identifier(ident)
+            .readonly(true)
+            .runtime(iceberg::Runtime::current())
+            .build()?;
+        if self.tables.len() >= 8 {
+            self.tables.remove(0);
+        }
+        self.tables
+            .push((spec.metadata_location.clone(), table.clone()));
+        Ok(table)
+    }
+}
+
+/// Rewrites one task's job on `table` (the planned snapshot).
+async fn rewrite_task(table: &Table, spec: &TaskSpec) -> Result<GroupResult> {
+    let arrow_schema: arrow_schema::SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+        table.metadata().current_schema(),
+    )?);
+    let sort_keys = match &spec.sort_by {
+        Some(s) => Some(sort::parse_sort_by(s, &arrow_schema)?),
+        None => sort::table_sort_order(table, &arrow_schema)?,
+    };
+    let shared = parallel::JobShared {
+        cores: Arc::new(tokio::sync::Semaphore::new(parallel::cores())),
+        equality: Default::default(),
+        dvs: DeletionVectors::from_parts(spec.dvs.clone(), spec.puffin.clone()),
+        lineage: spec
+            .lineage
+            .clone()
+            .map(|l| Arc::new(l.into_iter().collect())),
+        merge: Arc::new(spec.merge.config()),
+    };
+    let members = spec
+        .members
+        .iter()
+        .cloned()
+        .map(|m| m.into_task(table))
+        .collect::<Result<Vec<_>>>()?;
+    super::rewrite::rewrite_group(
+        table,
+        spec.group,
+        spec.spec_id,
+        members,
+        &WriteOptions {
+            target_file_size_bytes: spec.target_file_size_bytes,
+        },
+        sort_keys.as_ref(),
+        &shared,
+    )
+    .await
+}
+
+/// Pulls tasks from `store` until stopped (`stop` becomes true: the task in hand is finished
+/// first) or idle for `stop_when_idle`.
+pub async fn work(
+    store: &Store,
+    opts: &WorkerOptions,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    on_task: impl Fn(&WorkerReport),
+) -> Result<WorkerReport> {
+    let started = Instant::now();
+    let mut report = WorkerReport {
+        worker: opts.worker_id.clone(),
+        ..Default::default()
+    };
+    let mut cache = TableCache { tables: vec![] };
+    let mut idle_since = Instant::now();
+    let mut said_waiting = false;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let now = store.now_ms().await?;
+        let Some(task) = store
+            .claim_task(&opts.worker_id, opts.lease_ttl, now)
+            .await?
+        else {
+            if let Some(limit) = opts.stop_when_idle {
+                if idle_since.elapsed() >= limit {
+                    break;
+                }
+            }
+            if !said_waiting {
+                tracing::info!("waiting for tasks in {}", store.display_uri());
+                said_waiting = true;
+            }
+            tokio::time::sleep(opts.poll).await;
+            continue;
+        };
+        said_waiting = false;
+        run_task(store, opts, &mut cache, task, &mut report).await?;
+        idle_since = Instant::now();
+        report.seconds = started.elapsed().as_secs_f64();
+        on_task(&report);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Rewrites a claimed task under its lease and reports it.
+async fn run_task(
+    store: &Store,
+    opts: &WorkerOptions,
+    cache: &mut TableCache,
+    task: Claimed,
+    report: &mut WorkerReport,
+) -> Result<()> {
+    let worker = &opts.worker_id;
+    let spec: TaskSpec = match serde_json::from_str(&task.spec) {
+        Ok(s) => s,
+        Err(e) => {
+            let now = store.now_ms().await?;
+            store
+                .fail_task(&task, worker, &format!("unreadable task: {e}"), now)
+                .await?;
+            report.tasks_failed += 1;
+            return Ok(());
+        }
+    };
+    tracing::info!(
+        "task {} of run {} (attempt {}): {} file(s) of {}",
+        task.task_id,
+        task.run_id,
+        task.attempt,
+        spec.members.len(),
+        spec.table
+    );
+    let bytes_read: u64 = spec.members.iter().map(|m| m.task.file_size_in_bytes).sum();
+    let table = match cache.get(&spec, &opts.storage).await {
+        Ok(t) => t,
+        Err(e) => {
+            let now = store.now_ms().await?;
+            store.fail_task(&task, worker, &e.to_string(), now).await?;
+            report.tasks_failed += 1;
+            return Ok(());
+        }
+    };
+    let renew_every = opts.lease_ttl / 3;
+    let rewrite = rewrite_task(&table, &spec);
+    tokio::pin!(rewrite);
+    let result = loop {
+        tokio::select! {
+            r = &mut rewrite => break Some(r),
+            _ = tokio::time::sleep(renew_every) => {
+                let now = store.now_ms().await?;
+                if !store.renew_task(&task, worker, opts.lease_ttl, now).await? {
+                    break None;
+                }
+            }
+        }
+    };
+    let Some(result) = result else {
+        // The task is no longer this attempt's: stopping the rewrite drops its writers; what
+        // they finished is referenced by nothing (never reported) and left for orphan removal.
+        tracing::warn!(
+            "task {} of run {}: lease lost (claimed again, or the run ended); stopped",
+            task.task_id,
+            task.run_id
+        );
+        report.tasks_lost += 1;
+        return Ok(());
+    };
+    match result {
+        Ok(g) => {
+            let done = TaskDone {
+                output: encode_outputs(&table, &g.files)?,
+                rows: g.rows,
+                bytes_read,
+                bytes_written: g.files.iter().map(|f| f.file_size_in_bytes()).sum(),
+            };
+            crate::base::fault::pause("WORKER_BEFORE_REPORT").await;
+            let now = store.now_ms().await?;
+            if store.complete_task(&task, worker, &done, now).await? {
+                report.tasks_done += 1;
+                report.bytes_read += done.bytes_read;
+                report.bytes_written += done.bytes_written;
+                report.rows += done.rows;
+            } else {
+                // Never reported, so never committed: certain to be unreferenced.
+                let mut written = Ledger::of(&table);
+                written.stage_files(&g.files);
+                written.discard().await;
+                tracing::warn!(
+                    "task {} of run {}: no longer this worker's when it finished; its {} \
+                     output file(s) deleted",
+                    task.task_id,
+                    task.run_id,
+                    g.files.len()
+                );
+                report.tasks_lost += 1;
+            }
+        }
+        Err(e) => {
+            tracing::warn!("task {} of run {} failed: {e}", task.task_id, task.run_id);
+            let now = store.now_ms().await?;
+            store.fail_task(&task, worker, &e.to_string(), now).await?;
+            report.tasks_failed += 1;
+        }
+    }
+    Ok(())
+}
