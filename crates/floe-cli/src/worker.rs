@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 use floe::base::properties::parse_duration;
-use floe::operations::compact::distributed::{work, WorkerOptions};
+use floe::operations::compact::worker::{route, work, WorkerOptions, WorkerState};
 
 use crate::output::Out;
 
@@ -27,6 +27,9 @@ pub struct WorkerArgs {
     /// A task lease not renewed for this long is given to another worker.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     lease_ttl: String,
+    /// Serve /healthz, /readyz and /metrics on this address (e.g. 0.0.0.0:9465).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
 }
 
 pub async fn run(
@@ -48,6 +51,20 @@ pub async fn run(
             .transpose()?,
         poll: std::time::Duration::from_millis(500),
     };
+    let state = Arc::new(WorkerState::default());
+    // Served before the queue is reached: /readyz says 503 until it is.
+    let _server = match &a.listen {
+        Some(addr) => {
+            let s = state.clone();
+            let (bound, task) =
+                floe::base::server::spawn("--listen", addr, move |m, t| route(&s, m, t)).await?;
+            out.note(format!(
+                "serving /healthz, /readyz and /metrics on http://{bound}"
+            ));
+            Some(AbortOnDrop(task))
+        }
+        None => None,
+    };
     let store = floe::coordination::Store::connect(&a.queue).await?;
     out.note(format!(
         "worker {} pulling compaction tasks from {}",
@@ -60,16 +77,7 @@ pub async fn run(
         crate::ingest::shutdown_signal().await;
         flag.store(true, Ordering::Relaxed);
     });
-    let report = work(&store, &opts, stop, |r| {
-        tracing::info!(
-            "worker {}: {} task(s) done, {} failed, {} lost",
-            r.worker,
-            r.tasks_done,
-            r.tasks_failed,
-            r.tasks_lost
-        )
-    })
-    .await;
+    let report = work(&store, &opts, stop, state).await;
     store.close().await;
     let report = report?;
     out.result(&serde_json::to_value(&report)?, || {
@@ -86,4 +94,13 @@ pub async fn run(
         )
     });
     Ok(())
+}
+
+/// Stops the HTTP server when the worker ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

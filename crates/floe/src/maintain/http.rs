@@ -87,6 +87,8 @@ enum Route<'a> {
     Dashboard,
     Metrics,
     Status,
+    Health,
+    Ready,
     Tables,
     Table(&'a str),
     Jobs,
@@ -99,6 +101,8 @@ pub fn route(state: &ServiceState, method: &str, target: &str) -> Response {
         "/" | "/dashboard" => Route::Dashboard,
         "/metrics" => Route::Metrics,
         "/api/status" => Route::Status,
+        "/healthz" => Route::Health,
+        "/readyz" => Route::Ready,
         "/api/tables" => Route::Tables,
         "/api/jobs" => Route::Jobs,
         p => match p.strip_prefix("/api/tables/") {
@@ -121,6 +125,23 @@ pub fn route(state: &ServiceState, method: &str, target: &str) -> Response {
             body: state.render_metrics(),
         },
         Route::Status => Response::json(200, &state.status()),
+        // Liveness: the process answers (its passes may legitimately wait on a catalog).
+        Route::Health => Response::json(200, &serde_json::json!({"status": "ok"})),
+        // Readiness: a pass has run and nothing is being waited for (catalog, lease store).
+        Route::Ready => {
+            let s = state.status();
+            match (&s.last_pass_ms, &s.waiting_for) {
+                (Some(_), None) => Response::json(200, &serde_json::json!({"status": "ready"})),
+                (_, Some(w)) => Response::json(
+                    503,
+                    &serde_json::json!({"status": "waiting", "waiting_for": w}),
+                ),
+                (None, None) => Response::json(
+                    503,
+                    &serde_json::json!({"status": "starting", "waiting_for": "the first pass"}),
+                ),
+            }
+        }
         Route::Tables => Response::json(200, &state.tables()),
         Route::Table(raw) => {
             let Some(name) = percent_decode(raw) else {

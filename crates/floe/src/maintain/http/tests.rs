@@ -207,3 +207,22 @@ async fn serves_over_tcp() {
     assert!(err.to_string().contains("--listen"), "{err}");
     task.abort();
 }
+
+#[test]
+fn healthz_answers_and_readyz_waits_for_a_pass_with_nothing_awaited() {
+    let s = ServiceState::new("host-1", 1_000);
+    assert_eq!(route(&s, "GET", "/healthz").status, 200);
+    let r = route(&s, "GET", "/readyz");
+    assert_eq!(r.status, 503);
+    assert_eq!(json(&r)["waiting_for"], "the first pass");
+    s.set_last_pass(2_000, Some("catalog unreachable: refused".into()));
+    let r = route(&s, "GET", "/readyz");
+    assert_eq!(r.status, 503);
+    assert!(json(&r)["waiting_for"]
+        .as_str()
+        .unwrap()
+        .contains("catalog unreachable"));
+    s.set_last_pass(3_000, None);
+    assert_eq!(route(&s, "GET", "/readyz").status, 200);
+    assert_eq!(route(&s, "POST", "/readyz").status, 405);
+}

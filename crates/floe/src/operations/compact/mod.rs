@@ -29,6 +29,7 @@ pub mod position_deletes;
 mod rewrite;
 pub mod row_group_merge;
 pub mod sort;
+pub mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -1,0 +1,310 @@
+//! `floe compact --distributed` with `floe worker` processes on a real PostgreSQL task queue:
+//! the compaction is exact (floe, PyIceberg and DuckDB read the same rows), a worker that
+//! loses its task deletes what it wrote, a worker killed mid-task leaves only orphans and its
+//! task is done by another, a second run has nothing to do, and a coordinator with no worker
+//! says what it waits for.
+//!
+//! Each test has a database of its own (workers serve any run in their queue). Every process
+//! is ended by PID when the test ends, also when it fails.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::{count_and_sum, make_table_with_small_files, ok_json, python_read, Killed};
+
+/// A fresh database on the PostgreSQL `.ci/setup` starts: its URI.
+fn fresh_queue() -> String {
+    let url = std::env::var("FLOE_TEST_POSTGRES_URL")
+        .expect("FLOE_TEST_POSTGRES_URL is not set: run the tests through .ci/test");
+    let name = format!("floe_queue_{}", uuid::Uuid::new_v4().simple());
+    let bin = std::env::var("FLOE_PG_BIN").expect("FLOE_PG_BIN (run .ci/setup)");
+    let out = Command::new(Path::new(&bin).join("createdb"))
+        .args(["--maintenance-db", &url, &name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "createdb: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (base, _) = url.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+fn floe_cmd(d: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
+    c.current_dir(d)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG")
+        .env_remove("FLOE_QUEUE");
+    c
+}
+
+/// A `floe worker` on `queue`, its JSON report in `d/NAME.json`.
+fn worker(d: &Path, queue: &str, name: &str, envs: &[(&str, &str)]) -> Child {
+    let mut c = floe_cmd(d);
+    c.args(["--json", "worker", "--queue", queue, "--worker-id", name])
+        .args(["--stop-when-idle", "4s", "--lease-ttl", "3s"])
+        .env("FLOE_LOG", "info")
+        .stdout(std::fs::File::create(d.join(format!("{name}.json"))).unwrap())
+        .stderr(std::fs::File::create(d.join(format!("{name}.log"))).unwrap());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+/// `floe --json compact db.t --distributed` on `queue` with `options`: its report.
+fn coordinate(d: &Path, queue: &str, options: &[&str]) -> Value {
+    let out = floe_cmd(d)
+        .args([
+            "--json",
+            "compact",
+            "db.t",
+            "--distributed",
+            "--queue",
+            queue,
+        ])
+        .args(["--lease-ttl", "3s", "--partial-progress"])
+        .args(options)
+        .env("FLOE_LOG", "info")
+        .output()
+        .unwrap();
+    std::fs::write(d.join("coordinator.log"), &out.stderr).unwrap();
+    assert!(
+        out.status.success(),
+        "coordinator: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Options that split the test tables into groups of about 10 small files.
+const SPLIT: &[&str] = &[
+    "--option",
+    "min-input-files=2",
+    "--option",
+    "max-file-group-size-bytes=25000",
+];
+
+fn report(d: &Path, name: &str) -> Value {
+    let text = std::fs::read_to_string(d.join(format!("{name}.json"))).unwrap();
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "worker {name}: {e}: {text}\n{}",
+            std::fs::read_to_string(d.join(format!("{name}.log"))).unwrap_or_default()
+        )
+    })
+}
+
+fn orphans(d: &Path) -> u64 {
+    let v = ok_json(
+        d,
+        &[
+            "remove-orphan-files",
+            "db.t",
+            "--older-than",
+            "0s",
+            "--force",
+            "--dry-run",
+        ],
+    );
+    v["orphan_files"]
+        .as_u64()
+        .or_else(|| v["files"].as_u64())
+        .unwrap_or_else(|| panic!("orphan count in {v}"))
+}
+
+fn live_files(d: &Path) -> i64 {
+    common::sql_row(d, "SELECT count(*) AS n FROM db.t$files")["n"]
+        .as_i64()
+        .unwrap()
+}
+
+#[test]
+fn workers_losing_and_dying_mid_task_leave_an_exact_table_and_a_second_run_has_nothing_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let queue = fresh_queue();
+    let (n, s) = make_table_with_small_files(d, 30, 100);
+    assert_eq!(live_files(d), 90);
+    assert_eq!(orphans(d), 0);
+
+    // `slow` writes its first task's outputs, then stalls past its lease before reporting:
+    // another worker takes the task over, and `slow`'s late report is refused, so it deletes
+    // what it wrote. `doomed` stalls the same way and is killed there (kill -9): its outputs
+    // stay, referenced by nothing. `steady` does the rest.
+    let mut slow = Killed(worker(
+        d,
+        &queue,
+        "slow",
+        &[("FLOE_FAULT_PAUSE_WORKER_BEFORE_REPORT_MS", "7000")],
+    ));
+    let mut doomed = Killed(worker(
+        d,
+        &queue,
+        "doomed",
+        &[("FLOE_FAULT_PAUSE_WORKER_BEFORE_REPORT_MS", "60000")],
+    ));
+    let coordinator = std::thread::spawn({
+        let (d, queue) = (d.to_path_buf(), queue.clone());
+        // Groups of about 10 files: several tasks to share.
+        move || coordinate(&d, &queue, SPLIT)
+    });
+    // Once both wrote a task's outputs and paused, kill `doomed` and start `steady`.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for w in ["slow", "doomed"] {
+        loop {
+            let log = std::fs::read_to_string(d.join(format!("{w}.log"))).unwrap_or_default();
+            if log.contains("fault injection: pausing") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{w} never paused: {log}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    doomed.0.kill().unwrap();
+    doomed.0.wait().unwrap();
+    let steady = Killed(worker(d, &queue, "steady", &[]));
+    let m = coordinator.join().unwrap();
+    let mut steady = steady;
+    assert!(steady.0.wait().unwrap().success());
+    assert!(slow.0.wait().unwrap().success());
+
+    // Exact, in floe and in the independent readers.
+    assert_eq!(count_and_sum(d, "db.t"), (n, s));
+    let py = python_read(d, "db.t", "id");
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(py[reader]["rows"].as_i64(), Some(n), "{py}");
+        assert_eq!(py[reader]["sum"].as_i64(), Some(s), "{py}");
+    }
+
+    let dist = &m["distributed"];
+    let tasks = dist["tasks"].as_u64().unwrap();
+    assert!(tasks >= 6, "several tasks: {m}");
+    assert!(m["failed_groups"].as_array().unwrap().is_empty(), "{m}");
+    assert_eq!(m["rewritten_files"], 90, "{m}");
+    let logs = || {
+        ["slow", "doomed", "steady", "coordinator"]
+            .iter()
+            .map(|w| {
+                let log = std::fs::read_to_string(d.join(format!("{w}.log"))).unwrap_or_default();
+                let kept: Vec<&str> = log.lines().filter(|l| !l.contains("notice")).collect();
+                format!("--- {w}:\n{}", kept.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        dist["retried_claims"].as_u64().unwrap() >= 2,
+        "the stalled and the killed tasks were claimed again: {m}\n{}",
+        logs()
+    );
+    assert_eq!(
+        live_files(d),
+        m["added_files"].as_i64().unwrap(),
+        "only the outputs are live: {m}"
+    );
+    let slow_report = report(d, "slow");
+    assert!(
+        slow_report["tasks_lost"].as_u64().unwrap() >= 1,
+        "{slow_report}"
+    );
+    let steady_report = report(d, "steady");
+    assert!(
+        steady_report["tasks_done"].as_u64().unwrap() >= 1,
+        "{steady_report}"
+    );
+    // Per-worker shares add up to the tasks committed.
+    let shares: u64 = dist["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["tasks"].as_u64().unwrap())
+        .sum();
+    assert_eq!(shares, tasks, "{m}");
+    // What `slow` wrote is gone; what `doomed` wrote before dying is the only orphan, and
+    // orphan removal proves it unreferenced.
+    let left = orphans(d);
+    assert!(left >= 1, "the killed worker's outputs are orphans");
+    let expected_inputs_and_outputs = 90 + m["added_files"].as_u64().unwrap();
+    let parquet = common::walk_files(&d.join("warehouse"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .count() as u64;
+    assert_eq!(
+        parquet,
+        expected_inputs_and_outputs + left,
+        "no file of the refused report left behind"
+    );
+
+    // A second run with Iceberg's defaults finds nothing to do and queues nothing (3 outputs
+    // per partition, under min-input-files 5; the first run's options would merge those
+    // small outputs again, as a local run would).
+    let again = coordinate(d, &queue, &[]);
+    assert!(
+        again["plan"]["groups"].as_array().unwrap().is_empty(),
+        "{again}"
+    );
+    assert!(again["commits"].as_array().unwrap().is_empty(), "{again}");
+    assert_eq!(count_and_sum(d, "db.t"), (n, s));
+}
+
+#[test]
+fn a_coordinator_without_workers_says_what_it_waits_for_and_a_killed_one_is_superseded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let queue = fresh_queue();
+    let (n, s) = make_table_with_small_files(d, 12, 50);
+    let mut first = Killed(
+        floe_cmd(d)
+            .args([
+                "--json",
+                "compact",
+                "db.t",
+                "--distributed",
+                "--queue",
+                &queue,
+            ])
+            .args(["--lease-ttl", "2s", "--option", "min-input-files=2"])
+            .env("FLOE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("first.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let log = std::fs::read_to_string(d.join("first.log")).unwrap_or_default();
+        if log.contains("waiting for workers") && log.contains("none claimed") {
+            assert!(log.contains("floe worker --queue"), "{log}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no waiting message: {log}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The coordinator dies with its tasks queued: its run stops being renewed.
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // A worker started now claims nothing of the dead run; the next coordinator marks it
+    // abandoned and compacts the table itself, with that worker.
+    let mut w = Killed(worker(d, &queue, "w", &[]));
+    let m = coordinate(d, &queue, &["--option", "min-input-files=2"]);
+    assert!(w.0.wait().unwrap().success());
+    assert_eq!(
+        m["distributed"]["abandoned_runs"].as_array().unwrap().len(),
+        1,
+        "{m}"
+    );
+    assert_eq!(count_and_sum(d, "db.t"), (n, s));
+    assert_eq!(
+        report(d, "w")["tasks_done"],
+        m["distributed"]["tasks"],
+        "{m}"
+    );
+}
