@@ -450,6 +450,25 @@ removed {} position delete file(s) ({} deleted positions) whose every data file 
             m.row_group_merge.files
         ));
     }
+    if let Some(d) = &m.distributed {
+        s.push_str(&format!(
+            "\ndistributed run {}: {} task(s) ({} claimed again) on {} worker(s)",
+            d.run_id,
+            d.tasks,
+            d.retried_claims,
+            d.workers.len()
+        ));
+        for w in &d.workers {
+            s.push_str(&format!(
+                "\n  {}: {} task(s), {} read, {} written, {:.2} s",
+                w.worker,
+                w.tasks,
+                mib(w.bytes_read),
+                mib(w.bytes_written),
+                w.seconds
+            ));
+        }
+    }
     if m.removed_dangling_deletes > 0 {
         s.push_str(&format!(
             "

@@ -308,3 +308,148 @@ fn a_coordinator_without_workers_says_what_it_waits_for_and_a_killed_one_is_supe
         "{m}"
     );
 }
+
+/// A coordinator on `queue`, with options splitting the table in many tasks and 2 s leases.
+fn chaos_coordinator(d: &Path, queue: &str, log: &str) -> Child {
+    floe_cmd(d)
+        .args([
+            "--json",
+            "compact",
+            "db.t",
+            "--distributed",
+            "--queue",
+            queue,
+        ])
+        .args([
+            "--lease-ttl",
+            "2s",
+            "--partial-progress",
+            "--max-commits",
+            "4",
+        ])
+        .args(SPLIT)
+        .env("FLOE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(d.join(log)).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn chaos_worker(d: &Path, queue: &str, name: &str) -> Child {
+    floe_cmd(d)
+        .args(["--json", "worker", "--queue", queue, "--worker-id", name])
+        // Idle longer than a lease: a killed worker's task is claimable again before the
+        // others stop.
+        .args(["--stop-when-idle", "6s", "--lease-ttl", "2s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn chaos_kills_of_workers_and_coordinators_at_random_moments_lose_and_duplicate_nothing() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = match std::env::var("FLOE_CHAOS_SEED") {
+        Ok(s) => s.parse().expect("FLOE_CHAOS_SEED is a u64"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    };
+    eprintln!("[distributed chaos] seed {seed} (replay with FLOE_CHAOS_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let queue = fresh_queue();
+    let (n, s) = make_table_with_small_files(d, 45, 40);
+    // Rounds of a coordinator and three workers, each process killed with kill -9 at a random
+    // moment with some chance; the last round kills nothing. After every round the table holds
+    // every row once.
+    let rounds = 4;
+    for round in 0..rounds {
+        let calm = round == rounds - 1;
+        let mut coordinator = Killed(chaos_coordinator(d, &queue, &format!("c{round}.log")));
+        let mut workers: Vec<Killed> = (0..3)
+            .map(|i| Killed(chaos_worker(d, &queue, &format!("r{round}w{i}"))))
+            .collect();
+        let started = Instant::now();
+        let mut kills: Vec<(u64, usize)> = Vec::new();
+        if !calm {
+            // Up to three kills in the first 1.5 s among workers 0 and 1 and the coordinator
+            // (3); worker 2 lives, so a surviving coordinator always has a worker.
+            for _ in 0..rng.random_range(1..=3) {
+                let who = [0usize, 1, 3][rng.random_range(0..3usize)];
+                kills.push((rng.random_range(50..1_500u64), who));
+            }
+            kills.sort();
+        }
+        for (at, who) in &kills {
+            let wait = Duration::from_millis(*at).saturating_sub(started.elapsed());
+            std::thread::sleep(wait);
+            let victim = if *who == 3 {
+                &mut coordinator
+            } else {
+                &mut workers[*who]
+            };
+            let _ = victim.0.kill();
+            eprintln!("[distributed chaos] round {round}: killed process {who} at {at} ms");
+        }
+        // The coordinator ends (or was killed); workers stop when idle.
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let status = loop {
+            if let Some(st) = coordinator.0.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: round {round}: the coordinator never ended"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if calm {
+            assert!(
+                status.success(),
+                "seed {seed}: the calm round failed: {}",
+                std::fs::read_to_string(d.join(format!("c{round}.log"))).unwrap_or_default()
+            );
+        }
+        for w in workers.iter_mut() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while w.0.try_wait().unwrap().is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "seed {seed}: a worker never stopped"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        assert_eq!(
+            count_and_sum(d, "db.t"),
+            (n, s),
+            "seed {seed}: round {round} (kills {kills:?})"
+        );
+        // Let the leases of what was killed expire before the next round.
+        std::thread::sleep(Duration::from_millis(2_100));
+    }
+    // Orphan removal deletes only what no snapshot references: the table still reads whole,
+    // in floe and in the independent readers.
+    ok_json(
+        d,
+        &[
+            "remove-orphan-files",
+            "db.t",
+            "--older-than",
+            "0s",
+            "--force",
+        ],
+    );
+    assert_eq!(count_and_sum(d, "db.t"), (n, s), "seed {seed}");
+    let py = python_read(d, "db.t", "id");
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(py[reader]["rows"].as_i64(), Some(n), "seed {seed}: {py}");
+        assert_eq!(py[reader]["sum"].as_i64(), Some(s), "seed {seed}: {py}");
+    }
+    assert!(live_files(d) < 135, "seed {seed}: the calm round compacted");
+}

@@ -254,3 +254,122 @@ async fn last_runs_count_failures_since_the_last_success() {
     assert_eq!(last["compact"].last_success_ms, Some(T0 + 10));
     store.close().await;
 }
+
+#[tokio::test]
+async fn the_task_queue_hands_each_task_to_one_worker_and_refuses_lost_attempts() {
+    use super::tasks::TaskDone;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir).await;
+    let ttl = Duration::from_secs(10);
+    let tasks: Vec<(usize, String)> = vec![(0, "a".into()), (0, "b".into()), (1, "c".into())];
+    store
+        .create_run("run-1", "c.ns.t", "coord", &tasks, ttl, T0)
+        .await
+        .unwrap();
+    assert_eq!(store.queue_depth(T0).await.unwrap(), 3);
+    // Three claims take three different tasks, in order; a fourth finds nothing.
+    let w1 = store.claim_task("w1", ttl, T0).await.unwrap().unwrap();
+    let w2 = store.claim_task("w2", ttl, T0).await.unwrap().unwrap();
+    let w3 = store.claim_task("w3", ttl, T0).await.unwrap().unwrap();
+    assert_eq!((w1.task_id, w2.task_id, w3.task_id), (0, 1, 2));
+    assert_eq!((w1.spec.as_str(), w1.attempt), ("a", 1));
+    assert!(store.claim_task("w4", ttl, T0).await.unwrap().is_none());
+    // w1 renews and reports; w2 lets its lease expire and w4 takes the task over (the
+    // coordinator renews its run meanwhile).
+    assert!(store.renew_task(&w1, "w1", ttl, T0 + 5_000).await.unwrap());
+    assert!(store
+        .renew_run("run-1", "coord", ttl, T0 + 9_000)
+        .await
+        .unwrap());
+    let done = TaskDone {
+        output: "[]".into(),
+        rows: 7,
+        bytes_read: 100,
+        bytes_written: 40,
+    };
+    assert!(store
+        .complete_task(&w1, "w1", &done, T0 + 6_000)
+        .await
+        .unwrap());
+    let again = store
+        .claim_task("w4", ttl, T0 + 10_001)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.task_id, again.attempt), (1, 2));
+    // The lost attempt can neither renew nor report: its outputs are never committed.
+    assert!(!store.renew_task(&w2, "w2", ttl, T0 + 10_002).await.unwrap());
+    assert!(!store
+        .complete_task(&w2, "w2", &done, T0 + 10_003)
+        .await
+        .unwrap());
+    assert!(store
+        .complete_task(&again, "w4", &done, T0 + 10_004)
+        .await
+        .unwrap());
+    // A failure requeues the task until its attempts are spent.
+    store
+        .fail_task(&w3, "w3", "disk full", T0 + 10_005)
+        .await
+        .unwrap();
+    let mut last = None;
+    for i in 0..(tasks::MAX_ATTEMPTS - 1) {
+        let t = store
+            .claim_task("w5", ttl, T0 + 10_010 + i)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.task_id, 2);
+        store
+            .fail_task(&t, "w5", "disk full", T0 + 10_011 + i)
+            .await
+            .unwrap();
+        last = Some(t);
+    }
+    assert_eq!(last.unwrap().attempt, tasks::MAX_ATTEMPTS);
+    let rows = store.run_tasks("run-1").await.unwrap();
+    let states: Vec<&str> = rows.iter().map(|r| r.state.as_str()).collect();
+    assert_eq!(states, ["done", "done", "failed"]);
+    assert_eq!(rows[2].error.as_deref(), Some("disk full"));
+    let shares = store.worker_shares("run-1").await.unwrap();
+    let names: Vec<&str> = shares.iter().map(|s| s.worker.as_str()).collect();
+    assert_eq!(names, ["w1", "w4"]);
+    assert_eq!(shares[0].bytes_read, 100);
+    store
+        .finish_run("run-1", "done", T0 + 15_000)
+        .await
+        .unwrap();
+    // A coordinator that stops renewing: its run is abandoned, nothing of it is claimed.
+    store
+        .create_run(
+            "run-2",
+            "c.ns.t",
+            "coord",
+            &[(0, "d".into())],
+            ttl,
+            T0 + 20_000,
+        )
+        .await
+        .unwrap();
+    assert!(store
+        .renew_run("run-2", "coord", ttl, T0 + 25_000)
+        .await
+        .unwrap());
+    assert!(store
+        .claim_task("w6", ttl, T0 + 36_000)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        store
+            .abandon_stale_runs("c.ns.t", T0 + 36_000)
+            .await
+            .unwrap(),
+        vec!["run-2".to_string()]
+    );
+    assert!(!store
+        .renew_run("run-2", "coord", ttl, T0 + 36_001)
+        .await
+        .unwrap());
+    assert_eq!(store.queue_depth(T0 + 36_002).await.unwrap(), 0);
+}
