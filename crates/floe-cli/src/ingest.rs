@@ -95,7 +95,7 @@ pub struct IngestArgs {
     worker_id: Option<String>,
     /// Lease and run-history database of --maintain and --group (default: the SQL catalog's database,
     /// the one `floe maintain` uses, so the two never run a job on the table at once).
-    #[arg(long)]
+    #[arg(long, value_name = "URI", env = "FLOE_LEASE_DB")]
     lease_db: Option<String>,
 }
 
