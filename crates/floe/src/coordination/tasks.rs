@@ -355,17 +355,30 @@ impl Store {
         Ok(())
     }
 
-    /// The tasks of a run, by id.
+    /// The tasks of a run, by id, with their outputs.
     pub async fn run_tasks(&self, run_id: &str) -> Result<Vec<TaskRow>> {
-        let rows = sqlx::query(
-            "SELECT task_id, group_index, state, worker, attempt, output, rows_written, \
-               bytes_read, bytes_written, started_ms, finished_ms, error \
+        self.tasks_of(run_id, true).await
+    }
+
+    /// The tasks of a run, by id, without their outputs (`output` is `None`): what a
+    /// coordinator polls, so each look at a run of thousands of tasks stays small; it reads a
+    /// group's outputs with [`Store::task_outputs`] once the group is done.
+    pub async fn run_task_states(&self, run_id: &str) -> Result<Vec<TaskRow>> {
+        self.tasks_of(run_id, false).await
+    }
+
+    async fn tasks_of(&self, run_id: &str, outputs: bool) -> Result<Vec<TaskRow>> {
+        let sql = format!(
+            "SELECT task_id, group_index, state, worker, attempt, rows_written, bytes_read, \
+               bytes_written, started_ms, finished_ms, error{} \
              FROM floe_compact_tasks WHERE run_id = $1 ORDER BY task_id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+            if outputs { ", output" } else { "" }
+        );
+        let rows = sqlx::query(&sql)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
         rows.iter()
             .map(|r| -> std::result::Result<TaskRow, sqlx::Error> {
                 Ok(TaskRow {
@@ -374,17 +387,41 @@ impl Store {
                     state: r.try_get(2)?,
                     worker: r.try_get(3)?,
                     attempt: r.try_get(4)?,
-                    output: r.try_get(5)?,
-                    rows_written: r.try_get(6)?,
-                    bytes_read: r.try_get(7)?,
-                    bytes_written: r.try_get(8)?,
-                    started_ms: r.try_get(9)?,
-                    finished_ms: r.try_get(10)?,
-                    error: r.try_get(11)?,
+                    rows_written: r.try_get(5)?,
+                    bytes_read: r.try_get(6)?,
+                    bytes_written: r.try_get(7)?,
+                    started_ms: r.try_get(8)?,
+                    finished_ms: r.try_get(9)?,
+                    error: r.try_get(10)?,
+                    output: if outputs { r.try_get(11)? } else { None },
                 })
             })
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| self.err(e))
+    }
+
+    /// The reported outputs of tasks `task_ids` of a run (tasks not done have none).
+    pub async fn task_outputs(
+        &self,
+        run_id: &str,
+        task_ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, String>> {
+        let mut out = std::collections::HashMap::new();
+        for id in task_ids {
+            let row = sqlx::query(
+                "SELECT output FROM floe_compact_tasks \
+                 WHERE run_id = $1 AND task_id = $2 AND output IS NOT NULL",
+            )
+            .bind(run_id)
+            .bind(*id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+            if let Some(r) = row {
+                out.insert(*id, r.try_get(0).map_err(|e| self.err(e))?);
+            }
+        }
+        Ok(out)
     }
 
     /// Marks tasks of a run `committed` or `dropped` (the coordinator settled their group).

@@ -291,6 +291,13 @@ async fn the_task_queue_hands_each_task_to_one_worker_and_refuses_lost_attempts(
         .complete_task(&w1, "w1", &done, T0 + 6_000)
         .await
         .unwrap());
+    // Polling reads states only; outputs are read for the tasks asked, when reported.
+    let states = store.run_task_states("run-1").await.unwrap();
+    assert!(states.iter().all(|r| r.output.is_none()));
+    assert_eq!(states[0].state, "done");
+    let outs = store.task_outputs("run-1", &[0, 1, 2]).await.unwrap();
+    assert_eq!(outs.len(), 1);
+    assert_eq!(outs[&0], "[]");
     let again = store
         .claim_task("w4", ttl, T0 + 10_001)
         .await

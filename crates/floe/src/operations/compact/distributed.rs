@@ -448,7 +448,7 @@ impl CompactBuilder {
                     ),
                 });
             }
-            let rows = store.run_tasks(run_id).await?;
+            let rows = store.run_task_states(run_id).await?;
             for (gi, idx) in tasks_by_group(&rows) {
                 if settled[gi] {
                     continue;
@@ -460,10 +460,13 @@ impl CompactBuilder {
                     // A job that failed every attempt fails its group: the other jobs'
                     // outputs were reported to this coordinator only, so they go.
                     let mut written = Ledger::of(table);
-                    for r in of_group.iter().filter(|r| r.state == "done") {
-                        if let Some(out) = &r.output {
-                            written.stage_files(&decode_outputs(table, r.task_id, out)?);
-                        }
+                    let done: Vec<i64> = of_group
+                        .iter()
+                        .filter(|r| r.state == "done")
+                        .map(|r| r.task_id)
+                        .collect();
+                    for (task, out) in store.task_outputs(run_id, &done).await? {
+                        written.stage_files(&decode_outputs(table, task, &out)?);
                     }
                     written.discard().await;
                     store.settle_tasks(run_id, &ids, "dropped").await?;
@@ -488,12 +491,13 @@ impl CompactBuilder {
                 if of_group.iter().all(|r| r.state == "done") {
                     let mut files = Vec::new();
                     let mut rows_written = 0u64;
+                    let outputs = store.task_outputs(run_id, &ids).await?;
                     for r in &of_group {
-                        files.extend(decode_outputs(
-                            table,
-                            r.task_id,
-                            r.output.as_deref().unwrap_or("[]"),
-                        )?);
+                        let out = outputs.get(&r.task_id).ok_or_else(|| Error::Refused {
+                            operation: "commit a distributed compaction".into(),
+                            reason: format!("task {} is done but reported no output", r.task_id),
+                        })?;
+                        files.extend(decode_outputs(table, r.task_id, out)?);
                         rows_written += r.rows_written.max(0) as u64;
                     }
                     progress.done += Amount {
