@@ -247,7 +247,7 @@ impl Catalog {
 /// by the size of its struct, not of its entries, so its 32 MB bound never evicts and a scan of
 /// a 200,000-file table kept every manifest entry (metrics included) for the table's life,
 /// about 1.5 KB per data file. floe reads manifests once per operation and streams them.
-fn table_from(
+pub(crate) fn table_from(
     file_io: &FileIO,
     ident: TableIdent,
     metadata: TableMetadata,

@@ -52,7 +52,7 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use serde::{Deserialize, Serialize};
 
-use super::{plan, row_group_merge, CompactBuilder, CompactMetrics, GroupResult};
+use super::{row_group_merge, CompactBuilder, CompactMetrics, GroupResult};
 use crate::base::cost::{Amount, Phase, Progress};
 use crate::base::error::{Error, Result};
 use crate::commit::Ledger;
@@ -303,47 +303,41 @@ impl CompactBuilder {
         let scope = format!("{}.{table_name}", self.ctx.catalog.name());
         let puffin: Vec<String> = dvs.puffin_files();
         let mut specs: Vec<(usize, String)> = Vec::new();
-        for (gi, g) in groups.iter().enumerate() {
-            let sized: Vec<(usize, u64)> = g
-                .files
+        for (gi, job) in super::jobs_of(&groups, &tasks, &opts) {
+            let g = &groups[gi];
+            let members: Vec<FileScanTask> = job.iter().map(|&i| tasks[i].clone()).collect();
+            let paths: Vec<&str> = members.iter().map(|t| t.data_file_path.as_str()).collect();
+            let group_spec = table
+                .metadata()
+                .partition_spec_by_id(g.spec_id)
+                .unwrap_or_else(|| table.metadata().default_partition_spec());
+            let carried = members
                 .iter()
-                .map(|&i| (i, tasks[i].file_size_in_bytes))
-                .collect();
-            for job in plan::split_into_jobs(&sized, &opts) {
-                let members: Vec<FileScanTask> = job.iter().map(|&i| tasks[i].clone()).collect();
-                let paths: Vec<&str> = members.iter().map(|t| t.data_file_path.as_str()).collect();
-                let group_spec = table
-                    .metadata()
-                    .partition_spec_by_id(g.spec_id)
-                    .unwrap_or_else(|| table.metadata().default_partition_spec());
-                let carried = members
+                .map(|t| Member::of(t, group_spec))
+                .collect::<Result<Vec<_>>>()?;
+            let spec = TaskSpec {
+                table: table_name.clone(),
+                metadata_location: metadata_location.clone(),
+                storage: storage.clone(),
+                group: gi,
+                spec_id: g.spec_id,
+                target_file_size_bytes: Some(opts.target_file_size_bytes),
+                sort_by: self.sort_by.clone(),
+                merge: row_group_merge::MergeSettings::of(&merge, &members),
+                dvs: paths
                     .iter()
-                    .map(|t| Member::of(t, group_spec))
-                    .collect::<Result<Vec<_>>>()?;
-                let spec = TaskSpec {
-                    table: table_name.clone(),
-                    metadata_location: metadata_location.clone(),
-                    storage: storage.clone(),
-                    group: gi,
-                    spec_id: g.spec_id,
-                    target_file_size_bytes: Some(opts.target_file_size_bytes),
-                    sort_by: self.sort_by.clone(),
-                    merge: row_group_merge::MergeSettings::of(&merge, &members),
-                    dvs: paths
+                    .filter_map(|p| dvs.of_file(p).map(|d| (p.to_string(), d.clone())))
+                    .collect(),
+                puffin: puffin.clone(),
+                lineage: lineage.as_ref().map(|l| {
+                    paths
                         .iter()
-                        .filter_map(|p| dvs.of_file(p).map(|d| (p.to_string(), d.clone())))
-                        .collect(),
-                    puffin: puffin.clone(),
-                    lineage: lineage.as_ref().map(|l| {
-                        paths
-                            .iter()
-                            .filter_map(|p| l.get(*p).map(|f| (p.to_string(), *f)))
-                            .collect()
-                    }),
-                    members: carried,
-                };
-                specs.push((gi, serde_json::to_string(&spec).expect("serializable")));
-            }
+                        .filter_map(|p| l.get(*p).map(|f| (p.to_string(), *f)))
+                        .collect()
+                }),
+                members: carried,
+            };
+            specs.push((gi, serde_json::to_string(&spec).expect("serializable")));
         }
 
         let store = &d.store;
@@ -367,8 +361,7 @@ impl CompactBuilder {
                 &tasks,
                 &mut drops,
                 &mut metrics,
-                partial,
-                max_commits,
+                super::commit_chunk(groups.len(), partial, max_commits),
             )
             .await;
         let end = store.now_ms().await.unwrap_or(now);
@@ -385,20 +378,13 @@ impl CompactBuilder {
             workers: store.worker_shares(&run_id).await?,
             abandoned_runs: abandoned,
         });
-        if effective.remove_dangling_deletes.unwrap_or(false) && !metrics.commits.is_empty() {
-            self.remove_dangling_deletes(&mut metrics).await?;
-        }
-        metrics.live_files_after =
-            metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
-        let elapsed = started.elapsed() + planning;
-        metrics.duration_ms = elapsed.as_millis() as u64;
-        metrics.mb_per_s =
-            metrics.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
+        self.finish(&mut metrics, &effective, started.elapsed() + planning)
+            .await?;
         Ok(metrics)
     }
 
-    /// Waits for the run's groups and commits them; returns when every group is committed or
-    /// failed.
+    /// Waits for the run's groups and commits them, `chunk` finished groups per commit;
+    /// returns when every group is committed or failed.
     #[allow(clippy::too_many_arguments)]
     async fn coordinate(
         &self,
@@ -408,16 +394,10 @@ impl CompactBuilder {
         tasks: &[FileScanTask],
         drops: &mut super::commit::DeleteDrops,
         metrics: &mut CompactMetrics,
-        partial: bool,
-        max_commits: usize,
+        chunk: usize,
     ) -> Result<()> {
         let store = &d.store;
         let groups = metrics.plan.groups.clone();
-        let chunk = if partial {
-            groups.len().div_ceil(max_commits)
-        } else {
-            groups.len()
-        };
         let mut progress = Progress::start(
             Phase::Write,
             Amount {

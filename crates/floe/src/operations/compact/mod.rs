@@ -763,24 +763,10 @@ impl CompactBuilder {
             target_file_size_bytes: Some(opts.target_file_size_bytes),
         };
         let mut rows_total = 0u64;
-        let chunk = if partial {
-            groups.len().div_ceil(max_commits)
-        } else {
-            groups.len()
-        };
+        let chunk = commit_chunk(groups.len(), partial, max_commits);
         // Each group is split into jobs of about one output file, run
         // max-concurrent-file-group-rewrites at a time; a group is done when all its jobs are.
-        let mut jobs: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (gi, g) in groups.iter().enumerate() {
-            let sized: Vec<(usize, u64)> = g
-                .files
-                .iter()
-                .map(|&i| (i, tasks[i].file_size_in_bytes))
-                .collect();
-            for job in plan::split_into_jobs(&sized, &opts) {
-                jobs.push((gi, job));
-            }
-        }
+        let jobs = jobs_of(&groups, &tasks, &opts);
         let mut pending: Vec<usize> = vec![0; groups.len()];
         for (gi, _) in &jobs {
             pending[*gi] += 1;
@@ -897,17 +883,59 @@ impl CompactBuilder {
             self.commit_groups(&table, &tasks, done, &mut drops, &mut metrics)
                 .await?;
         }
-        if effective.remove_dangling_deletes.unwrap_or(false) && !metrics.commits.is_empty() {
-            self.remove_dangling_deletes(&mut metrics).await?;
-        }
         metrics.rows = rows_total;
         metrics.row_group_merge = shared.merge.stats.report();
+        self.finish(&mut metrics, &effective, started.elapsed() + planning)
+            .await?;
+        Ok(metrics)
+    }
+
+    /// The end of an applied run, local or distributed: dangling deletes removed when asked,
+    /// then the live file count, the duration and the rate.
+    async fn finish(
+        &self,
+        metrics: &mut CompactMetrics,
+        effective: &CompactOptions,
+        elapsed: std::time::Duration,
+    ) -> Result<()> {
+        if effective.remove_dangling_deletes.unwrap_or(false) && !metrics.commits.is_empty() {
+            self.remove_dangling_deletes(metrics).await?;
+        }
         metrics.live_files_after =
             metrics.live_files_before + metrics.added_files - metrics.rewritten_files;
-        let elapsed = started.elapsed() + planning;
         metrics.duration_ms = elapsed.as_millis() as u64;
         metrics.mb_per_s =
             metrics.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
-        Ok(metrics)
+        Ok(())
     }
+}
+
+/// Finished groups per commit: all at once, or with partial progress enough for at most
+/// `max_commits` commits.
+fn commit_chunk(groups: usize, partial: bool, max_commits: usize) -> usize {
+    if partial {
+        groups.div_ceil(max_commits)
+    } else {
+        groups
+    }
+}
+
+/// The planned groups split into jobs of about one output file each: (group, task indices).
+fn jobs_of(
+    groups: &[FileGroup],
+    tasks: &[FileScanTask],
+    opts: &PlanOptions,
+) -> Vec<(usize, Vec<usize>)> {
+    let mut jobs = Vec::new();
+    for (gi, g) in groups.iter().enumerate() {
+        let sized: Vec<(usize, u64)> = g
+            .files
+            .iter()
+            .map(|&i| (i, tasks[i].file_size_in_bytes))
+            .collect();
+        for job in plan::split_into_jobs(&sized, opts) {
+            jobs.push((gi, job));
+        }
+    }
+    jobs
 }

@@ -68,14 +68,8 @@ impl TableCache {
         let io = crate::storage::file_io_for(&spec.metadata_location, props);
         let md = crate::table::read_metadata(&io, &spec.metadata_location).await?;
         let ident = crate::table::parse_table_ident(&spec.table)?;
-        let table = Table::builder()
-            .file_io(io)
-            .metadata_location(spec.metadata_location.clone())
-            .metadata(md)
-            .identifier(ident)
-            .readonly(true)
-            .runtime(iceberg::Runtime::current())
-            .build()?;
+        // As the catalogs load tables: the manifest cache off (see `table_from`).
+        let table = crate::catalog::table_from(&io, ident, md, spec.metadata_location.clone())?;
         if self.tables.len() >= 8 {
             self.tables.remove(0);
         }
