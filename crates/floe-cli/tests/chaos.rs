@@ -33,7 +33,7 @@ use rskafka::client::ClientBuilder;
 use serde_json::Value;
 
 mod common;
-use common::{json_lines, kafka, produce_values, python_read};
+use common::{chaos_seed, json_lines, kafka, produce_values, python_read};
 
 const TABLE: &str = "chaos.events";
 const PARTITIONS: i32 = 3;
@@ -304,19 +304,6 @@ fn history(d: &Path) -> String {
         s.push_str(&format!("  {r}\n"));
     }
     s
-}
-
-/// The run's seed: `FLOE_CHAOS_SEED`, or the clock (printed, to replay).
-fn chaos_seed(label: &str) -> u64 {
-    let seed: u64 = match std::env::var("FLOE_CHAOS_SEED") {
-        Ok(s) => s.parse().expect("FLOE_CHAOS_SEED is a u64"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    };
-    eprintln!("[chaos {label}] seed {seed} (replay with FLOE_CHAOS_SEED={seed})");
-    seed
 }
 
 /// Log lines stamped with the time since the test started.

@@ -351,14 +351,7 @@ fn chaos_worker(d: &Path, queue: &str, name: &str) -> Child {
 fn chaos_kills_of_workers_and_coordinators_at_random_moments_lose_and_duplicate_nothing() {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    let seed: u64 = match std::env::var("FLOE_CHAOS_SEED") {
-        Ok(s) => s.parse().expect("FLOE_CHAOS_SEED is a u64"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    };
-    eprintln!("[distributed chaos] seed {seed} (replay with FLOE_CHAOS_SEED={seed})");
+    let seed = common::chaos_seed("distributed");
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

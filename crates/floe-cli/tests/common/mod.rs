@@ -320,3 +320,16 @@ pub fn sql_row(d: &Path, q: &str) -> Value {
     );
     serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap()
 }
+
+/// The run's seed: `FLOE_CHAOS_SEED`, or the clock (printed, to replay).
+pub fn chaos_seed(label: &str) -> u64 {
+    let seed: u64 = match std::env::var("FLOE_CHAOS_SEED") {
+        Ok(s) => s.parse().expect("FLOE_CHAOS_SEED is a u64"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    };
+    eprintln!("[chaos {label}] seed {seed} (replay with FLOE_CHAOS_SEED={seed})");
+    seed
+}
