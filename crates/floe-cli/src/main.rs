@@ -162,6 +162,11 @@ enum Command {
         /// (its worker or coordinator died).
         #[arg(long, default_value = "60s", value_name = "DURATION")]
         lease_ttl: String,
+        /// With --distributed: fail the run when no worker works on it for this long while
+        /// tasks wait (its uncommitted outputs are deleted). Default: wait for workers as long
+        /// as it takes (a scaler may be starting them), saying so every 10 s.
+        #[arg(long, value_name = "DURATION")]
+        worker_timeout: Option<String>,
     },
     /// Pulls distributed-compaction tasks from a queue and rewrites them (see
     /// `floe compact --distributed`).
@@ -417,6 +422,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
             distributed,
             queue,
             lease_ttl,
+            worker_timeout,
         } => {
             let min_input_files = min_input_files
                 .map(|n| positive("--min-input-files", n))
@@ -474,6 +480,10 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     coordinator: floe::maintain::service::default_holder(),
                     lease_ttl,
                     poll: std::time::Duration::from_millis(500),
+                    worker_timeout: worker_timeout
+                        .as_deref()
+                        .map(|v| floe::base::properties::parse_duration("--worker-timeout", v))
+                        .transpose()?,
                 });
             }
             let (bar, progress) = out.progress("groups");

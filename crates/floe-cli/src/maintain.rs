@@ -11,7 +11,7 @@ use floe::coordination::Store;
 use floe::maintain::http;
 use floe::maintain::policy::human_bytes;
 use floe::maintain::service::{
-    default_holder, MaintainOptions, MaintainSummary, Maintainer, Source,
+    default_holder, MaintainOptions, MaintainSummary, Maintainer, QueueOptions, Source,
 };
 use floe::maintain::state::{Decision, ServiceState};
 
@@ -64,6 +64,31 @@ pub struct MaintainArgs {
     /// On SIGTERM, how long running jobs may take to finish before they are abandoned.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     shutdown_grace: String,
+    /// The service's replicas (every `floe maintain` sharing the lease store with the same
+    /// group) divide the watched tables among themselves: each registers a heartbeat row and
+    /// maintains the tables rendezvous hashing gives it; a dead replica's tables move to the
+    /// others after its lease TTL. Default: a name derived from the watched catalogs,
+    /// namespaces and tables, so replicas started alike share it. `--once` and `--dry-run`
+    /// do not divide.
+    #[arg(long, value_name = "NAME", env = "FLOE_REPLICA_GROUP")]
+    replica_group: Option<String>,
+    /// Send compactions of at least --distribute-above to this distributed-compaction queue
+    /// (postgres://... or sqlite:///path): `floe worker` processes rewrite them, this service
+    /// plans and commits. Smaller jobs still run in place.
+    #[arg(long, value_name = "URI", env = "FLOE_QUEUE")]
+    queue: Option<String>,
+    /// With --queue: the planned rewrite size from which a compaction goes to the workers.
+    #[arg(long, default_value = "1GiB", value_name = "SIZE", requires = "queue")]
+    distribute_above: String,
+    /// With --queue: a queued compaction fails (and its table backs off) when no worker works
+    /// on it for this long.
+    #[arg(
+        long,
+        default_value = "10m",
+        value_name = "DURATION",
+        requires = "queue"
+    )]
+    worker_timeout: String,
 }
 
 /// Connects with `connect`. The service (not `--once`) waits for an unreachable catalog or
@@ -115,7 +140,7 @@ fn duration(option: &str, v: &str) -> Result<std::time::Duration> {
 }
 
 pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
-    let opts = MaintainOptions {
+    let mut opts = MaintainOptions {
         holder: args.holder.clone().unwrap_or_else(default_holder),
         max_concurrent_jobs: crate::positive("--max-concurrent-jobs", args.max_concurrent_jobs)?
             as usize,
@@ -130,6 +155,8 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
         dry_run: args.dry_run,
         shutdown_grace: parse_duration("--shutdown-grace", &args.shutdown_grace)?,
         policy_defaults: Default::default(),
+        replica_group: None,
+        queue: None,
     };
 
     // The catalogs, and the lease store: --lease-db, else the first SQL catalog's database.
@@ -178,6 +205,34 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
         })
         .await?,
     );
+    opts.replica_group = Some(args.replica_group.clone().unwrap_or_else(|| {
+        let catalogs: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        let (catalogs, ns, tables) = (
+            catalogs.join(","),
+            args.namespaces.join(","),
+            args.tables.join(","),
+        );
+        floe::coordination::replicas::default_group(&[&catalogs, &ns, &tables])
+    }));
+    if let Some(uri) = &args.queue {
+        let queue = if *uri == lease_uri {
+            store.clone()
+        } else {
+            Arc::new(
+                connect_retrying("the task queue", once, opts.interval, || async {
+                    Store::connect(uri)
+                        .await
+                        .with_context(|| "opening the task queue (--queue)")
+                })
+                .await?,
+            )
+        };
+        opts.queue = Some(QueueOptions {
+            store: queue,
+            distribute_above: parse_size("--distribute-above", &args.distribute_above)?,
+            worker_timeout: Some(duration("--worker-timeout", &args.worker_timeout)?),
+        });
+    }
     let state = ServiceState::new(&opts.holder, chrono::Utc::now().timestamp_millis());
     let mut server = None;
     if let Some(addr) = &args.listen {
@@ -189,12 +244,20 @@ pub async fn run(g: &Global, args: MaintainArgs, out: &Out) -> Result<()> {
     }
     if !once {
         out.note(format!(
-            "maintaining {} catalog(s) as {}: a pass every {}, leases in {}",
+            "maintaining {} catalog(s) as {} (replica group {}): a pass every {}, leases in {}",
             sources.len(),
             opts.holder,
+            opts.replica_group.as_deref().unwrap_or("-"),
             args.interval,
             store.display_uri()
         ));
+        if let Some(q) = &opts.queue {
+            out.note(format!(
+                "compactions of {} or more go to the workers of {}",
+                human_bytes(q.distribute_above),
+                q.store.display_uri()
+            ));
+        }
     }
     let json = out.is_json();
     let maintainer = Maintainer::new(sources, store.clone(), state, opts.clone()).with_log(

@@ -446,3 +446,356 @@ fn chaos_kills_of_workers_and_coordinators_at_random_moments_lose_and_duplicate_
     }
     assert!(live_files(d) < 135, "seed {seed}: the calm round compacted");
 }
+
+// ---- `floe maintain` replicas and executors -------------------------------------------------
+
+/// `db.tN` (`id`, `ts` over 2 days, `payload`) with `batches` more appends of 20 rows each
+/// (a file per partition each); the table is created on the first call. With
+/// [`due_from_3_commits`], due for compaction from 3 commits and 5 files per partition, without
+/// a rate limit. Returns (rows, sum of id) added.
+fn append_small_files(d: &Path, table: &str, first: usize, batches: usize) -> (i64, i64) {
+    if first == 0 {
+        ok_json(
+            d,
+            &[
+                "table",
+                "create",
+                table,
+                "--schema",
+                "id bigint not null, ts timestamp, payload string",
+                "--partition",
+                "day(ts)",
+                "--property",
+                "floe.maintain.compact.partition-idle-time=0s",
+            ],
+        );
+    }
+    let (mut n, mut s) = (0i64, 0i64);
+    let f = d.join(format!("{table}.ndjson"));
+    for b in first..first + batches {
+        let mut text = String::new();
+        for r in 0..20 {
+            let id = (b * 20 + r) as i64;
+            text.push_str(&format!(
+                "{{\"id\": {id}, \"ts\": \"2026-05-0{}T12:00:00\", \"payload\": \"p{id}\"}}\n",
+                1 + id % 2
+            ));
+            n += 1;
+            s += id;
+        }
+        std::fs::write(&f, text).unwrap();
+        ok_json(d, &["append", table, f.to_str().unwrap()]);
+    }
+    (n, s)
+}
+
+fn due_from_3_commits(d: &Path, table: &str) {
+    ok_json(
+        d,
+        &[
+            "table",
+            "set-property",
+            table,
+            "floe.maintain.compact.trigger.commit-count=3",
+            "floe.maintain.compact.rate-limit=0s",
+        ],
+    );
+}
+
+fn replaces(d: &Path, table: &str) -> usize {
+    let out = common::floe(
+        d,
+        &[
+            "--json",
+            "sql",
+            &format!("SELECT operation FROM {table}$snapshots"),
+        ],
+    );
+    common::json_lines(&out)
+        .iter()
+        .filter(|r| r["operation"] == "replace")
+        .count()
+}
+
+fn http_json(addr: &str, path: &str) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (_, body) = out.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+/// A `floe maintain` service replica named `name`, serving its API on `addr`.
+fn replica(d: &Path, lease_db: &str, name: &str, addr: &str) -> Killed {
+    let mut c = floe_cmd(d);
+    c.args(["maintain", "--holder", name, "--lease-db", lease_db])
+        .args(["--interval", "1s", "--lease-ttl", "3s", "--listen", addr])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(d.join(format!("{name}.log"))).unwrap());
+    Killed(c.spawn().unwrap())
+}
+
+/// Each replica's `/api/tables` names (the tables it maintains now).
+fn owned(addr: &str) -> Vec<String> {
+    http_json(addr, "/api/tables")
+        .and_then(|v| {
+            v.as_array().map(|a| {
+                a.iter()
+                    .filter_map(|t| t["table"].as_str().map(String::from))
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn maintain_replicas_divide_the_tables_and_take_over_the_tables_of_a_killed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lease_db = fresh_queue();
+    ok_json(d, &["namespace", "create", "db"]);
+    let tables: Vec<String> = (0..8).map(|i| format!("db.t{i}")).collect();
+    let mut expected = std::collections::BTreeMap::new();
+    for t in &tables {
+        expected.insert(t.clone(), append_small_files(d, t, 0, 6));
+    }
+    let names = ["r0", "r1", "r2"];
+    let addrs: Vec<String> = names
+        .iter()
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    let mut procs: Vec<Option<Killed>> = names
+        .iter()
+        .zip(&addrs)
+        .map(|(n, a)| Some(replica(d, &lease_db, n, a)))
+        .collect();
+
+    // All three see each other, and the watched tables are split between them: every table
+    // maintained by exactly one replica.
+    let split = |live: &[usize]| -> Vec<Vec<String>> {
+        live.iter().map(|&i| owned(&addrs[i])).collect::<Vec<_>>()
+    };
+    wait_until(
+        "three live replicas, each table owned once",
+        Duration::from_secs(60),
+        || {
+            let views: Vec<Option<Value>> =
+                addrs.iter().map(|a| http_json(a, "/api/status")).collect();
+            let all_three = views.iter().all(|v| {
+                v.as_ref().is_some_and(|v| {
+                    v["replicas"]["live"]
+                        .as_array()
+                        .is_some_and(|l| l.len() == 3)
+                })
+            });
+            let mut union: Vec<String> = split(&[0, 1, 2]).concat();
+            union.sort();
+            all_three && union == tables
+        },
+    );
+    let first = split(&[0, 1, 2]);
+    assert!(
+        first.iter().filter(|o| !o.is_empty()).count() >= 2,
+        "at least two replicas maintain tables: {first:?}"
+    );
+    for (i, a) in addrs.iter().enumerate() {
+        let s = http_json(a, "/api/status").unwrap();
+        assert_eq!(
+            s["replicas"]["owned_tables"].as_u64(),
+            Some(first[i].len() as u64),
+            "{s}"
+        );
+        assert_eq!(
+            s["replicas"]["tables_elsewhere"].as_u64(),
+            Some((8 - first[i].len()) as u64),
+            "{s}"
+        );
+    }
+    // Once the split is settled (while replicas start, the first may briefly take every
+    // table, the table leases then keeping one job per table), the tables become due: every
+    // table gets compacted, by its owner only.
+    for t in &tables {
+        due_from_3_commits(d, t);
+    }
+    wait_until("every table compacted", Duration::from_secs(90), || {
+        tables.iter().all(|t| replaces(d, t) >= 1)
+    });
+    for (i, a) in addrs.iter().enumerate() {
+        let jobs = http_json(a, "/api/jobs").unwrap();
+        for j in jobs
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["job"] == "compact")
+        {
+            let t = j["table"].as_str().unwrap();
+            assert!(
+                first[i].iter().any(|o| o == t),
+                "{} ran {} on {t}, owned by another replica: {first:?}",
+                names[i],
+                j["job"]
+            );
+        }
+    }
+
+    // Kill -9 the replica with the most tables; make its tables due again.
+    let victim = (0..3).max_by_key(|&i| first[i].len()).unwrap();
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != victim).collect();
+    procs[victim].take(); // killed by PID, waited for
+    for t in &first[victim] {
+        let (n, s) = append_small_files(d, t, 6, 6);
+        let e = expected.get_mut(t).unwrap();
+        *e = (e.0 + n, e.1 + s);
+    }
+    // After the victim's heartbeat expires (3 s), its tables move to the survivors, which
+    // compact them again; every table stays owned once.
+    wait_until(
+        "the killed replica's tables taken over and compacted again",
+        Duration::from_secs(90),
+        || first[victim].iter().all(|t| replaces(d, t) >= 2),
+    );
+    let after = split(&survivors);
+    let mut union: Vec<String> = after.concat();
+    union.sort();
+    assert_eq!(union, tables, "{after:?}");
+    for &i in &survivors {
+        let s = http_json(&addrs[i], "/api/status").unwrap();
+        let live: Vec<&str> = s["replicas"]["live"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(!live.contains(&names[victim]), "{s}");
+        assert_eq!(live.len(), 2, "{s}");
+        // A survivor keeps the tables it had: only the dead replica's moved.
+        for t in &first[i] {
+            assert!(after.concat().contains(t));
+        }
+    }
+    for (k, &i) in survivors.iter().enumerate() {
+        for t in &first[i] {
+            assert!(
+                after[k].contains(t),
+                "{t} moved away from a live replica: {after:?}"
+            );
+        }
+    }
+    drop(procs);
+    // Nothing lost, nothing duplicated, in floe and in PyIceberg and DuckDB.
+    for t in &tables {
+        assert_eq!(count_and_sum(d, t), expected[t], "{t}");
+    }
+    for t in &first[victim] {
+        let py = python_read(d, t, "id");
+        for reader in ["pyiceberg", "duckdb"] {
+            assert_eq!(
+                py[reader]["rows"].as_i64(),
+                Some(expected[t].0),
+                "{t}: {py}"
+            );
+            assert_eq!(py[reader]["sum"].as_i64(), Some(expected[t].1), "{t}: {py}");
+        }
+    }
+}
+
+/// `floe maintain --once` with large compactions sent to the workers of `db`; its stderr log
+/// (text mode: the job lines and errors).
+fn maintain_once(d: &Path, db: &str, extra: &[&str]) -> std::process::Output {
+    floe_cmd(d)
+        .args(["maintain", "--once", "--holder", "m", "--lease-db", db])
+        .args([
+            "--queue",
+            db,
+            "--distribute-above",
+            "1",
+            "--lease-ttl",
+            "3s",
+        ])
+        .args(extra)
+        .env("FLOE_LOG", "info")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn maintain_sends_large_compactions_to_the_workers_and_fails_them_cleanly_without_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (n, s) = make_table_with_small_files(d, 12, 200);
+    ok_json(
+        d,
+        &[
+            "table",
+            "set-property",
+            "db.t",
+            "floe.maintain.compact.partition-idle-time=0s",
+        ],
+    );
+    let files = live_files(d);
+
+    // No worker: the queued compaction fails after --worker-timeout, naming what to start;
+    // the table is unchanged and the run's tasks are gone (a late worker finds nothing).
+    let alone = fresh_queue();
+    let out = maintain_once(d, &alone, &["--worker-timeout", "3s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("through the queue"), "{err}");
+    assert!(
+        err.contains("--worker-timeout") && err.contains("floe worker --queue"),
+        "{err}"
+    );
+    assert_eq!(live_files(d), files);
+    assert_eq!(replaces(d, "db.t"), 0);
+    assert_eq!(orphans(d), 0);
+    let mut late = worker(d, &alone, "late", &[]);
+    assert!(late.wait().unwrap().success());
+    let r = report(d, "late");
+    assert_eq!(r["tasks_done"].as_u64(), Some(0), "{r}");
+    assert_eq!(r["tasks_lost"].as_u64(), Some(0), "{r}");
+
+    // Two workers: the same job through the queue, committed by the maintainer.
+    let queue = fresh_queue();
+    let _w: Vec<Killed> = ["w1", "w2"]
+        .iter()
+        .map(|w| Killed(worker(d, &queue, w, &[])))
+        .collect();
+    let out = maintain_once(d, &queue, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("through the queue"), "{err}");
+    assert!(err.contains("done compact on db.t"), "{err}");
+    assert_eq!(replaces(d, "db.t"), 1);
+    assert!(live_files(d) < files);
+    assert_eq!(count_and_sum(d, "db.t"), (n, s));
+    let py = python_read(d, "db.t", "id");
+    for reader in ["pyiceberg", "duckdb"] {
+        assert_eq!(py[reader]["rows"].as_i64(), Some(n), "{py}");
+        assert_eq!(py[reader]["sum"].as_i64(), Some(s), "{py}");
+    }
+    // The workers did the rewriting (they stop once idle): their reports count the tasks.
+    let mut done = 0;
+    for (k, mut w) in _w.into_iter().enumerate() {
+        assert!(w.0.wait().unwrap().success());
+        done += report(d, &format!("w{}", k + 1))["tasks_done"]
+            .as_u64()
+            .unwrap();
+    }
+    assert!(done >= 1, "the workers did the tasks");
+    assert_eq!(orphans(d), 0);
+}

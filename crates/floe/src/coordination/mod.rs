@@ -38,6 +38,11 @@
 //! last success and failure, the failures since the last success: inputs of the triggers and
 //! of the backoff), [`Store::recent_runs`] lists it (cost rates, reports).
 //!
+//! ## Replicas
+//!
+//! [`replicas`]: the heartbeat rows of `floe maintain` replicas, and which replica maintains
+//! which table (rendezvous hashing over the live ones).
+//!
 //! ## Task queue
 //!
 //! [`tasks`]: the rewrite jobs of distributed compaction (`floe compact --distributed`),
@@ -220,6 +225,7 @@ impl Store {
         )
         .await?;
         self.ensure_handoff_schema().await?;
+        self.ensure_replica_schema().await?;
         self.ensure_task_schema().await
     }
 
@@ -505,6 +511,7 @@ fn run_of_row(row: &sqlx::any::AnyRow) -> std::result::Result<RunRecord, sqlx::E
 }
 
 pub mod handoffs;
+pub mod replicas;
 pub mod tasks;
 #[cfg(test)]
 mod tests;

@@ -57,6 +57,8 @@ pub struct TaskRow {
     pub state: String,
     pub worker: Option<String>,
     pub attempt: i64,
+    /// The lease of a running task (its worker renews it).
+    pub expires_ms: i64,
     pub output: Option<String>,
     pub rows_written: i64,
     pub bytes_read: i64,
@@ -370,7 +372,7 @@ impl Store {
     async fn tasks_of(&self, run_id: &str, outputs: bool) -> Result<Vec<TaskRow>> {
         let sql = format!(
             "SELECT task_id, group_index, state, worker, attempt, rows_written, bytes_read, \
-               bytes_written, started_ms, finished_ms, error{} \
+               bytes_written, started_ms, finished_ms, error, expires_ms{} \
              FROM floe_compact_tasks WHERE run_id = $1 ORDER BY task_id",
             if outputs { ", output" } else { "" }
         );
@@ -393,7 +395,8 @@ impl Store {
                     started_ms: r.try_get(8)?,
                     finished_ms: r.try_get(9)?,
                     error: r.try_get(10)?,
-                    output: if outputs { r.try_get(11)? } else { None },
+                    expires_ms: r.try_get(11)?,
+                    output: if outputs { r.try_get(12)? } else { None },
                 })
             })
             .collect::<std::result::Result<_, _>>()

@@ -380,3 +380,100 @@ async fn the_task_queue_hands_each_task_to_one_worker_and_refuses_lost_attempts(
         .unwrap());
     assert_eq!(store.queue_depth(T0 + 36_002).await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn replicas_register_renew_expire_leave_and_refuse_a_reused_holder_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir).await;
+    let ttl_ms = TTL.as_millis() as i64;
+    let g = "group-1";
+    store.heartbeat(g, "a", "i-a", TTL, T0).await.unwrap();
+    store.heartbeat(g, "b", "i-b", TTL, T0 + 5).await.unwrap();
+    // Another group is not seen.
+    store.heartbeat("other", "c", "i-c", TTL, T0).await.unwrap();
+    let live = store.live_replicas(g, T0 + 10).await.unwrap();
+    assert_eq!(
+        live.iter().map(|r| r.holder.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    // A renewal keeps the start and moves the expiry.
+    store.heartbeat(g, "a", "i-a", TTL, T0 + 20).await.unwrap();
+    let a = &store.live_replicas(g, T0 + 20).await.unwrap()[0];
+    assert_eq!((a.started_ms, a.expires_ms), (T0, T0 + 20 + ttl_ms));
+    // A second process under a live holder name is refused, naming the option.
+    let e = store
+        .heartbeat(g, "a", "i-other", TTL, T0 + 30)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--holder") && e.contains("already runs as a"),
+        "{e}"
+    );
+    // b stops renewing: dead at its expiry, gone from the list.
+    let live = store.live_replicas(g, T0 + 5 + ttl_ms).await.unwrap();
+    assert_eq!(
+        live.iter().map(|r| r.holder.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    // Its name is free again once it expired, for a new process (which starts anew).
+    store
+        .heartbeat(g, "b", "i-b2", TTL, T0 + 5 + ttl_ms)
+        .await
+        .unwrap();
+    let b = store.live_replicas(g, T0 + 5 + ttl_ms).await.unwrap()[1].clone();
+    assert_eq!((b.holder.as_str(), b.started_ms), ("b", T0 + 5 + ttl_ms));
+    // Leaving needs the instance: an old process cannot remove the new one's row.
+    store.leave(g, "b", "i-b").await.unwrap();
+    assert_eq!(
+        store.live_replicas(g, T0 + 6 + ttl_ms).await.unwrap().len(),
+        2
+    );
+    store.leave(g, "b", "i-b2").await.unwrap();
+    assert_eq!(
+        store.live_replicas(g, T0 + 6 + ttl_ms).await.unwrap().len(),
+        1
+    );
+}
+
+#[test]
+fn rendezvous_owners_spread_tables_and_move_only_the_dead_replicas_tables() {
+    use super::replicas::{default_group, owner, weight};
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let three = names(&["maintain-0", "maintain-1", "maintain-2"]);
+    let scopes: Vec<String> = (0..3000).map(|i| format!("cat.ns.t{i}")).collect();
+    let mut counts = HashMap::new();
+    for s in &scopes {
+        *counts.entry(owner(s, &three).unwrap()).or_insert(0usize) += 1;
+    }
+    assert_eq!(counts.len(), 3);
+    for (r, n) in &counts {
+        assert!((850..=1150).contains(n), "{r} owns {n} of 3000");
+    }
+    // maintain-1 dies: exactly its tables move, spread over the two others.
+    let two = names(&["maintain-0", "maintain-2"]);
+    let mut moved = HashMap::new();
+    for s in &scopes {
+        let before = owner(s, &three).unwrap();
+        let after = owner(s, &two).unwrap();
+        if before == "maintain-1" {
+            *moved.entry(after).or_insert(0usize) += 1;
+        } else {
+            assert_eq!(before, after, "{s} moved although its replica lives");
+        }
+    }
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    // The order of the list does not matter; nobody owns without replicas.
+    let shuffled = names(&["maintain-2", "maintain-0", "maintain-1"]);
+    assert!(scopes
+        .iter()
+        .all(|s| owner(s, &three) == owner(s, &shuffled)));
+    assert_eq!(owner("cat.ns.t", &[]), None);
+    // Stable across builds: pinned values (a change would split a mixed-version fleet).
+    // (computed independently from the definition: FNV-1a, 0xff separator, SplitMix64).
+    assert_eq!(weight("a", "b"), 6_137_638_104_319_202_169);
+    assert_eq!(weight("maintain-0", "cat.ns.t0"), 1_086_475_603_754_560_838);
+    assert_ne!(weight("ab", "c"), weight("a", "bc"));
+    assert_eq!(default_group(&["c", "ns"]), default_group(&["c", "ns"]));
+    assert_ne!(default_group(&["c", "ns"]), default_group(&["c", "n"]));
+}

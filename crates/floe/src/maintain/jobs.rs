@@ -37,6 +37,7 @@ use crate::operations::clean::metadata_files::{
 };
 use crate::operations::clean::orphans::{OrphanBuilder, OrphanPlan};
 use crate::operations::clean::rewrite_manifests::{RewriteManifestsBuilder, RewriteManifestsPlan};
+use crate::operations::compact::distributed::Distributed;
 use crate::operations::compact::{CompactBuilder, CompactPlan};
 use crate::operations::expire::{ExpireBuilder, ExpireRun};
 use crate::operations::Operation;
@@ -552,6 +553,7 @@ pub async fn run_job(
     p: &Planned,
     partitions: Option<Vec<String>>,
     policy: &Policy,
+    distributed: Option<Distributed>,
 ) -> std::result::Result<Cost, String> {
     if let Some(e) = crate::base::fault::fail("MAINTAIN_JOB") {
         return Err(e);
@@ -559,9 +561,17 @@ pub async fn run_job(
     let entered = std::time::Instant::now();
     crate::base::fault::pause("MAINTAIN_JOB").await;
     let kept = p.run.take().filter(|_| entered.elapsed() <= KEPT_PLAN_WAIT);
-    run(w, p.job, kept, partitions, p.roll_up.clone(), policy)
-        .await
-        .map_err(|e| e.to_string())?
+    run(
+        w,
+        p.job,
+        kept,
+        partitions,
+        p.roll_up.clone(),
+        policy,
+        distributed,
+    )
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 /// `op.apply(plan)` with the kept plan, else `op.execute()`.
@@ -579,6 +589,7 @@ async fn run(
     partitions: Option<Vec<String>>,
     roll_up: BTreeMap<String, u64>,
     policy: &Policy,
+    distributed: Option<Distributed>,
 ) -> Result<std::result::Result<Cost, String>> {
     let (catalog, ident) = (&w.catalog, w.ident.clone());
     Ok(Ok(match job {
@@ -593,9 +604,12 @@ async fn run(
                 }
                 _ => None,
             };
-            let op = CompactBuilder::new(catalog, ident)
+            let mut op = CompactBuilder::new(catalog, ident)
                 .with_partitions(cut)
                 .with_roll_up(roll_up);
+            if let Some(d) = distributed {
+                op = op.with_distributed(d);
+            }
             let m = apply_or_execute(op, kept).await?;
             if let Some(f) = m.failed_groups.first() {
                 return Ok(Err(format!(

@@ -18,6 +18,7 @@ mod clock;
 mod job;
 mod options;
 mod pass;
+mod replicas;
 mod run;
 
 use std::collections::HashMap;
@@ -31,7 +32,10 @@ use super::trigger::JobKind;
 use crate::coordination::{RunRecord, Store};
 use crate::table::ident::printable;
 
-pub use options::{default_holder, LogFn, MaintainOptions, MaintainSummary, PassReport, Source};
+pub use options::{
+    default_holder, LogFn, MaintainOptions, MaintainSummary, PassReport, QueueOptions, ReplicaView,
+    Source,
+};
 
 struct Running {
     job: JobKind,
@@ -62,6 +66,12 @@ pub struct Maintainer {
     skew_warned: Option<Instant>,
     /// The store's clock minus this machine's, at the last pass.
     store_offset_ms: i64,
+    /// This process's id among the replicas (two processes given one holder name differ here).
+    instance: String,
+    /// The service divides the tables with the other replicas of `opts.replica_group`.
+    dividing: bool,
+    /// Notified by the heartbeat when the live replicas changed: a pass re-divides at once.
+    membership: Arc<tokio::sync::Notify>,
 }
 
 impl Maintainer {
@@ -85,6 +95,9 @@ impl Maintainer {
             clock_skew_ms: 0,
             skew_warned: None,
             store_offset_ms: 0,
+            instance: uuid::Uuid::new_v4().to_string(),
+            dividing: false,
+            membership: Arc::new(tokio::sync::Notify::new()),
         }
     }
 

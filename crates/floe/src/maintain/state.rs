@@ -117,6 +117,9 @@ pub struct StatusView {
     pub running_jobs: usize,
     pub tables: usize,
     pub tables_with_problems: usize,
+    /// When replicas divide the tables: the group, the live replicas, and the split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<crate::maintain::service::ReplicaView>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -141,6 +144,7 @@ struct Inner {
     bytes_read: u64,
     bytes_written: u64,
     files_deleted: u64,
+    replicas: Option<crate::maintain::service::ReplicaView>,
 }
 
 /// The state `floe maintain` shares between its passes, its runners and its HTTP endpoints.
@@ -320,6 +324,12 @@ impl ServiceState {
         inner.waiting_for = waiting_for;
     }
 
+    /// Records the replicas the last pass saw (`None`: this service maintains every watched
+    /// table).
+    pub fn set_replicas(&self, replicas: Option<crate::maintain::service::ReplicaView>) {
+        self.lock().replicas = replicas;
+    }
+
     /// The summary of `/api/status`.
     pub fn status(&self) -> StatusView {
         let inner = self.lock();
@@ -331,6 +341,7 @@ impl ServiceState {
             running_jobs: inner.running.len(),
             tables: inner.tables.len(),
             tables_with_problems: problems(&inner),
+            replicas: inner.replicas.clone(),
         }
     }
 
@@ -404,6 +415,16 @@ impl ServiceState {
                 "floe_maintain_tables_with_problems",
                 "Tables skipped because they could not be evaluated.",
                 problems(&inner),
+            ),
+            (
+                "floe_maintain_live_replicas",
+                "Live replicas of this service's replica group (1 when it does not divide).",
+                inner.replicas.as_ref().map_or(1, |r| r.live.len()),
+            ),
+            (
+                "floe_maintain_tables_elsewhere",
+                "Watched tables another replica of the group maintains.",
+                inner.replicas.as_ref().map_or(0, |r| r.tables_elsewhere),
             ),
         ] {
             out.push(Family::gauge(name, help).with_value(v as f64));

@@ -11,6 +11,8 @@ use crate::coordination::{RunRecord, Store};
 use crate::maintain::jobs::{run_job, Planned, Watched};
 use crate::maintain::policy::{human_bytes, Policy};
 use crate::maintain::state::Decision;
+use crate::maintain::trigger::JobKind;
+use crate::operations::compact::distributed::Distributed;
 
 impl Maintainer {
     #[allow(clippy::too_many_arguments)]
@@ -26,16 +28,37 @@ impl Maintainer {
         d: Decision,
         reason: String,
     ) {
+        // A large compaction goes to the workers of the queue; this service plans and commits.
+        let distributed = self
+            .opts
+            .queue
+            .as_ref()
+            .filter(|q| p.job == JobKind::Compact && rewrite_bytes >= q.distribute_above)
+            .map(|q| Distributed {
+                store: q.store.clone(),
+                coordinator: self.opts.holder.clone(),
+                lease_ttl: self.opts.lease_ttl,
+                poll: Duration::from_millis(500),
+                worker_timeout: q.worker_timeout,
+            });
+        let through = match &distributed {
+            Some(d) => format!(
+                ", {} through the queue in {}",
+                human_bytes(rewrite_bytes),
+                d.store.display_uri()
+            ),
+            None => String::new(),
+        };
         let id = self.state.job_started(
             &w.name,
             &d.job,
-            &d.scope,
+            &format!("{}{through}", d.scope),
             &reason,
             d.cost,
             self.shown_now_ms(),
         );
         (self.log)(&format!(
-            "start {} on {} ({}): {reason}",
+            "start {} on {} ({}{through}): {reason}",
             d.job, w.name, d.scope
         ));
         self.busy.insert(
@@ -58,7 +81,7 @@ impl Maintainer {
             let started = store.now_ms().await.unwrap_or_else(|_| now_ms());
             let clock = Instant::now();
             let result = with_lease(&store, &scope, &holder, ttl, async {
-                run_job(&w, &p, partitions, &policy).await
+                run_job(&w, &p, partitions, &policy, distributed).await
             })
             .await;
             let finished = store.now_ms().await.unwrap_or_else(|_| now_ms());

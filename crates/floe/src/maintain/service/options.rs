@@ -9,6 +9,7 @@ use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::catalog::Catalog;
+use crate::coordination::Store;
 use crate::maintain::state::Decision;
 
 /// Receives the service's log lines (job started, finished, failed; what it waits for).
@@ -37,6 +38,24 @@ pub struct MaintainOptions {
     /// Policy properties every table's own properties override (`floe ingest --maintain`
     /// turns the roll-up on by default this way).
     pub policy_defaults: HashMap<String, String>,
+    /// The service (not `--once`, not a dry run) divides the watched tables with the other
+    /// live replicas of this group ([`crate::coordination::replicas`]); `None`: it maintains
+    /// every watched table itself.
+    pub replica_group: Option<String>,
+    /// Compactions this large go to the distributed-compaction queue (`floe worker`s rewrite
+    /// them, this service plans and commits); `None`: every job runs in place.
+    pub queue: Option<QueueOptions>,
+}
+
+/// Where and when `floe maintain` hands large compactions to workers.
+#[derive(Clone)]
+pub struct QueueOptions {
+    pub store: Arc<Store>,
+    /// A compaction that rewrites at least this many bytes goes to the queue; smaller ones run
+    /// in place (their queue round trips would cost more than they save).
+    pub distribute_above: u64,
+    /// Fail a queued compaction when no worker works on it for this long.
+    pub worker_timeout: Option<Duration>,
 }
 
 impl Default for MaintainOptions {
@@ -52,6 +71,8 @@ impl Default for MaintainOptions {
             dry_run: false,
             shutdown_grace: Duration::from_secs(60),
             policy_defaults: HashMap::new(),
+            replica_group: None,
+            queue: None,
         }
     }
 }
@@ -90,6 +111,22 @@ pub struct PassReport {
     /// Catalogs that could not be listed.
     pub unreachable: Vec<String>,
     pub jobs_started: usize,
+    /// When replicas divide the tables: the group, its live replicas, and how many watched
+    /// tables this pass left to the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<ReplicaView>,
+}
+
+/// The replicas a pass saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReplicaView {
+    pub group: String,
+    /// Live replicas' holder names (this one included).
+    pub live: Vec<String>,
+    /// Watched tables this replica maintains.
+    pub owned_tables: usize,
+    /// Watched tables the other replicas maintain.
+    pub tables_elsewhere: usize,
 }
 
 /// What the whole run did (`--once`).

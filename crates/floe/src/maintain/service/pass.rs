@@ -103,13 +103,21 @@ impl Maintainer {
             started_ms: now,
             ..PassReport::default()
         };
+        let live = self.live_replicas().await?;
         let watched = self.watched(&mut report.unreachable).await;
         report.tables = watched.len();
         let rates = self.rates().await?;
         let mut evals: Vec<(Watched, TableEvaluation)> = Vec::new();
-        let names: HashSet<String> = watched.iter().map(|w| w.name.clone()).collect();
+        let mut names: HashSet<String> = HashSet::new();
+        let mut elsewhere = 0usize;
         for w in watched {
             let scope = Self::scope(&w);
+            // Another live replica maintains it (a job of it still running here finishes).
+            if !self.busy.contains_key(&scope) && !self.owns(&scope, &live) {
+                elsewhere += 1;
+                continue;
+            }
+            names.insert(w.name.clone());
             if let Some(r) = self.busy.get(&scope) {
                 report.decisions.push(Decision {
                     table: w.name.clone(),
@@ -142,6 +150,8 @@ impl Maintainer {
         if report.unreachable.is_empty() {
             self.state.retain_tables(&names);
         }
+        report.replicas = self.replica_view(&live, names.len(), elsewhere);
+        self.state.set_replicas(report.replicas.clone());
 
         // Every due job of every table, offered to the scheduler.
         let mut offers: Vec<(usize, usize)> = Vec::new(); // (eval, planned)

@@ -38,6 +38,8 @@ impl Maintainer {
     /// their leases expire).
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<MaintainSummary> {
         tokio::pin!(shutdown);
+        let heartbeat = self.start_dividing();
+        let membership = self.membership.clone();
         loop {
             match self.pass().await {
                 Ok(report) => {
@@ -83,10 +85,15 @@ impl Maintainer {
                                 let _ = self.store.release(scope, &self.opts.holder).await;
                             }
                         }
+                        self.stop_dividing(heartbeat).await;
                         return Ok(self.summary);
                     }
                     _ = &mut sleep => break,
                     _ = &mut woken => break,
+                    _ = membership.notified() => {
+                        (self.log)("the live replicas changed: dividing the tables again");
+                        break;
+                    }
                     Some(done) = self.running.join_next(), if !self.running.is_empty() => {
                         self.finish(done);
                         // A slot is free: plan again soon, not at once (a finished job may

@@ -71,6 +71,11 @@ pub struct Distributed {
     pub lease_ttl: Duration,
     /// How often the coordinator looks at the queue.
     pub poll: Duration,
+    /// Give up when no worker holds a live task for this long while tasks wait (`None`: wait
+    /// as long as it takes, saying so every 10 s). The run is then failed: its tasks are
+    /// dropped, and the outputs already reported to it, which this live coordinator has not
+    /// committed, are deleted.
+    pub worker_timeout: Option<Duration>,
 }
 
 /// What the queue did for a distributed run (the `distributed` part of the report).
@@ -413,6 +418,9 @@ impl CompactBuilder {
         let mut last_claim = Instant::now();
         let mut last_said = Instant::now();
         let mut seen_running = 0usize;
+        // Since when no task had a live worker lease and nothing changed (the worker timeout).
+        let mut idle_since = Instant::now();
+        let mut seen_progress = (0i64, 0usize);
         loop {
             let now = store.now_ms().await?;
             if !store
@@ -514,6 +522,31 @@ impl CompactBuilder {
             // Say what the run waits for: tasks nobody claims mean no worker is running.
             let queued = rows.iter().filter(|r| r.state == "queued").count();
             let running = rows.iter().filter(|r| r.state == "running").count();
+            let live = rows
+                .iter()
+                .any(|r| r.state == "running" && r.expires_ms > now);
+            let progress_now = (
+                rows.iter().map(|r| r.attempt).sum::<i64>(),
+                rows.iter()
+                    .filter(|r| r.state != "running" && r.state != "queued")
+                    .count(),
+            );
+            if live || progress_now != seen_progress {
+                idle_since = Instant::now();
+                seen_progress = progress_now;
+            }
+            if let Some(limit) = d.worker_timeout.filter(|l| idle_since.elapsed() >= *l) {
+                self.give_up(d, run_id, table, &rows, &settled, ready).await;
+                return Err(Error::Refused {
+                    operation: "coordinate a distributed compaction".into(),
+                    reason: format!(
+                        "no worker worked on run {run_id} for {:?} (--worker-timeout) while                          {} task(s) waited in {}: start `floe worker --queue ...` on that                          database; the run's tasks were dropped and its uncommitted outputs                          deleted",
+                        limit,
+                        queued + running,
+                        store.display_uri()
+                    ),
+                });
+            }
             if running > 0 || running != seen_running {
                 last_claim = Instant::now();
             }
@@ -535,5 +568,60 @@ impl CompactBuilder {
             }
             tokio::time::sleep(d.poll).await;
         }
+    }
+
+    /// Ends run `run_id` as failed by its own, live coordinator: the run is closed first (its
+    /// queued and running tasks dropped, so no worker reports to it any more: a late report is
+    /// refused and its worker deletes what it wrote), then the outputs reported to it and not
+    /// committed are deleted. Safe here, unlike after a crash: this coordinator commits nothing
+    /// else, so nothing can reference them.
+    async fn give_up(
+        &self,
+        d: &Distributed,
+        run_id: &str,
+        table: &Table,
+        rows: &[crate::coordination::tasks::TaskRow],
+        settled: &[bool],
+        ready: Vec<(GroupResult, Vec<i64>)>,
+    ) {
+        let store = &d.store;
+        let now = store.now_ms().await.unwrap_or(0);
+        if let Err(e) = store.finish_run(run_id, "failed", now).await {
+            tracing::warn!("closing run {run_id}: {e}; its outputs are left to orphan removal");
+            return;
+        }
+        let mut written = Ledger::of(table);
+        for (g, _) in &ready {
+            written.stage_files(&g.files);
+        }
+        let done: Vec<i64> = rows
+            .iter()
+            .filter(|r| {
+                r.state == "done"
+                    && !settled
+                        .get(r.group_index.max(0) as usize)
+                        .copied()
+                        .unwrap_or(false)
+            })
+            .map(|r| r.task_id)
+            .collect();
+        match store.task_outputs(run_id, &done).await {
+            Ok(outs) => {
+                for (task, out) in outs {
+                    match decode_outputs(table, task, &out) {
+                        Ok(files) => written.stage_files(&files),
+                        Err(e) => tracing::warn!("task {task}'s outputs: {e}"),
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("reading run {run_id}'s outputs: {e}"),
+        }
+        let ids: Vec<i64> = rows
+            .iter()
+            .filter(|r| r.state == "done")
+            .map(|r| r.task_id)
+            .collect();
+        written.discard().await;
+        let _ = store.settle_tasks(run_id, &ids, "dropped").await;
     }
 }
