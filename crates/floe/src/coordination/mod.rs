@@ -123,6 +123,9 @@ pub struct Store {
     now_sql: &'static str,
     /// URI without credentials, for messages.
     display_uri: String,
+    /// The URI as given (credentials included), for the queue's notification listener; never
+    /// shown.
+    uri: String,
 }
 
 const RUN_COLUMNS: &str = "scope, job, holder, started_ms, finished_ms, succeeded, error, \
@@ -153,6 +156,7 @@ impl Store {
             pool,
             display_uri,
             now_sql,
+            uri: uri.to_string(),
         };
         store.ensure_schema().await?;
         Ok(store)
@@ -515,3 +519,4 @@ pub mod replicas;
 pub mod tasks;
 #[cfg(test)]
 mod tests;
+pub mod wakeups;

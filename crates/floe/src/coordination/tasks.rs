@@ -176,7 +176,9 @@ impl Store {
             .await
             .map_err(|e| self.err(e))?;
         }
-        tx.commit().await.map_err(|e| self.err(e))
+        tx.commit().await.map_err(|e| self.err(e))?;
+        self.notify(super::wakeups::NEW_TASKS).await;
+        Ok(())
     }
 
     /// Extends the coordinator's lease on its run; `false` when the run is no longer its own
@@ -325,6 +327,10 @@ impl Store {
         .execute(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
+        if r.rows_affected() == 1 {
+            self.notify(&super::wakeups::run_channel(&task.run_id))
+                .await;
+        }
         Ok(r.rows_affected() == 1)
     }
 
@@ -354,6 +360,10 @@ impl Store {
         .execute(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
+        // Queued again (another worker may take it) or failed (its coordinator settles it).
+        self.notify(super::wakeups::NEW_TASKS).await;
+        self.notify(&super::wakeups::run_channel(&task.run_id))
+            .await;
         Ok(())
     }
 

@@ -259,3 +259,73 @@ async fn racing_maintainers_never_hold_one_table_together() {
         holders.len()
     );
 }
+
+#[tokio::test]
+async fn queue_notifications_wake_a_waiter_at_once_and_only_on_its_channel() {
+    use floe::coordination::wakeups::run_channel;
+    let store = Store::connect(&postgres_url()).await.unwrap();
+    let run = uuid::Uuid::now_v7().to_string();
+    let mine = run_channel(&run);
+    assert!(mine.len() <= 63 && mine.starts_with("floe_run_"), "{mine}");
+    let other = run_channel(&uuid::Uuid::now_v7().to_string());
+    assert_ne!(mine, other);
+
+    // A notification on another run's channel does not wake the waiter: it waits its poll.
+    let mut w = store.wakeups(&mine).await;
+    let notifier = Store::connect(&postgres_url()).await.unwrap();
+    let t = std::time::Instant::now();
+    let (_, ()) = tokio::join!(w.wait(Duration::from_millis(1500)), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        notifier.notify(&other).await;
+    });
+    assert!(
+        t.elapsed() >= Duration::from_millis(1400),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // Its own channel wakes it long before its poll.
+    let t = std::time::Instant::now();
+    let (_, ()) = tokio::join!(w.wait(Duration::from_secs(20)), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        notifier.notify(&mine).await;
+    });
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+#[tokio::test]
+async fn postgres_replica_heartbeats_register_expire_and_refuse_a_reused_holder() {
+    let store = Store::connect(&postgres_url()).await.unwrap();
+    let group = unique_prefix();
+    let ttl = Duration::from_secs(60);
+    let t0 = now_ms();
+    store.heartbeat(&group, "a", "i1", ttl, t0).await.unwrap();
+    store.heartbeat(&group, "b", "i2", ttl, t0).await.unwrap();
+    store
+        .heartbeat(&group, "a", "i1", ttl, t0 + 10)
+        .await
+        .unwrap();
+    let live = store.live_replicas(&group, t0 + 10).await.unwrap();
+    assert_eq!(
+        live.iter().map(|r| r.holder.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    assert_eq!(live[0].started_ms, t0);
+    assert!(store
+        .heartbeat(&group, "b", "i3", ttl, t0 + 20)
+        .await
+        .is_err());
+    store.leave(&group, "b", "i2").await.unwrap();
+    let live = store.live_replicas(&group, t0 + 20).await.unwrap();
+    assert_eq!(live.len(), 1);
+    // Expired: gone from the list, and its name free for a new process.
+    assert!(store
+        .live_replicas(&group, t0 + 10 + 60_000)
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .heartbeat(&group, "a", "i9", ttl, t0 + 10 + 60_000)
+        .await
+        .unwrap();
+}

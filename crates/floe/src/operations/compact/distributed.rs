@@ -418,6 +418,10 @@ impl CompactBuilder {
         let mut last_claim = Instant::now();
         let mut last_said = Instant::now();
         let mut seen_running = 0usize;
+        // Woken by the run's workers reporting (PostgreSQL); polls every `d.poll` anyway.
+        let mut wakeups = store
+            .wakeups(&crate::coordination::wakeups::run_channel(run_id))
+            .await;
         // Since when no task had a live worker lease and nothing changed (the worker timeout).
         let mut idle_since = Instant::now();
         let mut seen_progress = (0i64, 0usize);
@@ -566,7 +570,7 @@ impl CompactBuilder {
                     );
                 }
             }
-            tokio::time::sleep(d.poll).await;
+            wakeups.wait(d.poll).await;
         }
     }
 

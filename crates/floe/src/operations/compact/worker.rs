@@ -226,6 +226,8 @@ pub async fn work(
     let mut cache = TableCache { tables: vec![] };
     let mut idle_since = Instant::now();
     let mut said_waiting = false;
+    // Woken by a coordinator queueing tasks (PostgreSQL); polls every `poll` anyway.
+    let mut wakeups = store.wakeups(crate::coordination::wakeups::NEW_TASKS).await;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let now = store.now_ms().await?;
         let Some(task) = store
@@ -241,7 +243,7 @@ pub async fn work(
                 tracing::info!("waiting for tasks in {}", store.display_uri());
                 said_waiting = true;
             }
-            tokio::time::sleep(opts.poll).await;
+            wakeups.wait(opts.poll).await;
             continue;
         };
         said_waiting = false;
