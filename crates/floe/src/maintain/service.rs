@@ -32,9 +32,9 @@ use super::trigger::JobKind;
 use crate::coordination::{RunRecord, Store};
 use crate::table::ident::printable;
 
+pub use crate::maintain::state::ReplicaView;
 pub use options::{
-    default_holder, LogFn, MaintainOptions, MaintainSummary, PassReport, QueueOptions, ReplicaView,
-    Source,
+    default_holder, LogFn, MaintainOptions, MaintainSummary, PassReport, QueueOptions, Source,
 };
 
 struct Running {

@@ -106,6 +106,18 @@ pub struct JobView {
     pub actual: Option<Cost>,
 }
 
+/// The replicas a pass saw (when the service's replicas divide the tables).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReplicaView {
+    pub group: String,
+    /// Live replicas' holder names (this one included).
+    pub live: Vec<String>,
+    /// Watched tables this replica maintains.
+    pub owned_tables: usize,
+    /// Watched tables the other replicas maintain.
+    pub tables_elsewhere: usize,
+}
+
 /// The service summary of `/api/status`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusView {
@@ -119,7 +131,7 @@ pub struct StatusView {
     pub tables_with_problems: usize,
     /// When replicas divide the tables: the group, the live replicas, and the split.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<crate::maintain::service::ReplicaView>,
+    pub replicas: Option<ReplicaView>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -144,7 +156,7 @@ struct Inner {
     bytes_read: u64,
     bytes_written: u64,
     files_deleted: u64,
-    replicas: Option<crate::maintain::service::ReplicaView>,
+    replicas: Option<ReplicaView>,
 }
 
 /// The state `floe maintain` shares between its passes, its runners and its HTTP endpoints.
@@ -326,7 +338,7 @@ impl ServiceState {
 
     /// Records the replicas the last pass saw (`None`: this service maintains every watched
     /// table).
-    pub fn set_replicas(&self, replicas: Option<crate::maintain::service::ReplicaView>) {
+    pub fn set_replicas(&self, replicas: Option<ReplicaView>) {
         self.lock().replicas = replicas;
     }
 

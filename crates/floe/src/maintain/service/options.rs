@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::coordination::Store;
-use crate::maintain::state::Decision;
+use crate::maintain::state::{Decision, ReplicaView};
 
 /// Receives the service's log lines (job started, finished, failed; what it waits for).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
@@ -115,18 +115,6 @@ pub struct PassReport {
     /// tables this pass left to the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<ReplicaView>,
-}
-
-/// The replicas a pass saw.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ReplicaView {
-    pub group: String,
-    /// Live replicas' holder names (this one included).
-    pub live: Vec<String>,
-    /// Watched tables this replica maintains.
-    pub owned_tables: usize,
-    /// Watched tables the other replicas maintain.
-    pub tables_elsewhere: usize,
 }
 
 /// What the whole run did (`--once`).

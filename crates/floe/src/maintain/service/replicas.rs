@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use super::options::ReplicaView;
 use super::Maintainer;
 use crate::base::error::Result;
 use crate::coordination::replicas::owner;
 use crate::coordination::Store;
+use crate::maintain::state::ReplicaView;
 
 /// What the background heartbeat needs.
 struct Beat {
