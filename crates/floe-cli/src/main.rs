@@ -479,7 +479,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     store: store.clone(),
                     coordinator: floe::maintain::service::default_holder(),
                     lease_ttl,
-                    poll: std::time::Duration::from_millis(500),
+                    poll: floe::operations::compact::distributed::Distributed::POLL,
                     worker_timeout: worker_timeout
                         .as_deref()
                         .map(|v| floe::base::properties::parse_duration("--worker-timeout", v))

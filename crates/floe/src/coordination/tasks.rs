@@ -88,6 +88,17 @@ pub struct TaskDone {
     pub bytes_written: u64,
 }
 
+/// Task ids bound in one statement (SQLite before 3.32 accepts 999 parameters).
+const IDS_PER_STATEMENT: usize = 500;
+
+/// `$first, $first+1, ...`: `count` placeholders.
+fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn n(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -413,42 +424,46 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The reported outputs of tasks `task_ids` of a run (tasks not done have none).
+    /// The reported outputs of tasks `task_ids` of a run (tasks not done have none): one
+    /// statement per [`IDS_PER_STATEMENT`] ids.
     pub async fn task_outputs(
         &self,
         run_id: &str,
         task_ids: &[i64],
     ) -> Result<std::collections::HashMap<i64, String>> {
         let mut out = std::collections::HashMap::new();
-        for id in task_ids {
-            let row = sqlx::query(
-                "SELECT output FROM floe_compact_tasks \
-                 WHERE run_id = $1 AND task_id = $2 AND output IS NOT NULL",
-            )
-            .bind(run_id)
-            .bind(*id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-            if let Some(r) = row {
-                out.insert(*id, r.try_get(0).map_err(|e| self.err(e))?);
+        for ids in task_ids.chunks(IDS_PER_STATEMENT) {
+            let sql = format!(
+                "SELECT task_id, output FROM floe_compact_tasks \
+                 WHERE run_id = $1 AND output IS NOT NULL AND task_id IN ({})",
+                placeholders(2, ids.len())
+            );
+            let mut query = sqlx::query(&sql).bind(run_id);
+            for id in ids {
+                query = query.bind(*id);
+            }
+            let rows = query.fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
+            for r in rows {
+                let id: i64 = r.try_get(0).map_err(|e| self.err(e))?;
+                out.insert(id, r.try_get(1).map_err(|e| self.err(e))?);
             }
         }
         Ok(out)
     }
 
-    /// Marks tasks of a run `committed` or `dropped` (the coordinator settled their group).
+    /// Marks tasks of a run `committed` or `dropped` (the coordinator settled their group):
+    /// one statement per [`IDS_PER_STATEMENT`] ids.
     pub async fn settle_tasks(&self, run_id: &str, task_ids: &[i64], state: &str) -> Result<()> {
-        for id in task_ids {
-            sqlx::query(
-                "UPDATE floe_compact_tasks SET state = $1 WHERE run_id = $2 AND task_id = $3",
-            )
-            .bind(state)
-            .bind(run_id)
-            .bind(*id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+        for ids in task_ids.chunks(IDS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE floe_compact_tasks SET state = $1 WHERE run_id = $2 AND task_id IN ({})",
+                placeholders(3, ids.len())
+            );
+            let mut query = sqlx::query(&sql).bind(state).bind(run_id);
+            for id in ids {
+                query = query.bind(*id);
+            }
+            query.execute(&self.pool).await.map_err(|e| self.err(e))?;
         }
         Ok(())
     }

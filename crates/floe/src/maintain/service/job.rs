@@ -38,7 +38,7 @@ impl Maintainer {
                 store: q.store.clone(),
                 coordinator: self.opts.holder.clone(),
                 lease_ttl: self.opts.lease_ttl,
-                poll: Duration::from_millis(500),
+                poll: Distributed::POLL,
                 worker_timeout: q.worker_timeout,
             });
         let through = match &distributed {

@@ -69,13 +69,19 @@ pub struct Distributed {
     pub coordinator: String,
     /// A run not renewed for this long is abandoned; a task not renewed is claimed again.
     pub lease_ttl: Duration,
-    /// How often the coordinator looks at the queue.
+    /// How often the coordinator looks at the queue (besides being woken by its workers on
+    /// PostgreSQL): [`Distributed::POLL`] unless a test wants otherwise.
     pub poll: Duration,
     /// Give up when no worker holds a live task for this long while tasks wait (`None`: wait
     /// as long as it takes, saying so every 10 s). The run is then failed: its tasks are
     /// dropped, and the outputs already reported to it, which this live coordinator has not
     /// committed, are deleted.
     pub worker_timeout: Option<Duration>,
+}
+
+impl Distributed {
+    /// The coordinator's default look at the queue.
+    pub const POLL: Duration = Duration::from_millis(500);
 }
 
 /// What the queue did for a distributed run (the `distributed` part of the report).
