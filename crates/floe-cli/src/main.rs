@@ -116,6 +116,12 @@ enum Command {
         dry_run: bool,
     },
     /// Compacts small files (Iceberg's rewrite_data_files, bin-pack) in one replace commit.
+    #[command(after_help = "Examples:
+  floe compact db.events
+  floe compact db.events --where \"ts >= '2026-11-01'\" --target-file-size 256MiB
+  floe compact db.events --rewrite-all --sort-by 'zorder(customer_id, ts)'
+  floe compact db.events --sort-by 'region, ts desc' --option rewrite-job-order=bytes-desc
+  floe compact db.events --dry-run --json")]
     Compact {
         /// Table as NAMESPACE.TABLE.
         table: String,
@@ -140,8 +146,10 @@ enum Command {
         /// Rewrite every file, whatever its size.
         #[arg(long)]
         rewrite_all: bool,
-        /// Sort each output: 'col [asc|desc] [nulls first|last], ...' (default: the table's
-        /// sort order, if any).
+        /// Sort each file group before writing it: 'col [asc|desc] [nulls first|last], ...', or
+        /// 'zorder(col1, col2, ...)' so that a range filter on any one of those columns skips
+        /// most files (integer, date, timestamp, string and decimal columns). Default: the
+        /// table's sort order, if any.
         #[arg(long)]
         sort_by: Option<String>,
         /// Any Iceberg rewrite_data_files option as K=V (min-file-size-bytes,
@@ -179,7 +187,19 @@ enum Command {
     Maintain(maintain::MaintainArgs),
     #[command(flatten)]
     Health(health::HealthCmd),
-    /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...).
+    /// Runs SQL over tables (ns.t) and metadata tables (ns.t$files, $snapshots, ...),
+    /// at any kept snapshot with FOR VERSION AS OF / FOR TIMESTAMP AS OF.
+    #[command(after_help = "Examples:
+  floe sql 'SELECT count(*) FROM db.events'
+  floe sql 'SELECT * FROM db.events FOR VERSION AS OF 8954597067493422955 LIMIT 10'
+  floe sql \"SELECT count(*) FROM db.events FOR VERSION AS OF 'audit-2026-11'\"
+  floe sql \"SELECT count(*) FROM db.events FOR TIMESTAMP AS OF '2026-11-30 10:00:00'\"
+  floe sql \"SELECT file_path, record_count FROM db.events\\$files FOR VERSION AS OF 'audit-2026-11'\"
+  floe sql 'SELECT snapshot_id, committed_at, operation FROM db.events$snapshots' --csv
+
+VERSION AS OF takes a snapshot id, a tag or a branch; TIMESTAMP AS OF reads the snapshot
+that was current then (UTC unless the time carries an offset; a number is seconds since
+the epoch). Spark's VERSION AS OF / TIMESTAMP AS OF spellings work too.")]
     Sql {
         /// The statement.
         query: String,

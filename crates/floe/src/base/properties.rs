@@ -282,6 +282,9 @@ pub const COMPACT_ROW_GROUP_MERGE_MIN_BYTES: Property = prop(
 /// `floe.compact.plan-batch-files`.
 pub const COMPACT_PLAN_BATCH_FILES: Property =
     prop("floe.compact.plan-batch-files", Rule::Count { min: 1 });
+/// `floe.compact.sort-job-size-bytes`.
+pub const COMPACT_SORT_JOB_SIZE_BYTES: Property =
+    prop("floe.compact.sort-job-size-bytes", Rule::Size { min: 1 });
 
 // The `floe.maintain.*` properties, as `crate::maintain::policy` reads them. The compaction
 // triggers are named after Flink's `TableMaintenance`; a count, size or interval trigger set
@@ -456,6 +459,7 @@ pub const ALL: &[Property] = &[
     COMPACT_ROW_GROUP_MERGE,
     COMPACT_ROW_GROUP_MERGE_MIN_BYTES,
     COMPACT_PLAN_BATCH_FILES,
+    COMPACT_SORT_JOB_SIZE_BYTES,
     MAINTAIN_ENABLED,
     MAINTAIN_COMMIT_COUNT,
     MAINTAIN_DATA_FILE_COUNT,

@@ -109,20 +109,39 @@ pub fn current_state(table: &Table) -> Result<Table> {
     if snapshot.schema_id().is_none_or(|id| id == current) {
         return Ok(table.clone());
     }
+    let id = serde_json::Value::from(snapshot.snapshot_id());
+    view_of(
+        table,
+        "reading the current snapshot in the current schema",
+        |json| {
+            if let Some(snapshots) = json.get_mut("snapshots").and_then(|s| s.as_array_mut()) {
+                for s in snapshots {
+                    if s.get("snapshot-id") == Some(&id) {
+                        s["schema-id"] = serde_json::Value::from(current);
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// A read-only view of `table` whose metadata is the table's own, edited in its JSON form (the
+/// table spec's field names) by `edit`: how [`current_state`] and time travel (a snapshot read
+/// as if it were current) build the table the iceberg crate's scan reads. `purpose` names the
+/// view in the error when the edited metadata does not parse. The view is never a commit base.
+pub fn view_of(
+    table: &Table,
+    purpose: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Result<Table> {
+    let md = table.metadata();
     let bad = |e: serde_json::Error| Error::Metadata {
         location: md.location().to_string(),
-        reason: format!("reading the current snapshot in the current schema: {e}"),
+        reason: format!("{purpose}: {e}"),
         source: Some(Box::new(e)),
     };
     let mut json = serde_json::to_value(md).map_err(bad)?;
-    let id = serde_json::Value::from(snapshot.snapshot_id());
-    if let Some(snapshots) = json.get_mut("snapshots").and_then(|s| s.as_array_mut()) {
-        for s in snapshots {
-            if s.get("snapshot-id") == Some(&id) {
-                s["schema-id"] = serde_json::Value::from(current);
-            }
-        }
-    }
+    edit(&mut json);
     let md: TableMetadata = serde_json::from_value(json).map_err(bad)?;
     let mut view = Table::builder()
         .metadata(md)

@@ -314,7 +314,7 @@ impl CompactBuilder {
         let scope = format!("{}.{table_name}", self.ctx.catalog.name());
         let puffin: Vec<String> = dvs.puffin_files();
         let mut specs: Vec<(usize, String)> = Vec::new();
-        for (gi, job) in super::jobs_of(&groups, &tasks, &opts) {
+        for (gi, job) in super::jobs_of(&groups, &tasks, &opts, sort_keys.is_some()) {
             let g = &groups[gi];
             let members: Vec<FileScanTask> = job.iter().map(|&i| tasks[i].clone()).collect();
             let paths: Vec<&str> = members.iter().map(|t| t.data_file_path.as_str()).collect();

@@ -500,7 +500,7 @@ pub struct Prepared {
     table: Table,
     effective: CompactOptions,
     opts: PlanOptions,
-    sort_keys: Option<Arc<Vec<sort::SortKey>>>,
+    sort_keys: Option<Arc<sort::SortSpec>>,
     concurrency: usize,
     partial: bool,
     max_commits: usize,
@@ -580,7 +580,7 @@ impl CompactBuilder {
         let arrow_schema: arrow_schema::SchemaRef = Arc::new(
             iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?,
         );
-        let sort_keys: Option<Arc<Vec<sort::SortKey>>> = match &self.sort_by {
+        let sort_keys: Option<Arc<sort::SortSpec>> = match &self.sort_by {
             Some(spec) => Some(Arc::new(sort::parse_sort_by(spec, &arrow_schema)?)),
             None => sort::table_sort_order(&table, &arrow_schema)?.map(Arc::new),
         };
@@ -766,7 +766,7 @@ impl CompactBuilder {
         let chunk = commit_chunk(groups.len(), partial, max_commits);
         // Each group is split into jobs of about one output file, run
         // max-concurrent-file-group-rewrites at a time; a group is done when all its jobs are.
-        let jobs = jobs_of(&groups, &tasks, &opts);
+        let jobs = jobs_of(&groups, &tasks, &opts, sort_keys.is_some());
         let mut pending: Vec<usize> = vec![0; groups.len()];
         for (gi, _) in &jobs {
             pending[*gi] += 1;
@@ -920,12 +920,27 @@ fn commit_chunk(groups: usize, partial: bool, max_commits: usize) -> usize {
     }
 }
 
-/// The planned groups split into jobs of about one output file each: (group, task indices).
+/// The planned groups split into jobs of about one output file each, or with `sorted` of up to
+/// `sort-job-size-bytes` each (a job's rows are sorted together, so its outputs hold disjoint
+/// ranges): (group, task indices).
 fn jobs_of(
     groups: &[FileGroup],
     tasks: &[FileScanTask],
     opts: &PlanOptions,
+    sorted: bool,
 ) -> Vec<(usize, Vec<usize>)> {
+    let sort_jobs;
+    let opts = if sorted {
+        let size = opts.sort_job_size_bytes.max(opts.target_file_size_bytes);
+        sort_jobs = PlanOptions {
+            target_file_size_bytes: size,
+            min_file_size_bytes: (size as f64 * 0.75) as u64,
+            ..opts.clone()
+        };
+        &sort_jobs
+    } else {
+        opts
+    };
     let mut jobs = Vec::new();
     for (gi, g) in groups.iter().enumerate() {
         let sized: Vec<(usize, u64)> = g

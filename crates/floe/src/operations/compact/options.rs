@@ -14,7 +14,7 @@ use crate::base::properties::{self, parse_bool, parse_size};
 use crate::operations::compact::plan::{JobOrder, PlanOptions};
 
 /// Every option name, as `--option` and `floe.compact.*` spell it.
-pub const OPTION_NAMES: [&str; 15] = [
+pub const OPTION_NAMES: [&str; 16] = [
     "target-file-size-bytes",
     "min-file-size-bytes",
     "max-file-size-bytes",
@@ -30,6 +30,7 @@ pub const OPTION_NAMES: [&str; 15] = [
     "row-group-merge",
     "row-group-merge-min-bytes",
     "plan-batch-files",
+    "sort-job-size-bytes",
 ];
 
 /// Whether a compaction copies the column chunks of inputs' row groups into its output without
@@ -86,6 +87,9 @@ pub struct CompactOptions {
     /// Candidate files planned at once: above this, partitions are planned, rewritten and
     /// committed in batches holding at most this many (one partition may exceed it alone).
     pub plan_batch_files: Option<u64>,
+    /// Input bytes one sorted job orders as a whole (`--sort-by`): see
+    /// [`PlanOptions::sort_job_size_bytes`].
+    pub sort_job_size_bytes: Option<u64>,
 }
 
 impl CompactOptions {
@@ -118,6 +122,7 @@ impl CompactOptions {
                 }
                 self.plan_batch_files = Some(n)
             }
+            "sort-job-size-bytes" => self.sort_job_size_bytes = Some(size()?),
             _ => {
                 return Err(Error::invalid_option(
                     "compaction option",
@@ -149,6 +154,7 @@ impl CompactOptions {
             "row-group-merge-min-bytes" => self.row_group_merge_min_bytes.is_some(),
             "remove-dangling-deletes" => self.remove_dangling_deletes.is_some(),
             "plan-batch-files" => self.plan_batch_files.is_some(),
+            "sort-job-size-bytes" => self.sort_job_size_bytes.is_some(),
             _ => false,
         }
     }
@@ -188,6 +194,9 @@ impl CompactOptions {
             .unwrap_or(u64::MAX)
             .min(usize::MAX as u64) as usize;
         o.rewrite_all = self.rewrite_all.unwrap_or(false);
+        if let Some(v) = self.sort_job_size_bytes {
+            o.sort_job_size_bytes = v;
+        }
         if let Some(order) = self.rewrite_job_order {
             o.rewrite_job_order = order;
         }

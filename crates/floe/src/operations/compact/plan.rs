@@ -52,6 +52,9 @@ impl JobOrder {
     }
 }
 
+/// Default of `sort-job-size-bytes`: 1 GiB of input (about 3-5 GiB of Arrow rows while sorted).
+pub const SORT_JOB_SIZE_BYTES: u64 = 1024 * 1024 * 1024;
+
 /// Planner options, with Iceberg's defaults relative to the target size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanOptions {
@@ -63,6 +66,10 @@ pub struct PlanOptions {
     pub delete_file_threshold: usize,
     pub rewrite_all: bool,
     pub rewrite_job_order: JobOrder,
+    /// A sorted rewrite (`--sort-by`) orders each job's rows as a whole, in memory, so that
+    /// the job's outputs hold disjoint ranges: its jobs are up to this many input bytes (at
+    /// least one output's worth), where an unsorted rewrite's are one output each.
+    pub sort_job_size_bytes: u64,
 }
 
 impl PlanOptions {
@@ -77,6 +84,7 @@ impl PlanOptions {
             delete_file_threshold: usize::MAX,
             rewrite_all: false,
             rewrite_job_order: JobOrder::None,
+            sort_job_size_bytes: SORT_JOB_SIZE_BYTES,
         }
     }
 

@@ -183,7 +183,7 @@ pub(super) async fn rewrite_group(
     spec_id: i32,
     members: Vec<FileScanTask>,
     options: &WriteOptions,
-    sort_keys: Option<&Vec<sort::SortKey>>,
+    sort_keys: Option<&sort::SortSpec>,
     shared: &parallel::JobShared,
 ) -> Result<GroupResult> {
     if sort_keys.is_none() && shared.lineage.is_none() {

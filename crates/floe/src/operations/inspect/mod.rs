@@ -92,6 +92,15 @@ impl MetadataTable {
             })
     }
 
+    /// Whether the table reads the current snapshot's manifests (and so has a state as of any
+    /// snapshot, for time travel), rather than the whole history in the table metadata.
+    pub fn reads_manifests(self) -> bool {
+        !matches!(
+            self,
+            Self::Snapshots | Self::History | Self::Refs | Self::MetadataLogEntries
+        )
+    }
+
     /// Computes the table's rows.
     async fn scan(self, table: &Table) -> Result<RecordBatch> {
         match self {

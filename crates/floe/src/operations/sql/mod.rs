@@ -12,6 +12,7 @@
 //! `information_schema.tables`) reads the catalog's list only, never a table's metadata.
 
 mod scan;
+mod time_travel;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -42,7 +43,7 @@ pub const SQL_CATALOG: &str = "floe";
 /// no table factories (CREATE EXTERNAL TABLE has nothing to read with) and no URL tables
 /// (`SELECT * FROM '/some/file'`). Run statements through [`SqlBuilder`], which also refuses
 /// anything but queries.
-async fn session(catalog: &Catalog) -> Result<SessionContext> {
+async fn session(catalog: &Catalog, at: Arc<Vec<time_travel::AsOf>>) -> Result<SessionContext> {
     let config = SessionConfig::new()
         .with_default_catalog_and_schema(SQL_CATALOG, "default")
         .with_information_schema(true);
@@ -68,6 +69,7 @@ async fn session(catalog: &Catalog) -> Result<SessionContext> {
                 catalog: catalog.clone(),
                 namespace: ns,
                 tables,
+                at: at.clone(),
             }) as Arc<dyn SchemaProvider>,
         );
     }
@@ -106,10 +108,13 @@ impl crate::operations::Query for SqlBuilder {
 
 /// Runs one read-only statement and collects its result (see [`SqlBuilder`]).
 async fn query(catalog: &Catalog, sql: &str) -> Result<Vec<RecordBatch>> {
-    let ctx = session(catalog).await?;
+    // Time travel (`FOR VERSION AS OF ...`) is taken out first: DataFusion's parser knows none
+    // of its spellings (see `time_travel`).
+    let rewritten = time_travel::rewrite(sql)?;
+    let ctx = session(catalog, Arc::new(rewritten.at)).await?;
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
-    let statement = state.sql_to_statement(sql, &dialect)?;
+    let statement = state.sql_to_statement(&rewritten.sql, &dialect)?;
     if let Err(kind) = read_only(&statement) {
         return Err(refused(&kind));
     }
@@ -230,6 +235,8 @@ struct NamespaceSchema {
     catalog: Catalog,
     namespace: String,
     tables: Vec<String>,
+    /// The statement's time-travel clauses, by the index its rewritten table names carry.
+    at: Arc<Vec<time_travel::AsOf>>,
 }
 
 impl std::fmt::Debug for NamespaceSchema {
@@ -255,6 +262,13 @@ impl SchemaProvider for NamespaceSchema {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+        let (name, at) = time_travel::split_name(name);
+        let at = match at {
+            Some(i) => Some(self.at.get(i).cloned().ok_or_else(|| {
+                external(Error::sql(format!("no time-travel clause {i} for {name}")))
+            })?),
+            None => None,
+        };
         let (base, meta) = match name.split_once('$') {
             Some((b, m)) => (b, Some(m)),
             None => (name, None),
@@ -265,7 +279,14 @@ impl SchemaProvider for NamespaceSchema {
             .find(|t| t.as_str() == base || t.eq_ignore_ascii_case(base))
             .cloned();
         let Some(base) = found else {
-            return Ok(None);
+            // DataFusion would name the rewritten table; name the one the statement wrote.
+            return match at {
+                Some(_) => Err(external(Error::sql(format!(
+                    "table '{}.{base}' not found",
+                    self.namespace
+                )))),
+                None => Ok(None),
+            };
         };
         let meta: Option<String> = meta.map(str::to_string);
         let full_name = format!("{}.{}", self.namespace, base);
@@ -280,6 +301,27 @@ impl SchemaProvider for NamespaceSchema {
                 Error::sql(format!("table {full_name}: {text}"))
             })
         })?;
+        let table = match &at {
+            None => table,
+            Some(at) => {
+                let shown = match &meta {
+                    Some(m) => format!("{full_name}${m}"),
+                    None => full_name.clone(),
+                };
+                if let Some(m) = &meta {
+                    let kind = MetadataTable::parse(m).map_err(external)?;
+                    if !kind.reads_manifests() {
+                        return Err(external(Error::sql(format!(
+                            "{shown} {at}: ${} lists the whole history, it has no state as of a \
+                             snapshot (filter it by snapshot_id instead); $files, $data_files, \
+                             $delete_files, $entries, $partitions and $manifests can time travel",
+                            kind.name()
+                        ))));
+                    }
+                }
+                time_travel::view_at(&table, &shown, at).map_err(external)?
+            }
+        };
         match meta {
             None => Ok(Some(Arc::new(
                 scan::IcebergScanTable::try_new(table).map_err(external)?,
@@ -299,6 +341,7 @@ impl SchemaProvider for NamespaceSchema {
     /// Answered from the catalog's table list: `SHOW TABLES` and `information_schema.tables`
     /// must not load (and so fail on) every table.
     async fn table_type(&self, name: &str) -> Result<Option<TableType>, DataFusionError> {
+        let name = time_travel::split_name(name).0;
         Ok(self.table_exist(name).then_some(if name.contains('$') {
             TableType::View
         } else {
@@ -307,6 +350,7 @@ impl SchemaProvider for NamespaceSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
+        let name = time_travel::split_name(name).0;
         let base = name.split('$').next().unwrap_or(name);
         self.tables.iter().any(|t| t.eq_ignore_ascii_case(base))
     }
