@@ -6,8 +6,15 @@
 //! position in the table), the source's reachability (`sourceConnected`,
 //! `elapsedSecondsSinceSourceReachable`), the compaction debt and backpressure (`debtSmallFilesPerPartition`,
 //! `debtSnapshotsSinceCompaction`, `debtSecondsSinceCompaction`, `commitIntervalMs`,
-//! `throttledSeconds`), and with `--maintain` the in-process maintenance's `floe_maintain_*`
-//! metrics.
+//! `throttledSeconds`), commit outcomes (`failedCommits`, `retriedCommits`, `commitConflicts`,
+//! the `commitDurationSeconds` histogram, `pendingRecords` read and not committed yet), and with
+//! `--maintain` the in-process maintenance's `floe_maintain_*` metrics.
+//!
+//! The same address serves the process like a service: `/api/status` (JSON: state and what it
+//! waits for, last commit and snapshot, last error, per-stream committed position, source end
+//! and lag, debt and backpressure), `/healthz` (the process answers) and `/readyz` (200 while
+//! the source answers and the last commit did not fail, else 503 with the reason). Alert rules
+//! over these metrics: `deploy/prometheus/floe-ingest-alerts.yaml`.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +24,7 @@ use crate::base::server;
 use crate::base::server::exposition::{self, Family};
 use crate::ingest::debt::Debt;
 use crate::ingest::hook::MetricsFn;
-use crate::ingest::source::StreamLag;
+use crate::ingest::source::{Positions, StreamLag};
 
 /// Upper bounds of the data file size histogram (bytes).
 const SIZE_BUCKETS: [u64; 8] = [
@@ -30,6 +37,35 @@ const SIZE_BUCKETS: [u64; 8] = [
     512 << 20,
     1 << 30,
 ];
+
+/// Upper bounds of the commit duration histogram (seconds).
+const COMMIT_SECONDS: [f64; 11] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// Where the ingest loop is.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Loading the table, resuming positions, connecting to the source.
+    #[default]
+    Starting,
+    /// Reading, writing and committing.
+    Running,
+    /// The loop ended (the source ended, a signal, idle, or an error).
+    Stopped,
+}
+
+/// What `/api/status` shows besides the counters.
+#[derive(Debug, Default)]
+struct Status {
+    phase: Phase,
+    table: String,
+    source: String,
+    /// Epoch ms and message of the last error (a failed commit, coordination, debt reading).
+    last_error: Option<(i64, String)>,
+    /// The snapshot of the last commit.
+    last_snapshot_id: Option<i64>,
+    /// The positions in the table after the last commit (where a restart resumes).
+    positions: Positions,
+}
 
 /// Counters and gauges of one ingest.
 #[derive(Debug, Default)]
@@ -58,6 +94,21 @@ pub struct Metrics {
     lag_committed: Mutex<Vec<StreamLag>>,
     /// Epoch ms the source last answered while it does not (0: it answers).
     source_unreachable_since_ms: AtomicI64,
+    /// Commits that failed (the ingest stops after one; a group's coordinator retries).
+    pub failed_commits: AtomicU64,
+    /// Commits that needed more than one attempt.
+    pub retried_commits: AtomicU64,
+    /// Attempts that met a concurrent commit and were retried.
+    pub commit_conflicts: AtomicU64,
+    /// `records_in` when the last commit landed: the records since are pending.
+    committed_records_in: AtomicU64,
+    commit_buckets: Mutex<[u64; COMMIT_SECONDS.len() + 1]>,
+    commit_ms_sum: AtomicU64,
+    /// Epoch ms the commit in progress started (0: none).
+    commit_started_ms: AtomicI64,
+    /// `--commit-interval` as given (the interval in effect may be stretched).
+    pub configured_commit_interval_ms: AtomicU64,
+    status: Mutex<Status>,
 }
 
 impl Metrics {
@@ -67,6 +118,243 @@ impl Metrics {
         m.started_epoch_ms
             .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
         Arc::new(m)
+    }
+
+    /// The ingest of `table` from `source` runs, resuming at `positions`.
+    pub fn started(&self, table: &str, source: &str, positions: &Positions) {
+        let mut s = self.status.lock().expect("not poisoned");
+        s.phase = Phase::Running;
+        s.table = table.to_string();
+        s.source = source.to_string();
+        s.positions = positions.clone();
+    }
+
+    /// The ingest loop ended.
+    pub fn stopped(&self) {
+        self.status.lock().expect("not poisoned").phase = Phase::Stopped;
+    }
+
+    /// A commit starts (its data files are being written and committed).
+    pub fn commit_started(&self) {
+        self.commit_started_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+    }
+
+    /// A commit landed after `attempts` attempts in `duration_ms`: `snapshot_id`, with the
+    /// table now holding `positions`. A group worker's hand-off is not a commit.
+    pub fn commit_landed(
+        &self,
+        attempts: u32,
+        duration_ms: u64,
+        snapshot_id: Option<i64>,
+        positions: &Positions,
+    ) {
+        self.commit_started_ms.store(0, Ordering::Relaxed);
+        self.committed_records_in
+            .store(self.records_in.load(Ordering::Relaxed), Ordering::Relaxed);
+        if attempts > 1 {
+            self.retried_commits.fetch_add(1, Ordering::Relaxed);
+            self.commit_conflicts
+                .fetch_add(u64::from(attempts - 1), Ordering::Relaxed);
+        }
+        let secs = duration_ms as f64 / 1000.0;
+        let i = COMMIT_SECONDS
+            .iter()
+            .position(|u| secs <= *u)
+            .unwrap_or(COMMIT_SECONDS.len());
+        self.commit_buckets.lock().expect("not poisoned")[i] += 1;
+        self.commit_ms_sum.fetch_add(duration_ms, Ordering::Relaxed);
+        let mut s = self.status.lock().expect("not poisoned");
+        if snapshot_id.is_some() {
+            s.last_snapshot_id = snapshot_id;
+        }
+        s.positions = positions.clone();
+    }
+
+    /// A group worker handed its files off to the coordinator: nothing of it is pending here.
+    pub fn handed_off(&self) {
+        self.commit_started_ms.store(0, Ordering::Relaxed);
+        self.committed_records_in
+            .store(self.records_in.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// A commit failed with `error`.
+    pub fn commit_failed(&self, error: &str) {
+        self.commit_started_ms.store(0, Ordering::Relaxed);
+        self.failed_commits.fetch_add(1, Ordering::Relaxed);
+        self.error(error);
+    }
+
+    /// Records `error` as the last error `/api/status` shows.
+    pub fn error(&self, error: &str) {
+        self.status.lock().expect("not poisoned").last_error =
+            Some((chrono::Utc::now().timestamp_millis(), error.to_string()));
+    }
+
+    /// Records read and not committed yet (data rows and dead letters alike).
+    pub fn pending_records(&self) -> u64 {
+        self.records_in
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.committed_records_in.load(Ordering::Relaxed))
+    }
+
+    /// The state (`starting`, `running`, `committing`, `throttled`, `waiting_for_source`,
+    /// `stopped`) and what the ingest waits for, in words.
+    pub fn state(&self) -> (&'static str, Option<String>) {
+        let now = chrono::Utc::now().timestamp_millis();
+        let (phase, source) = {
+            let s = self.status.lock().expect("not poisoned");
+            (s.phase, s.source.clone())
+        };
+        let pending = self.pending_records();
+        let effective = self.effective_commit_interval_ms.load(Ordering::Relaxed);
+        let configured = self.configured_commit_interval_ms.load(Ordering::Relaxed);
+        match phase {
+            Phase::Starting => (
+                "starting",
+                Some("the table, its committed positions and the source".into()),
+            ),
+            Phase::Stopped => ("stopped", None),
+            Phase::Running => {
+                let commit = self.commit_started_ms.load(Ordering::Relaxed);
+                if self.source_unreachable_since_ms.load(Ordering::Relaxed) != 0 {
+                    return (
+                        "waiting_for_source",
+                        Some(format!(
+                            "{source}: not answering for {:.0} s (the reader retries)",
+                            self.elapsed_since_source_reachable()
+                        )),
+                    );
+                }
+                if commit != 0 {
+                    return (
+                        "committing",
+                        Some(format!(
+                            "the commit of {pending} records: running for {:.1} s",
+                            (now - commit).max(0) as f64 / 1000.0
+                        )),
+                    );
+                }
+                if effective > configured && configured > 0 {
+                    let over = self
+                        .debt
+                        .lock()
+                        .expect("not poisoned")
+                        .as_ref()
+                        .map(|d| d.over.join("; "))
+                        .unwrap_or_default();
+                    return (
+                        "throttled",
+                        Some(format!(
+                            "compaction: the commit interval is stretched to {:.1} s ({over})",
+                            effective as f64 / 1000.0
+                        )),
+                    );
+                }
+                if pending > 0 {
+                    (
+                        "running",
+                        Some(format!(
+                            "the commit interval: {pending} records wait for the next commit"
+                        )),
+                    )
+                } else {
+                    ("running", Some(format!("records from {source}")))
+                }
+            }
+        }
+    }
+
+    /// `Ok` when ready: started, the source answers, and no commit failed since the last
+    /// that landed; otherwise the reason.
+    pub fn ready(&self) -> std::result::Result<(), String> {
+        let s = self.status.lock().expect("not poisoned");
+        match s.phase {
+            Phase::Starting => return Err("starting".into()),
+            Phase::Stopped => return Err("stopped".into()),
+            Phase::Running => {}
+        }
+        if self.source_unreachable_since_ms.load(Ordering::Relaxed) != 0 {
+            return Err(format!(
+                "the source {} is not answering for {:.0} s",
+                s.source,
+                self.elapsed_since_source_reachable()
+            ));
+        }
+        let last_commit = self.last_commit_epoch_ms.load(Ordering::Relaxed);
+        match &s.last_error {
+            Some((at, e))
+                if *at >= last_commit && self.failed_commits.load(Ordering::Relaxed) > 0 =>
+            {
+                Err(format!("the last commit failed: {e}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The `/api/status` document.
+    pub fn status_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let (state, waiting_for) = self.state();
+        let ready = self.ready();
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let ms = |v: i64| {
+            (v > 0).then(|| {
+                chrono::DateTime::from_timestamp_millis(v)
+                    .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            })
+        };
+        let s = self.status.lock().expect("not poisoned");
+        let lag = self.lag.lock().expect("not poisoned").clone();
+        let lag_committed = self.lag_committed.lock().expect("not poisoned").clone();
+        let mut streams: std::collections::BTreeMap<String, serde_json::Value> = s
+            .positions
+            .iter()
+            .map(|(k, p)| (k.clone(), json!({ "committed_position": p })))
+            .collect();
+        for l in &lag {
+            let e = streams.entry(l.stream.clone()).or_insert_with(|| json!({}));
+            e["lag_fetched"] = json!(l.lag);
+            e["source_end"] = json!(l.high_watermark);
+        }
+        for l in &lag_committed {
+            let e = streams.entry(l.stream.clone()).or_insert_with(|| json!({}));
+            e["lag"] = json!(l.lag);
+        }
+        let last_commit = self.last_commit_epoch_ms.load(Ordering::Relaxed);
+        json!({
+            "table": s.table,
+            "source": s.source,
+            "state": state,
+            "waiting_for": waiting_for,
+            "ready": ready.is_ok(),
+            "not_ready_because": ready.err(),
+            "started_at": ms(self.started_epoch_ms.load(Ordering::Relaxed)),
+            "last_commit": {
+                "at": ms(last_commit),
+                "snapshot_id": s.last_snapshot_id,
+                "duration_ms": get(&self.last_commit_duration_ms),
+                "seconds_ago": self.elapsed_since_commit(),
+            },
+            "last_error": s.last_error.as_ref().map(|(at, e)| json!({"at": ms(*at), "message": e})),
+            "records_in": get(&self.records_in),
+            "pending_records": self.pending_records(),
+            "bad_records": get(&self.bad_records),
+            "commits": {
+                "succeeded": get(&self.commits),
+                "failed": get(&self.failed_commits),
+                "retried": get(&self.retried_commits),
+                "conflicts": get(&self.commit_conflicts),
+            },
+            "streams": streams.into_iter().map(|(k, mut v)| { v["stream"] = json!(k); v }).collect::<Vec<_>>(),
+            "source_connected": self.source_unreachable_since_ms.load(Ordering::Relaxed) == 0,
+            "debt": self.debt.lock().expect("not poisoned").clone(),
+            "backpressure": {
+                "commit_interval_ms": get(&self.configured_commit_interval_ms),
+                "effective_commit_interval_ms": get(&self.effective_commit_interval_ms),
+                "throttled_seconds": get(&self.throttled_ms) / 1000,
+            },
+        })
     }
 
     /// Records the sizes of flushed data files.
@@ -158,6 +446,21 @@ impl Metrics {
             ),
             ("commits", "Successful commits.", get(&self.commits)),
             (
+                "failedCommits",
+                "Commits that failed (the ingest stops after one; a group's coordinator retries).",
+                get(&self.failed_commits),
+            ),
+            (
+                "retriedCommits",
+                "Commits that needed more than one attempt.",
+                get(&self.retried_commits),
+            ),
+            (
+                "commitConflicts",
+                "Commit attempts that met a concurrent commit and were retried.",
+                get(&self.commit_conflicts),
+            ),
+            (
                 "throttledSeconds",
                 "Seconds the commit interval was stretched beyond --commit-interval by backpressure.",
                 (self.throttled_ms.load(Ordering::Relaxed) / 1000) as f64,
@@ -185,6 +488,11 @@ impl Metrics {
                 "elapsedSecondsSinceLastSuccessfulCommit",
                 "Seconds since the last successful commit.",
                 self.elapsed_since_commit(),
+            ),
+            (
+                "pendingRecords",
+                "Records read and not committed yet.",
+                self.pending_records() as f64,
             ),
             (
                 "commitIntervalMs",
@@ -246,6 +554,21 @@ impl Metrics {
             self.size_sum.load(Ordering::Relaxed) as f64,
             cum,
         ));
+        let b = *self.commit_buckets.lock().expect("not poisoned");
+        let mut cum = 0;
+        let mut buckets = Vec::with_capacity(COMMIT_SECONDS.len());
+        for (i, upper) in COMMIT_SECONDS.iter().enumerate() {
+            cum += b[i];
+            buckets.push((*upper, cum));
+        }
+        cum += b[COMMIT_SECONDS.len()];
+        out.push(Family::histogram(
+            "commitDurationSeconds",
+            "Durations of successful commits (seconds).",
+            &buckets,
+            self.commit_ms_sum.load(Ordering::Relaxed) as f64 / 1000.0,
+            cum,
+        ));
         for (name, help, lag) in [
             (
                 "sourceLag",
@@ -272,14 +595,37 @@ impl Metrics {
     }
 }
 
-/// Serves `metrics` at `addr` through [`crate::base::server`] (any path answers with the
-/// exposition).
+/// Serves `metrics` at `addr` through [`crate::base::server`]: `/api/status` (JSON),
+/// `/healthz`, `/readyz`, and the exposition on any other path (`/metrics`).
 pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::JoinHandle<()>> {
-    let (_, task) = server::spawn("--metrics-addr", addr, move |_, _| {
-        let mut r = http::Response::new(metrics.render());
+    let (_, task) = server::spawn("--metrics-addr", addr, move |_, target| {
+        let path = target.split('?').next().unwrap_or("/");
+        let (status, body, content_type) = match path {
+            "/api/status" => (
+                http::StatusCode::OK,
+                serde_json::to_string_pretty(&metrics.status_json()).unwrap_or_default(),
+                "application/json",
+            ),
+            "/healthz" => (http::StatusCode::OK, "ok\n".to_string(), "text/plain"),
+            "/readyz" => match metrics.ready() {
+                Ok(()) => (http::StatusCode::OK, "ready\n".to_string(), "text/plain"),
+                Err(why) => (
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: {why}\n"),
+                    "text/plain",
+                ),
+            },
+            _ => (
+                http::StatusCode::OK,
+                metrics.render(),
+                prometheus::TEXT_FORMAT,
+            ),
+        };
+        let mut r = http::Response::new(body);
+        *r.status_mut() = status;
         r.headers_mut().insert(
             http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static(prometheus::TEXT_FORMAT),
+            http::HeaderValue::from_static(content_type),
         );
         r
     })
@@ -328,5 +674,66 @@ mod tests {
         assert!((4.0..10.0).contains(&since), "{since}");
         m.set_source_unreachable(None);
         assert!(m.render().contains("sourceConnected 1\n"));
+    }
+
+    #[test]
+    fn status_follows_commits_failures_and_the_source() {
+        let m = Metrics::new();
+        assert_eq!(m.state().0, "starting");
+        assert!(m.ready().is_err());
+        m.configured_commit_interval_ms
+            .store(1000, Ordering::Relaxed);
+        m.effective_commit_interval_ms
+            .store(1000, Ordering::Relaxed);
+        let positions = Positions::from([("kafka:t:0".to_string(), 5)]);
+        m.started("db.t", "kafka://k/t", &positions);
+        assert_eq!(m.ready(), Ok(()));
+        let (state, waiting) = m.state();
+        assert_eq!(state, "running");
+        assert!(waiting.unwrap().contains("kafka://k/t"));
+        m.records_in.fetch_add(40, Ordering::Relaxed);
+        assert_eq!(m.pending_records(), 40);
+        assert!(m.render().contains("pendingRecords 40\n"));
+        m.commit_started();
+        assert_eq!(m.state().0, "committing");
+        let after = Positions::from([("kafka:t:0".to_string(), 45)]);
+        m.commit_landed(3, 1_500, Some(77), &after);
+        assert_eq!(m.pending_records(), 0);
+        let text = m.render();
+        for line in [
+            "retriedCommits 1\n",
+            "commitConflicts 2\n",
+            "failedCommits 0\n",
+            "commitDurationSeconds_bucket{le=\"1\"} 0\n",
+            "commitDurationSeconds_bucket{le=\"2.5\"} 1\n",
+            "commitDurationSeconds_sum 1.5\n",
+            "commitDurationSeconds_count 1\n",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+        let j = m.status_json();
+        assert_eq!(j["last_commit"]["snapshot_id"], 77);
+        assert_eq!(j["streams"][0]["committed_position"], 45);
+        assert_eq!(j["commits"]["conflicts"], 2);
+        // Backpressure stretches the interval: throttled.
+        m.effective_commit_interval_ms
+            .store(4000, Ordering::Relaxed);
+        assert_eq!(m.state().0, "throttled");
+        // A failed commit: not ready, and the error is shown.
+        m.commit_failed("catalog: connection refused");
+        assert!(m.ready().unwrap_err().contains("connection refused"));
+        assert_eq!(
+            m.status_json()["last_error"]["message"],
+            "catalog: connection refused"
+        );
+        assert!(m.render().contains("failedCommits 1\n"));
+        // The source gone: waiting for it, not ready.
+        m.set_source_unreachable(Some(chrono::Utc::now().timestamp_millis() - 3_000));
+        let (state, waiting) = m.state();
+        assert_eq!(state, "waiting_for_source");
+        assert!(waiting.unwrap().contains("not answering"));
+        assert!(m.ready().unwrap_err().contains("not answering"));
+        m.stopped();
+        assert_eq!(m.state().0, "stopped");
     }
 }

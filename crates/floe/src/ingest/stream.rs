@@ -203,6 +203,11 @@ impl IngestBuilder {
         }
         self.source.start(&resumed).await?;
         let uri = self.source.uri();
+        self.metrics.configured_commit_interval_ms.store(
+            self.options.commit_interval.as_millis() as u64,
+            Ordering::Relaxed,
+        );
+        self.metrics.started(&name, &uri, &resumed);
         let mut committed = resumed.clone();
         let mut pending = resumed.clone();
         let mut shutdown = self
@@ -283,7 +288,14 @@ impl IngestBuilder {
                 if window || !writers.is_empty() {
                     let seq = summary.commits + 1;
                     let (w, p, c) = (&mut writers, &pending, &mut committed);
-                    let (report, table) = self.commit(w, p, c, &uri, &since, seq).await?;
+                    self.metrics.commit_started();
+                    let (report, table) = match self.commit(w, p, c, &uri, &since, seq).await {
+                        Ok(done) => done,
+                        Err(e) => {
+                            self.metrics.commit_failed(&e.to_string());
+                            return Err(e);
+                        }
+                    };
                     let after = After {
                         name: &name,
                         maintenance: maintenance.as_mut(),
@@ -306,7 +318,10 @@ impl IngestBuilder {
                         }
                         Ok(_) => {}
                         // Another coordinator, an unreachable store: the hand-offs wait.
-                        Err(e) => tracing::warn!(table = %name, "coordinating the group: {e}"),
+                        Err(e) => {
+                            tracing::warn!(table = %name, "coordinating the group: {e}");
+                            self.metrics.error(&format!("coordinating the group: {e}"));
+                        }
                     }
                 }
                 since = Window::default();
@@ -320,6 +335,7 @@ impl IngestBuilder {
                 break;
             }
         }
+        self.metrics.stopped();
         if let Some(sink) = &mut self.dead_letter {
             sink.sync().await?;
         }

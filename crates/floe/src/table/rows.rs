@@ -102,6 +102,52 @@ pub fn read_tasks(
         .boxed()
 }
 
+/// The live rows of each `(task, drop)` in file order, without the rows at positions `drop`:
+/// what a copy-on-write change writes for a file it changes some rows of. The deletes that
+/// already apply to the file (its position delete files or deletion vector, and its equality
+/// deletes) are applied too. With `lineage` (format v3) each batch carries `_row_id` and
+/// `_last_updated_sequence_number` after the projected columns, as
+/// [`read_tasks_with_lineage`] gives them, so the kept rows keep their identity.
+pub fn read_tasks_without(
+    table: &Table,
+    tasks: Vec<(FileScanTask, Vec<i64>)>,
+    dvs: &DeletionVectors,
+    lineage: Option<Arc<HashMap<String, FileLineage>>>,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let table = table.clone();
+    let dvs = dvs.clone();
+    futures::stream::iter(tasks)
+        .map(move |(task, drop)| {
+            let (table, dvs) = (table.clone(), dvs.clone());
+            let of_file = lineage
+                .as_ref()
+                .map(|l| l.get(&task.data_file_path).copied());
+            futures::stream::once(async move {
+                let mut deleted = deleted_positions(&table, &task, &dvs).await?;
+                deleted.union(&DeletionVector::from_positions(
+                    drop.iter().map(|&p| p as u64),
+                ));
+                let of_file = match of_file {
+                    None => None,
+                    Some(Some(l)) => Some(l),
+                    Some(None) => {
+                        return Err(Error::Metadata {
+                            location: task.data_file_path.clone(),
+                            reason: "no manifest entry for this data file (row lineage unknown)"
+                                .into(),
+                            source: None,
+                        })
+                    }
+                };
+                in_order(&table, task, deleted, of_file).await
+            })
+            .try_flatten()
+            .boxed()
+        })
+        .flatten()
+        .boxed()
+}
+
 /// [`read_tasks`] keeping row lineage (format v3, spec "Row Lineage"): every task is read in
 /// file order by floe's pass (its vector, or its position delete files, applied by position),
 /// and each batch carries `_row_id` and `_last_updated_sequence_number` after the projected

@@ -71,3 +71,32 @@ pub async fn rewriter(
     let rows = rows.map(move |b| conform::to_schema(b?, &schema)).boxed();
     Ok((writer, rows))
 }
+
+/// [`rewriter`] for a copy-on-write change: the rows of each `(task, drop)` without those at
+/// positions `drop` ([`crate::table::rows::read_tasks_without`]).
+pub async fn rewriter_without(
+    table: &Table,
+    options: &WriteOptions,
+    tasks: Vec<(FileScanTask, Vec<i64>)>,
+    dvs: &DeletionVectors,
+    lineage: Option<&Arc<HashMap<String, FileLineage>>>,
+) -> Result<(TableWriter, BoxStream<'static, Result<RecordBatch>>)> {
+    let tasks: Vec<(FileScanTask, Vec<i64>)> = tasks
+        .into_iter()
+        .map(|(mut t, drop)| {
+            t.predicate = None;
+            (t, drop)
+        })
+        .collect();
+    let writer = match lineage {
+        None => TableWriter::new(table, options).await?,
+        Some(_) => {
+            let schema = lineage::with_lineage_fields(table.metadata().current_schema())?;
+            TableWriter::in_schema(table, options, Arc::new(schema)).await?
+        }
+    };
+    let rows = crate::table::rows::read_tasks_without(table, tasks, dvs, lineage.cloned());
+    let schema = writer.arrow_schema().clone();
+    let rows = rows.map(move |b| conform::to_schema(b?, &schema)).boxed();
+    Ok((writer, rows))
+}

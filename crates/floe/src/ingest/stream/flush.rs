@@ -77,7 +77,9 @@ impl IngestBuilder {
                     report.debt = Some(d);
                 }
                 Err(e) => {
-                    tracing::warn!(table = %a.name, "measuring the compaction debt: {e}")
+                    tracing::warn!(table = %a.name, "measuring the compaction debt: {e}");
+                    self.metrics
+                        .error(&format!("measuring the compaction debt: {e}"));
                 }
             }
             self.metrics
@@ -273,6 +275,14 @@ impl IngestBuilder {
             m.committed_data_files_record_count
                 .fetch_add(records, Ordering::Relaxed);
             m.commits.fetch_add(1, Ordering::Relaxed);
+            m.commit_landed(
+                attempts,
+                commit_ms,
+                table.metadata().current_snapshot_id(),
+                committed,
+            );
+        } else {
+            m.handed_off();
         }
         let report = CommitReport {
             commit: seq,

@@ -30,56 +30,12 @@ use crate::catalog::{ident_string, Catalog};
 use crate::commit::producer::prepare_with;
 use crate::commit::{Committer, Produced, SnapshotUpdate};
 use crate::operations::change::locate::{candidates, locate, Matched, OnFile, Searched};
+pub use crate::operations::change::mode::DeleteMode;
 use crate::operations::change::predicate::RowFilter;
 use crate::operations::change::{commit_row_delta_noting, RowDelta};
 use crate::operations::compact::filter::format_now;
 use crate::operations::{snapshot_of, Ctx, Operation, Planned};
 use crate::write::WriteOptions;
-
-/// How rows leave the table (`write.delete.mode`, `write.update.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeleteMode {
-    /// Position delete files; data files untouched.
-    MergeOnRead,
-    /// Affected data files rewritten without the rows.
-    CopyOnWrite,
-}
-
-impl DeleteMode {
-    /// Parses `merge-on-read` / `copy-on-write`, naming `option` otherwise.
-    pub fn parse(option: &str, value: &str) -> Result<Self> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "merge-on-read" => Ok(Self::MergeOnRead),
-            "copy-on-write" => Ok(Self::CopyOnWrite),
-            _ => Err(Error::invalid_option(
-                option,
-                value,
-                "expected merge-on-read or copy-on-write",
-            )),
-        }
-    }
-
-    /// The mode table property `key` sets (merge-on-read when unset).
-    pub fn of_table(table: &Table, key: &str) -> Result<Self> {
-        match table.metadata().properties().get(key) {
-            None => Ok(Self::MergeOnRead),
-            Some(v) => Self::parse(key, v).map_err(|_| Error::InvalidTableProperty {
-                table: Some(ident_string(table.identifier())),
-                key: key.to_string(),
-                value: v.clone(),
-                expected: "merge-on-read or copy-on-write".into(),
-            }),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::MergeOnRead => "merge-on-read",
-            Self::CopyOnWrite => "copy-on-write",
-        }
-    }
-}
 
 /// What a delete did (or, dry run, would do).
 #[derive(Debug, Clone, Serialize)]

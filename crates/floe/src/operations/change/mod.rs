@@ -1,5 +1,5 @@
 //! Row-level changes: `floe delete --where` and upserts by primary key (`floe append --mode
-//! upsert`).
+//! upsert`, `floe ingest --mode upsert|cdc`).
 //!
 //! ```text
 //!  --where / keys ──> locate: candidate files (pruned by partition + metrics), read the
@@ -7,7 +7,9 @@
 //!        │
 //!        v            merge-on-read (default): one position delete file per partition,
 //!  row delta  ──────> a file whose every live row goes is removed instead
-//!        │            copy-on-write (`write.delete.mode`): affected files rewritten without them
+//!        │            copy-on-write (`write.delete.mode` for deletes, `write.merge.mode` /
+//!        │            `write.update.mode` for upserts and CDC, see `mode`): affected files
+//!        │            rewritten without the rows, in the same commit as the new rows
 //!        v
 //!  commit_with: every attempt locates again on the table it commits on (a concurrent commit
 //!  that added, rewrote or deleted rows is seen), so the delete and the data land together or
@@ -25,6 +27,7 @@ pub mod convert;
 pub mod delete;
 pub mod keys;
 pub mod locate;
+pub mod mode;
 pub mod predicate;
 
 use std::collections::HashMap;
@@ -37,7 +40,7 @@ use iceberg::spec::{DataFile, Struct};
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::catalog::Catalog;
 use crate::commit::producer::prepare_with;
 use crate::commit::{Committer, Ledger, Produced, SnapshotUpdate};
@@ -46,14 +49,16 @@ use crate::write::staged::Staged;
 use crate::write::WriteOptions;
 use locate::{Matched, Searched};
 
-/// The deletes of one attempt: data files that leave the table (every live row selected) and
-/// position delete files for the rest.
+/// The deletes of one attempt: data files that leave the table (every live row selected, or
+/// rewritten by copy-on-write) and position delete files for the rest.
 #[derive(Debug, Clone, Default)]
 pub struct Deletes {
     pub removed_data_files: Vec<String>,
     /// Format v3: deletion vectors replaced by merged ones, as (Puffin file, data file).
     pub removed_vectors: Vec<(String, String)>,
     pub delete_files: Vec<DataFile>,
+    /// Copy-on-write: the files the changed data files were rewritten into (their kept rows).
+    pub rewritten: Vec<DataFile>,
     /// The partition spec of each delete file (that of the data files it names), by
     /// [`crate::commit::placement_key`].
     pub specs: HashMap<String, i32>,
@@ -69,7 +74,9 @@ impl Deletes {
     }
 
     fn written(&self) -> Vec<String> {
-        crate::write::deletes::distinct_paths(&self.delete_files)
+        let mut paths = crate::write::deletes::distinct_paths(&self.delete_files);
+        paths.extend(self.rewritten.iter().map(|f| f.file_path().to_string()));
+        paths
     }
 }
 
@@ -109,6 +116,48 @@ pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes
             }
         }
     }
+    Ok(out)
+}
+
+/// Copy-on-write: every file of `matched` leaves the table, and those that keep some rows are
+/// rewritten without the selected ones (their other deletes applied; on format v3 the kept rows
+/// keep their row ids). On failure deletes what it wrote.
+pub async fn rewrite_matched(table: &Table, matched: &[Matched]) -> Result<Deletes> {
+    use futures::TryStreamExt;
+    let mut out = Deletes::default();
+    let mut partial = Vec::new();
+    for m in matched {
+        out.rows += m.positions.len() as u64;
+        out.removed_data_files.push(m.path.clone());
+        if !m.all_live_rows() {
+            partial.push((m.task.clone(), m.positions.clone()));
+        }
+    }
+    if partial.is_empty() {
+        return Ok(out);
+    }
+    let (dvs, lineage) = crate::write::rewrite::lineage_of(table).await?;
+    let (mut writer, mut rows) = crate::write::rewrite::rewriter_without(
+        table,
+        &WriteOptions::default(),
+        partial,
+        &dvs,
+        lineage.as_ref(),
+    )
+    .await?;
+    let step = async {
+        while let Some(batch) = rows.try_next().await? {
+            if batch.num_rows() > 0 {
+                writer.write(batch).await?;
+            }
+        }
+        Ok::<_, Error>(())
+    };
+    if let Err(e) = step.await {
+        writer.abort().await;
+        return Err(e);
+    }
+    out.rewritten = writer.close().await?;
     Ok(out)
 }
 
@@ -176,12 +225,19 @@ where
     F: Fn(Table) -> Fut,
     Fut: Future<Output = Result<(Vec<Matched>, Searched)>>,
 {
-    commit_row_delta_noting(catalog, ident, base, data, first, HashMap::new(), find).await
+    let planned_on = base.metadata().current_snapshot_id();
+    let data = Staged::new(data, base.metadata().current_schema_id());
+    let committer = Committer::new(catalog, ident).on(base);
+    let (summary, note) = (HashMap::new(), HashMap::new());
+    row_delta(
+        committer, planned_on, data, first, summary, note, None, find,
+    )
+    .await
 }
 
-/// [`commit_row_delta`] with `note` properties on the snapshot it commits (what the change
-/// depended on, as `floe.delete.now`); unlike an ingest's summary, a note alone commits
-/// nothing.
+/// A merge-on-read row delta (`floe delete`, which takes copy-on-write on its own path) with
+/// `note` properties on the snapshot it commits (what the change depended on, as
+/// `floe.delete.now`); unlike an ingest's summary, a note alone commits nothing.
 pub async fn commit_row_delta_noting<F, Fut>(
     catalog: &Catalog,
     ident: &TableIdent,
@@ -199,13 +255,16 @@ where
     // `data` was written on `base`, in its schema.
     let data = Staged::new(data, base.metadata().current_schema_id());
     let committer = Committer::new(catalog, ident).on(base);
+    let merge_on_read = Some(mode::DeleteMode::MergeOnRead);
+    let summary = HashMap::new();
     row_delta(
         committer,
         planned_on,
         data,
         first,
-        HashMap::new(),
+        summary,
         note,
+        merge_on_read,
         find,
     )
     .await
@@ -215,7 +274,9 @@ where
 /// `summary` properties on the snapshot (an ingest's writer id and source positions: with
 /// them, a snapshot is committed even when nothing else changes); `planned_on` is the
 /// snapshot `first` was located on. An attempt on a table whose schema changed since `data`
-/// was written commits its rows re-encoded in the new schema ([`Staged::on`]).
+/// was written commits its rows re-encoded in the new schema ([`Staged::on`]). Upserts and
+/// CDC: each attempt writes in the mode the table it commits on asks for
+/// ([`mode::upsert_mode`]).
 pub async fn commit_row_delta_with<F, Fut>(
     committer: Committer<'_>,
     planned_on: Option<i64>,
@@ -235,11 +296,15 @@ where
         first,
         summary,
         HashMap::new(),
+        None,
         find,
     )
     .await
 }
 
+/// The row delta of every entry point: `fixed_mode`, or `None` for the upsert mode of the
+/// table each attempt commits on.
+#[allow(clippy::too_many_arguments)]
 async fn row_delta<F, Fut>(
     committer: Committer<'_>,
     planned_on: Option<i64>,
@@ -247,6 +312,7 @@ async fn row_delta<F, Fut>(
     first: Option<(Vec<Matched>, Searched)>,
     summary: HashMap<String, String>,
     note: HashMap<String, String>,
+    fixed_mode: Option<mode::DeleteMode>,
     find: F,
 ) -> Result<RowDelta>
 where
@@ -284,7 +350,19 @@ where
                 if converted {
                     attempt.stage(written.paths());
                 }
-                let deletes = match write_deletes(&t, &matched).await {
+                let cow = match fixed_mode.map_or_else(|| mode::upsert_mode(&t), Ok) {
+                    Ok(m) => m == mode::DeleteMode::CopyOnWrite,
+                    Err(e) => {
+                        attempt.discard().await;
+                        return Err(e);
+                    }
+                };
+                let written_deletes = if cow {
+                    rewrite_matched(&t, &matched).await
+                } else {
+                    write_deletes(&t, &matched).await
+                };
+                let deletes = match written_deletes {
                     Ok(d) => d,
                     Err(e) => {
                         attempt.discard().await;
@@ -292,14 +370,17 @@ where
                     }
                 };
                 let data = written;
+                // The new rows and, copy-on-write, the changed files' kept rows.
+                let mut added = data.files.clone();
+                added.extend(deletes.rewritten.iter().cloned());
                 // Summary properties (a stream's positions) are committed even alone; a
                 // concurrent commit may have deleted the rows first: nothing to commit.
-                if deletes.is_empty() && data.files.is_empty() && summary.is_empty() {
+                if deletes.is_empty() && added.is_empty() && summary.is_empty() {
                     return Ok(Produced::nothing(None));
                 }
                 let update = if deletes.is_empty() {
-                    SnapshotUpdate::append(data.files.clone())
-                } else if data.files.is_empty() {
+                    SnapshotUpdate::append(added)
+                } else if added.is_empty() {
                     SnapshotUpdate::delete(
                         &t,
                         deletes.removed_data_files.clone(),
@@ -310,7 +391,7 @@ where
                         &t,
                         deletes.removed_data_files.clone(),
                         deletes.delete_files.clone(),
-                        data.files.clone(),
+                        added,
                     )
                 };
                 let update = update
