@@ -1,6 +1,7 @@
-//! How a compaction orders the rows of a file group before writing them (Iceberg's `sort`
-//! strategy of `rewrite_data_files`): the group's rows are sorted as a whole and written in
-//! that order, so consecutive output files hold consecutive ranges.
+//! How a compaction orders the rows of a job before writing them (Iceberg's `sort` strategy of
+//! `rewrite_data_files`): a sorted job is up to `sort-job-size-bytes` of a file group's input,
+//! its rows are sorted as a whole and written in that order, so its output files hold
+//! consecutive, disjoint ranges.
 //!
 //! - `--sort-by col [asc|desc] [nulls first|last], ...`: a linear sort. Without `--sort-by`,
 //!   the table's default sort order is used when it has one (identity fields only).
@@ -15,11 +16,11 @@
 //!   almost nothing to the order. Here each column's value is first replaced by its rank
 //!   among the group's distinct values (compared whole, strings included), scaled to the same
 //!   number of bits for every column: every column weighs the same, whatever its type, range
-//!   or skew. Ranks are computed per file group, which is the unit that is sorted.
+//!   or skew. Ranks are computed per job, which is the unit that is sorted.
 //!   Types: integers, dates, timestamps, strings and decimals; others are refused by name.
 //!
-//! Memory: a file group is sorted in memory (its rows, plus 24 bytes per row for a Z-order),
-//! so peak memory is about `max-concurrent-file-group-rewrites` x group size when sorting.
+//! Memory: a job is sorted in memory (its rows, plus about 24 bytes per row for a Z-order), so
+//! peak memory is about `max-concurrent-file-group-rewrites` x 3-5 x `sort-job-size-bytes`.
 
 use arrow::array::{Array, ArrayRef, UInt32Array};
 use arrow::compute::{
@@ -260,15 +261,16 @@ pub fn sort_batches(
 }
 
 /// The row order of a Z-order over `columns` (all of one length): each column's values become
-/// their dense rank (nulls lowest) scaled to `bits` = min(64, 128 / columns) bits, and a row's
-/// key interleaves those bits, most significant first, column by column. Ties keep their
-/// input order.
+/// their rank (nulls lowest) scaled to `bits` bits, and a row's key interleaves those bits,
+/// most significant first, column by column. `bits` is what tells `n` rows apart, at most
+/// 128 / columns (so a key is one `u128`). Equal keys keep their input order.
 pub fn zorder_indices(columns: &[ArrayRef]) -> Result<UInt32Array> {
     let n = columns.first().map_or(0, |c| c.len());
     if columns.is_empty() || n == 0 {
         return Ok(UInt32Array::from(Vec::<u32>::new()));
     }
-    let bits = (128 / columns.len()).clamp(1, 64) as u32;
+    let resolution = usize::BITS - n.leading_zeros();
+    let bits = (128 / columns.len() as u32).min(64).min(resolution).max(1);
     let scaled: Vec<Vec<u64>> = columns
         .iter()
         .map(|c| scaled_ranks(c, bits))
@@ -290,10 +292,30 @@ pub fn zorder_indices(columns: &[ArrayRef]) -> Result<UInt32Array> {
     ))
 }
 
-/// Each value's dense rank among the column's distinct values (nulls first, then ascending, as
-/// the row format orders them), scaled to `[0, 2^bits)` so that every column spans the same
-/// range whatever its number of distinct values.
+/// Each value's rank (nulls first, then ascending) scaled to `[0, 2^bits)`, so that every
+/// column spans the same range whatever its type, range or number of distinct values: arrow's
+/// rank kernel (equal values share the highest of their ranks, so a value's scaled rank is the
+/// share of rows at or below it), or for the types it lacks the dense rank among distinct
+/// values through the row format.
 fn scaled_ranks(column: &ArrayRef, bits: u32) -> Result<Vec<u64>> {
+    use arrow::compute::kernels::rank::rank;
+    let n = column.len() as u128;
+    let ranked = match column.data_type() {
+        DataType::Utf8View => rank(&arrow::compute::cast(column, &DataType::Utf8)?, None),
+        _ => rank(column.as_ref(), None),
+    };
+    if let Ok(ranks) = ranked {
+        return Ok(ranks
+            .into_iter()
+            .map(|r| ((u128::from(r.saturating_sub(1)) << bits) / n) as u64)
+            .collect());
+    }
+    dense_scaled_ranks(column, bits)
+}
+
+/// [`scaled_ranks`] through the row format: each value's dense rank among the distinct values
+/// (nulls first, then ascending), scaled by their number.
+fn dense_scaled_ranks(column: &ArrayRef, bits: u32) -> Result<Vec<u64>> {
     let converter = RowConverter::new(vec![SortField::new(column.data_type().clone())])?;
     let rows = converter.convert_columns(std::slice::from_ref(column))?;
     let n = column.len();
