@@ -51,6 +51,33 @@ pub(crate) async fn batch(
     RecordBatch::try_new(schema, cols).unwrap()
 }
 
+/// `n` changes of round `round` over `ids` ids x 3 regions, duplicates inside the batch
+/// included (the last one of a key wins); `v` is `round * 1000 + i`.
+fn random_changes(rng: &mut Lcg, round: i64, n: i64, ids: u64) -> Vec<(i64, String, i64)> {
+    (0..n)
+        .map(|i| {
+            let id = rng.next(ids) as i64;
+            let region = REGIONS[rng.next(3) as usize].to_string();
+            (id, region, round * 1000 + i)
+        })
+        .collect()
+}
+
+/// Upserts `rows` into `ident` by its primary key.
+async fn upsert(
+    fx: &Fixture,
+    ident: &TableIdent,
+    rows: &[(i64, String, i64)],
+) -> floe::operations::append::AppendMetrics {
+    let b = batch(fx, ident, rows).await;
+    floe::operations::append::AppendBuilder::from_batches(&fx.catalog, ident.clone(), vec![b])
+        .with_mode(floe::operations::append::AppendMode::Upsert)
+        .with_key(None)
+        .execute()
+        .await
+        .unwrap()
+}
+
 /// A deterministic pseudo-random sequence (no test depends on a seed it cannot print).
 pub(crate) struct Lcg(pub(crate) u64);
 
@@ -155,24 +182,8 @@ async fn upserts_and_deletes_match_a_reference_model_in_every_reader() {
         for round in 0..8i64 {
             // 150 changes over 200 ids x 3 regions, duplicates inside the batch included:
             // the last one of a key wins.
-            let rows: Vec<(i64, String, i64)> = (0..150)
-                .map(|i| {
-                    let id = rng.next(200) as i64;
-                    let region = REGIONS[rng.next(3) as usize].to_string();
-                    (id, region, round * 1000 + i)
-                })
-                .collect();
-            let b = batch(&fx, &ident, &rows).await;
-            let m = floe::operations::append::AppendBuilder::from_batches(
-                &fx.catalog,
-                ident.clone(),
-                vec![b],
-            )
-            .with_mode(floe::operations::append::AppendMode::Upsert)
-            .with_key(None)
-            .execute()
-            .await
-            .unwrap();
+            let rows = random_changes(&mut rng, round, 150, 200);
+            let m = upsert(&fx, &ident, &rows).await;
             let before = model.len();
             let mut replaced = 0u64;
             let mut batch_keys = std::collections::BTreeSet::new();
@@ -1163,24 +1174,8 @@ async fn copy_on_write_upserts_match_the_reference_model_and_write_no_delete_fil
         let mut model = Model::new();
         let mut rng = Lcg(if partitioned { 5 } else { 9 });
         for round in 0..6i64 {
-            let rows: Vec<(i64, String, i64)> = (0..120)
-                .map(|i| {
-                    let id = rng.next(150) as i64;
-                    let region = REGIONS[rng.next(3) as usize].to_string();
-                    (id, region, round * 1000 + i)
-                })
-                .collect();
-            let b = batch(&fx, &ident, &rows).await;
-            let m = floe::operations::append::AppendBuilder::from_batches(
-                &fx.catalog,
-                ident.clone(),
-                vec![b],
-            )
-            .with_mode(floe::operations::append::AppendMode::Upsert)
-            .with_key(None)
-            .execute()
-            .await
-            .unwrap();
+            let rows = random_changes(&mut rng, round, 120, 150);
+            let m = upsert(&fx, &ident, &rows).await;
             let before = model.len();
             let keys: std::collections::BTreeSet<_> =
                 rows.iter().map(|(id, r, _)| (*id, r.clone())).collect();
