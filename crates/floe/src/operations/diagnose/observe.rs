@@ -67,6 +67,9 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
         action: holds.then(|| format!("floe compact {t}  # then raise the writer's commit interval so each commit writes bigger files")),
     });
 
+    // 1b. The writer is the cause: its commits make small files (with the numbers to fix it).
+    out.extend(writer_side(i));
+
     // 2. Uncompacted files piling up in a few partitions.
     let mut backlog: Vec<&PartitionHealth> = i
         .partitions
@@ -292,3 +295,153 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
 
 #[cfg(test)]
 mod tests;
+
+/// What the writer's recent commits look like: the data-writing commits (appends, upserts) of
+/// the recent history, their median interval and the median size of the files they add.
+struct WriterPace {
+    commits: usize,
+    interval_ms: i64,
+    file_bytes: u64,
+    files_per_commit: f64,
+}
+
+/// Seconds as people write them: one decimal under 10 s.
+fn secs_text(s: f64) -> String {
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// A `--commit-interval` value: milliseconds under 10 s, whole seconds above.
+fn interval_flag(s: f64) -> String {
+    if s < 10.0 {
+        format!("{}ms", (s * 1000.0).ceil().max(1.0))
+    } else {
+        format!("{}s", s.ceil())
+    }
+}
+
+fn median<T: Copy + Ord>(mut v: Vec<T>) -> Option<T> {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
+}
+
+fn writer_pace(commits: &[&super::model::CommitPoint]) -> Option<WriterPace> {
+    let intervals: Vec<i64> = commits
+        .windows(2)
+        .map(|w| (w[1].timestamp_ms - w[0].timestamp_ms).max(0))
+        .collect();
+    let sizes: Vec<u64> = commits
+        .iter()
+        .map(|c| c.added_bytes / c.added_data_files.max(1))
+        .collect();
+    let files: u64 = commits.iter().map(|c| c.added_data_files).sum();
+    Some(WriterPace {
+        commits: commits.len(),
+        interval_ms: median(intervals)?,
+        file_bytes: median(sizes)?,
+        files_per_commit: files as f64 / commits.len().max(1) as f64,
+    })
+}
+
+/// The write-side observations: the writer's commits make files under `min-file-size-bytes`
+/// (with the commit interval that would make them big enough), and small files regrowing after
+/// the last compaction (the writer, not a missed compaction, is the cause).
+fn writer_side(i: &Inputs<'_>) -> Vec<Observation> {
+    let t = i.table;
+    let min = i.thresholds.min_file_size_bytes.max(1);
+    let target = i.thresholds.target_file_size_bytes.max(1);
+    let min_input = i.thresholds.min_input_files.max(1) as usize;
+    let writing = |c: &&super::model::CommitPoint| {
+        c.added_data_files > 0 && matches!(c.operation.as_str(), "append" | "overwrite")
+    };
+    let commits: Vec<&super::model::CommitPoint> =
+        i.history.recent.iter().filter(writing).collect();
+    let pace = writer_pace(&commits).filter(|p| p.commits > min_input && p.interval_ms > 0);
+    let mut out = Vec::new();
+
+    // The interval that makes files of at least `min` (and of about the target): a file grows
+    // with the data a commit gathers, so linearly with the interval.
+    let holds = pace.as_ref().is_some_and(|p| p.file_bytes < min);
+    let (evidence, action) = match &pace {
+        Some(p) => {
+            let secs = p.interval_ms as f64 / 1000.0;
+            let scale = |goal: u64| secs * goal as f64 / p.file_bytes.max(1) as f64;
+            (
+                format!(
+                    "{} recent writing commits, one every {} (median), each adding {:.1} files of {} (median file); files reach {} (min-file-size-bytes) at a commit interval of {} and {} (the target) at {}",
+                    p.commits,
+                    secs_text(secs),
+                    p.files_per_commit,
+                    bytes(p.file_bytes),
+                    bytes(min),
+                    secs_text(scale(min).ceil()),
+                    bytes(target),
+                    secs_text(scale(target).ceil()),
+                ),
+                holds.then(|| {
+                    format!(
+                        "keep commits every {} and compact behind the writer (floe ingest --maintain, or floe maintain with floe.maintain.enabled on {t}), or raise the writer's commit interval to {} for files of at least {} (--commit-interval {}; Flink: execution.checkpointing.interval)",
+                        secs_text(secs),
+                        secs_text(scale(min).ceil()),
+                        bytes(min),
+                        interval_flag(scale(min).ceil()),
+                    )
+                }),
+            )
+        }
+        None => (
+            format!(
+                "{} recent writing commits: too few to measure the writer's pace",
+                commits.len()
+            ),
+            None,
+        ),
+    };
+    out.push(Observation {
+        id: "writer-makes-small-files",
+        observation: "The writer's commits make small files",
+        holds,
+        evidence,
+        investigate: "The writer's commit interval (or checkpoint interval) against its input rate: the file size a commit can reach is the bytes that arrive between two commits, per partition it writes",
+        action,
+    });
+
+    // Small files regrowing after the last compaction: the compaction worked, the writer keeps
+    // making them.
+    let last_replace = i
+        .history
+        .recent
+        .iter()
+        .rposition(|c| c.operation == "replace");
+    let since: Vec<&super::model::CommitPoint> = match last_replace {
+        Some(r) => i.history.recent[r + 1..].iter().filter(writing).collect(),
+        None => vec![],
+    };
+    let small_since: u64 = since
+        .iter()
+        .filter(|c| c.added_bytes / c.added_data_files.max(1) < min)
+        .map(|c| c.added_data_files)
+        .sum();
+    let holds = last_replace.is_some() && small_since >= min_input as u64;
+    out.push(Observation {
+        id: "small-files-regrow-after-compaction",
+        observation: "Small files regrow after a compaction",
+        holds,
+        evidence: match last_replace {
+            Some(r) => format!(
+                "since the last compaction (snapshot {}), {} writing commits added {} files under {}",
+                i.history.recent[r].snapshot_id,
+                since.len(),
+                small_since,
+                bytes(min),
+            ),
+            None => "no compaction among the recent commits".to_string(),
+        },
+        investigate: "Compaction keeps up but the writer is the cause: fix the commit interval (see writer-makes-small-files) rather than compacting more often",
+        action: holds.then(|| format!("floe diagnose {t}  # see writer-makes-small-files for the interval; meanwhile floe compact {t}")),
+    });
+    out
+}

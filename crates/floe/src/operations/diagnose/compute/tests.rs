@@ -406,7 +406,7 @@ fn report_sizes_old_files_from_the_listing_when_metadata_does_not() {
     assert_eq!(r.totals.data_files, 1);
     assert_eq!(r.partitions[0].files_under_min, 1);
     // One row per observation, whether or not it holds.
-    assert_eq!(r.observations.len(), 9);
+    assert_eq!(r.observations.len(), 11);
     let unref = r
         .observations
         .iter()

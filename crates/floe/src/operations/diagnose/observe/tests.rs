@@ -130,7 +130,7 @@ fn find<'a>(obs: &'a [Observation], id: &str) -> &'a Observation {
 #[test]
 fn a_healthy_table_has_no_observation() {
     let obs = Table::healthy().observe();
-    assert_eq!(obs.len(), 9, "every row is reported");
+    assert_eq!(obs.len(), 11, "every row is reported");
     assert!(holding(&obs).is_empty(), "{:?}", holding(&obs));
     assert!(obs.iter().all(|o| o.action.is_none()));
     // The evidence is there even when nothing holds.
@@ -376,4 +376,75 @@ fn bytes_are_human_readable() {
 fn pct_of_nothing_is_zero() {
     assert_eq!(pct(1, 0), 0.0);
     assert_eq!(pct(1, 4), 25.0);
+}
+
+fn commit(
+    id: i64,
+    at_s: i64,
+    op: &str,
+    files: u64,
+    bytes_each: u64,
+) -> super::super::model::CommitPoint {
+    super::super::model::CommitPoint {
+        snapshot_id: id,
+        timestamp_ms: at_s * 1000,
+        operation: op.to_string(),
+        added_data_files: files,
+        added_bytes: files * bytes_each,
+    }
+}
+
+#[test]
+fn a_writer_committing_small_files_gets_the_interval_that_fixes_them() {
+    let mut t = Table::healthy();
+    // Every 5 s, 2 files of 1 MiB: 16 MiB files need 80 s, 128 MiB files 640 s.
+    t.history.recent = (0..20)
+        .map(|k| commit(k, k * 5, "append", 2, MIB))
+        .collect();
+    let obs = t.observe();
+    let o = find(&obs, "writer-makes-small-files");
+    assert!(o.holds, "{o:?}");
+    assert!(o.evidence.contains("one every 5.0 s"), "{}", o.evidence);
+    assert!(
+        o.evidence.contains("at a commit interval of 80 s"),
+        "{}",
+        o.evidence
+    );
+    assert!(o.evidence.contains("at 640 s"), "{}", o.evidence);
+    let action = o.action.as_deref().unwrap();
+    assert!(action.contains("--commit-interval 80s"), "{action}");
+    assert!(action.contains("--maintain"), "{action}");
+    // No compaction among them: nothing regrows.
+    assert!(!find(&obs, "small-files-regrow-after-compaction").holds);
+}
+
+#[test]
+fn small_files_after_the_last_compaction_name_the_writer() {
+    let mut t = Table::healthy();
+    let mut recent: Vec<_> = (0..8).map(|k| commit(k, k * 5, "append", 1, MIB)).collect();
+    recent.push(commit(100, 41, "replace", 1, 8 * MIB));
+    recent.extend((0..6).map(|k| commit(200 + k, 45 + k * 5, "append", 1, MIB)));
+    t.history.recent = recent;
+    let obs = t.observe();
+    let o = find(&obs, "small-files-regrow-after-compaction");
+    assert!(o.holds, "{o:?}");
+    assert!(o.evidence.contains("snapshot 100"), "{}", o.evidence);
+    assert!(
+        o.evidence.contains("6 writing commits added 6 files"),
+        "{}",
+        o.evidence
+    );
+}
+
+#[test]
+fn big_files_or_too_few_commits_are_no_writer_observation() {
+    let mut t = Table::healthy();
+    t.history.recent = (0..20)
+        .map(|k| commit(k, k * 60, "append", 1, 64 * MIB))
+        .collect();
+    assert!(!find(&t.observe(), "writer-makes-small-files").holds);
+    t.history.recent = (0..3).map(|k| commit(k, k * 5, "append", 1, MIB)).collect();
+    let obs = t.observe();
+    let o = find(&obs, "writer-makes-small-files");
+    assert!(!o.holds && o.evidence.contains("too few"), "{o:?}");
 }
