@@ -10,22 +10,17 @@ the rows it reads that match (`scan(row_filter).to_arrow()`). Filters use PyIceb
 expression syntax ("x < 32", "y >= 'user_00100'"). Exits 1 with a one-line message on stderr
 if the table cannot be read.
 """
-import argparse
 import json
 
-from read_table import open_catalog, run_cli
+from read_table import load_table, run_cli, table_parser
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--catalog-uri", required=True)
-    p.add_argument("--catalog-name", default="floe")
-    p.add_argument("--warehouse", required=True)
-    p.add_argument("--table", required=True, help="NS.T")
+    p = table_parser(__doc__)
     p.add_argument("--filter", action="append", default=[])
     args = p.parse_args()
 
-    table = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse).load_table(args.table)
+    table = load_table(args)
     out = {"files": sum(1 for _ in table.scan().plan_files()), "selected": {}, "rows": {}}
     for f in args.filter:
         scan = table.scan(row_filter=f)

@@ -10,10 +10,9 @@ and the snapshot `snapshot_as_of_timestamp(MS)` finds (null when there is none).
 checksum is read_table.py's order-independent content hash. Exits 1 with a one-line
 message on stderr if the table cannot be read.
 """
-import argparse
 import json
 
-from read_table import open_catalog, run_cli, summarize
+from read_table import load_table, run_cli, summarize, table_parser
 
 
 def read_at(table, snapshot_id, sum_column):
@@ -29,18 +28,14 @@ def read_at(table, snapshot_id, sum_column):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--catalog-uri", required=True)
-    p.add_argument("--catalog-name", default="floe")
-    p.add_argument("--warehouse", required=True)
-    p.add_argument("--table", required=True, help="NS.T")
+    p = table_parser(__doc__)
     p.add_argument("--snapshot", action="append", type=int, default=[])
     p.add_argument("--ref", action="append", default=[])
     p.add_argument("--timestamp-ms", action="append", type=int, default=[])
     p.add_argument("--sum-column", default="id")
     args = p.parse_args()
 
-    table = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse).load_table(args.table)
+    table = load_table(args)
     out = {"snapshot": {}, "ref": {}, "timestamp": {}}
     for sid in args.snapshot:
         out["snapshot"][str(sid)] = read_at(table, sid, args.sum_column)

@@ -10,23 +10,18 @@ Loads NS.T, and prints one JSON object:
 (`snapshot_by_name`) and the rows and the sum of --sum-column it reads at that snapshot.
 Exits 1 with a one-line message on stderr if the table cannot be read.
 """
-import argparse
 import json
 
-from read_table import open_catalog, run_cli
+from read_table import load_table, run_cli, table_parser
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--catalog-uri", required=True)
-    p.add_argument("--catalog-name", default="floe")
-    p.add_argument("--warehouse", required=True)
-    p.add_argument("--table", required=True, help="NS.T")
+    p = table_parser(__doc__)
     p.add_argument("--read", action="append", default=[], help="a ref to read (repeatable)")
     p.add_argument("--sum-column", default="id")
     args = p.parse_args()
 
-    table = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse).load_table(args.table)
+    table = load_table(args)
     refs = {}
     for name, r in table.refs().items():
         refs[name] = {

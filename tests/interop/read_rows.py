@@ -5,10 +5,9 @@ Prints one JSON object {"pyiceberg": [[...], ...], "duckdb": [[...], ...]}: the 
 form of read_table.py (so the two readers and floe can be compared row by row). Used by the
 upsert and delete tests to compare a table with a reference model.
 """
-import argparse
 import json
 
-from read_table import canon, duckdb_connect, local_path, open_catalog, run_cli
+from read_table import canon, duckdb_connect, load_table, local_path, run_cli, table_parser
 
 
 def rows_of(tbl, columns):
@@ -17,16 +16,12 @@ def rows_of(tbl, columns):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--catalog-uri", required=True)
-    p.add_argument("--catalog-name", default="floe")
-    p.add_argument("--warehouse", required=True)
-    p.add_argument("--table", required=True, help="NS.T")
+    p = table_parser(__doc__)
     p.add_argument("--columns", required=True, help="comma-separated")
     args = p.parse_args()
     columns = [c.strip() for c in args.columns.split(",")]
 
-    table = open_catalog(args.catalog_uri, args.catalog_name, args.warehouse).load_table(args.table)
+    table = load_table(args)
     out = {"pyiceberg": rows_of(table.scan().to_arrow(), columns)}
     if table.current_snapshot() is None:
         out["duckdb"] = []

@@ -47,6 +47,22 @@ def open_catalog(uri: str, name: str, warehouse: str):
     return SqlCatalog(name, uri=sqlalchemy_uri(uri), warehouse=warehouse)
 
 
+def table_parser(doc: str) -> argparse.ArgumentParser:
+    """An argument parser (described by the first line of `doc`) with the options every reader
+    script takes to find its table: --catalog-uri, --catalog-name, --warehouse, --table."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--catalog-uri", required=True)
+    p.add_argument("--catalog-name", default="floe")
+    p.add_argument("--warehouse", required=True)
+    p.add_argument("--table", required=True, help="NS.T")
+    return p
+
+
+def load_table(args):
+    """The table that the options of `table_parser` name."""
+    return open_catalog(args.catalog_uri, args.catalog_name, args.warehouse).load_table(args.table)
+
+
 def local_path(location: str) -> str:
     parsed = urlparse(location)
     return unquote(parsed.path) if parsed.scheme == "file" else location

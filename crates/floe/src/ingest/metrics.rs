@@ -27,19 +27,62 @@ use crate::ingest::hook::MetricsFn;
 use crate::ingest::source::{Positions, StreamLag};
 
 /// Upper bounds of the data file size histogram (bytes).
-const SIZE_BUCKETS: [u64; 8] = [
-    1 << 20,
-    8 << 20,
-    32 << 20,
-    64 << 20,
-    128 << 20,
-    256 << 20,
-    512 << 20,
-    1 << 30,
+const SIZE_BUCKETS: [f64; 8] = [
+    (1u64 << 20) as f64,
+    (8u64 << 20) as f64,
+    (32u64 << 20) as f64,
+    (64u64 << 20) as f64,
+    (128u64 << 20) as f64,
+    (256u64 << 20) as f64,
+    (512u64 << 20) as f64,
+    (1u64 << 30) as f64,
 ];
 
 /// Upper bounds of the commit duration histogram (seconds).
 const COMMIT_SECONDS: [f64; 11] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// A histogram's counts per bucket (the last one above every bound) and the sum of what it
+/// observed, in a raw integer unit (bytes, milliseconds) that is `scale` times the exposed one,
+/// so sums stay exact. The bounds are the caller's constant.
+#[derive(Debug, Default)]
+struct Histogram(Mutex<(Vec<u64>, u64)>);
+
+impl Histogram {
+    fn observe(&self, bounds: &[f64], scale: f64, raw: u64) {
+        let v = raw as f64 / scale;
+        let i = bounds.iter().position(|u| v <= *u).unwrap_or(bounds.len());
+        let mut h = self.0.lock().expect("not poisoned");
+        h.0.resize(bounds.len() + 1, 0);
+        h.0[i] += 1;
+        h.1 += raw;
+    }
+
+    /// The exposition family: cumulative counts per bound, the sum and the count.
+    fn family(&self, bounds: &[f64], scale: f64, name: &str, help: &str) -> Family {
+        let (counts, sum) = self.0.lock().expect("not poisoned").clone();
+        let count = |i: usize| counts.get(i).copied().unwrap_or(0);
+        let mut cum = 0;
+        let mut buckets = Vec::with_capacity(bounds.len());
+        for (i, upper) in bounds.iter().enumerate() {
+            cum += count(i);
+            buckets.push((*upper, cum));
+        }
+        cum += count(bounds.len());
+        Family::histogram(name, help, &buckets, sum as f64 / scale, cum)
+    }
+}
+
+/// What one landed commit did, for [`Metrics::commit_landed`].
+#[derive(Debug)]
+pub struct Landed<'a> {
+    pub attempts: u32,
+    pub duration_ms: u64,
+    pub snapshot_id: Option<i64>,
+    /// The positions the table now holds.
+    pub positions: &'a Positions,
+    pub data_files: u64,
+    pub records: u64,
+}
 
 /// Where the ingest loop is.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -88,8 +131,7 @@ pub struct Metrics {
     pub throttled_ms: AtomicU64,
     debt: Mutex<Option<Debt>>,
     maintenance: Mutex<Option<MetricsFn>>,
-    size_buckets: Mutex<[u64; SIZE_BUCKETS.len() + 1]>,
-    size_sum: AtomicU64,
+    file_sizes: Histogram,
     lag: Mutex<Vec<StreamLag>>,
     lag_committed: Mutex<Vec<StreamLag>>,
     /// Epoch ms the source last answered while it does not (0: it answers).
@@ -102,8 +144,7 @@ pub struct Metrics {
     pub commit_conflicts: AtomicU64,
     /// `records_in` when the last commit landed: the records since are pending.
     committed_records_in: AtomicU64,
-    commit_buckets: Mutex<[u64; COMMIT_SECONDS.len() + 1]>,
-    commit_ms_sum: AtomicU64,
+    commit_durations: Histogram,
     /// Epoch ms the commit in progress started (0: none).
     commit_started_ms: AtomicI64,
     /// `--commit-interval` as given (the interval in effect may be stretched).
@@ -140,30 +181,27 @@ impl Metrics {
             .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
     }
 
-    /// A commit landed after `attempts` attempts in `duration_ms`: `snapshot_id`, with the
-    /// table now holding `positions`. A group worker's hand-off is not a commit.
-    pub fn commit_landed(
-        &self,
-        attempts: u32,
-        duration_ms: u64,
-        snapshot_id: Option<i64>,
-        positions: &Positions,
-    ) {
-        self.commit_started_ms.store(0, Ordering::Relaxed);
-        self.committed_records_in
-            .store(self.records_in.load(Ordering::Relaxed), Ordering::Relaxed);
-        if attempts > 1 {
+    /// A commit of `c.data_files` files holding `c.records` records landed. A group worker's
+    /// hand-off is not a commit ([`Metrics::handed_off`]).
+    pub fn commit_landed(&self, c: &Landed<'_>) {
+        self.handed_off();
+        self.last_commit_duration_ms
+            .store(c.duration_ms, Ordering::Relaxed);
+        self.last_commit_epoch_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+        self.committed_data_files_count
+            .fetch_add(c.data_files, Ordering::Relaxed);
+        self.committed_data_files_record_count
+            .fetch_add(c.records, Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        if c.attempts > 1 {
             self.retried_commits.fetch_add(1, Ordering::Relaxed);
             self.commit_conflicts
-                .fetch_add(u64::from(attempts - 1), Ordering::Relaxed);
+                .fetch_add(u64::from(c.attempts - 1), Ordering::Relaxed);
         }
-        let secs = duration_ms as f64 / 1000.0;
-        let i = COMMIT_SECONDS
-            .iter()
-            .position(|u| secs <= *u)
-            .unwrap_or(COMMIT_SECONDS.len());
-        self.commit_buckets.lock().expect("not poisoned")[i] += 1;
-        self.commit_ms_sum.fetch_add(duration_ms, Ordering::Relaxed);
+        self.commit_durations
+            .observe(&COMMIT_SECONDS, 1000.0, c.duration_ms);
+        let (snapshot_id, positions) = (c.snapshot_id, c.positions);
         let mut s = self.status.lock().expect("not poisoned");
         if snapshot_id.is_some() {
             s.last_snapshot_id = snapshot_id;
@@ -171,7 +209,8 @@ impl Metrics {
         s.positions = positions.clone();
     }
 
-    /// A group worker handed its files off to the coordinator: nothing of it is pending here.
+    /// The read records are out of this process's hands: committed, or (a group worker) handed
+    /// off to the coordinator. Nothing of them is pending here.
     pub fn handed_off(&self) {
         self.commit_started_ms.store(0, Ordering::Relaxed);
         self.committed_records_in
@@ -359,14 +398,8 @@ impl Metrics {
 
     /// Records the sizes of flushed data files.
     pub fn observe_files(&self, sizes: impl IntoIterator<Item = u64>) {
-        let mut b = self.size_buckets.lock().expect("not poisoned");
         for s in sizes {
-            let i = SIZE_BUCKETS
-                .iter()
-                .position(|u| s <= *u)
-                .unwrap_or(SIZE_BUCKETS.len());
-            b[i] += 1;
-            self.size_sum.fetch_add(s, Ordering::Relaxed);
+            self.file_sizes.observe(&SIZE_BUCKETS, 1.0, s);
             self.flushed_data_files.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -539,35 +572,17 @@ impl Metrics {
         for (name, help, v) in gauges {
             out.push(Family::gauge(name, help).with_value(v));
         }
-        let b = *self.size_buckets.lock().expect("not poisoned");
-        let mut cum = 0;
-        let mut buckets = Vec::with_capacity(SIZE_BUCKETS.len());
-        for (i, upper) in SIZE_BUCKETS.iter().enumerate() {
-            cum += b[i];
-            buckets.push((*upper as f64, cum));
-        }
-        cum += b[SIZE_BUCKETS.len()];
-        out.push(Family::histogram(
+        out.push(self.file_sizes.family(
+            &SIZE_BUCKETS,
+            1.0,
             "dataFilesSizeHistogram",
             "Sizes of flushed data files.",
-            &buckets,
-            self.size_sum.load(Ordering::Relaxed) as f64,
-            cum,
         ));
-        let b = *self.commit_buckets.lock().expect("not poisoned");
-        let mut cum = 0;
-        let mut buckets = Vec::with_capacity(COMMIT_SECONDS.len());
-        for (i, upper) in COMMIT_SECONDS.iter().enumerate() {
-            cum += b[i];
-            buckets.push((*upper, cum));
-        }
-        cum += b[COMMIT_SECONDS.len()];
-        out.push(Family::histogram(
+        out.push(self.commit_durations.family(
+            &COMMIT_SECONDS,
+            1000.0,
             "commitDurationSeconds",
             "Durations of successful commits (seconds).",
-            &buckets,
-            self.commit_ms_sum.load(Ordering::Relaxed) as f64 / 1000.0,
-            cum,
         ));
         for (name, help, lag) in [
             (
@@ -697,7 +712,14 @@ mod tests {
         m.commit_started();
         assert_eq!(m.state().0, "committing");
         let after = Positions::from([("kafka:t:0".to_string(), 45)]);
-        m.commit_landed(3, 1_500, Some(77), &after);
+        m.commit_landed(&Landed {
+            attempts: 3,
+            duration_ms: 1_500,
+            snapshot_id: Some(77),
+            positions: &after,
+            data_files: 2,
+            records: 40,
+        });
         assert_eq!(m.pending_records(), 0);
         let text = m.render();
         for line in [

@@ -160,28 +160,8 @@ pub fn read_tasks_with_lineage(
     dvs: &DeletionVectors,
     lineage: Arc<HashMap<String, FileLineage>>,
 ) -> BoxStream<'static, Result<RecordBatch>> {
-    let table = table.clone();
-    let dvs = dvs.clone();
-    futures::stream::iter(tasks)
-        .map(move |task| {
-            let (table, dvs) = (table.clone(), dvs.clone());
-            let of_file = lineage.get(&task.data_file_path).copied();
-            futures::stream::once(async move {
-                let deleted = deleted_positions(&table, &task, &dvs).await?;
-                let Some(of_file) = of_file else {
-                    return Err(Error::Metadata {
-                        location: task.data_file_path.clone(),
-                        reason: "no manifest entry for this data file (row lineage unknown)".into(),
-                        source: None,
-                    });
-                };
-                in_order(&table, task, deleted, Some(of_file)).await
-            })
-            .try_flatten()
-            .boxed()
-        })
-        .flatten()
-        .boxed()
+    let tasks = tasks.into_iter().map(|t| (t, Vec::new())).collect();
+    read_tasks_without(table, tasks, dvs, Some(lineage))
 }
 
 /// The positions of `task`'s data file its deletion vector deletes, or (no vector) its

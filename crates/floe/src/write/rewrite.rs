@@ -47,29 +47,15 @@ pub async fn rewriter(
     dvs: &DeletionVectors,
     lineage: Option<&Arc<HashMap<String, FileLineage>>>,
 ) -> Result<(TableWriter, BoxStream<'static, Result<RecordBatch>>)> {
-    let tasks: Vec<FileScanTask> = tasks
-        .into_iter()
-        .map(|mut t| {
-            t.predicate = None;
-            t
-        })
-        .collect();
-    let (writer, rows) = match lineage {
-        None => (
-            TableWriter::new(table, options).await?,
-            crate::table::rows::read_tasks(table, tasks, dvs),
-        ),
+    let tasks: Vec<FileScanTask> = tasks.into_iter().map(unfiltered).collect();
+    let writer = writer_for(table, options, lineage.is_some()).await?;
+    let rows = match lineage {
+        None => crate::table::rows::read_tasks(table, tasks, dvs),
         Some(lineage) => {
-            let schema = lineage::with_lineage_fields(table.metadata().current_schema())?;
-            (
-                TableWriter::in_schema(table, options, Arc::new(schema)).await?,
-                crate::table::rows::read_tasks_with_lineage(table, tasks, dvs, lineage.clone()),
-            )
+            crate::table::rows::read_tasks_with_lineage(table, tasks, dvs, lineage.clone())
         }
     };
-    let schema = writer.arrow_schema().clone();
-    let rows = rows.map(move |b| conform::to_schema(b?, &schema)).boxed();
-    Ok((writer, rows))
+    Ok(conformed(writer, rows))
 }
 
 /// [`rewriter`] for a copy-on-write change: the rows of each `(task, drop)` without those at
@@ -81,22 +67,41 @@ pub async fn rewriter_without(
     dvs: &DeletionVectors,
     lineage: Option<&Arc<HashMap<String, FileLineage>>>,
 ) -> Result<(TableWriter, BoxStream<'static, Result<RecordBatch>>)> {
-    let tasks: Vec<(FileScanTask, Vec<i64>)> = tasks
+    let tasks = tasks
         .into_iter()
-        .map(|(mut t, drop)| {
-            t.predicate = None;
-            (t, drop)
-        })
+        .map(|(t, drop)| (unfiltered(t), drop))
         .collect();
-    let writer = match lineage {
-        None => TableWriter::new(table, options).await?,
-        Some(_) => {
-            let schema = lineage::with_lineage_fields(table.metadata().current_schema())?;
-            TableWriter::in_schema(table, options, Arc::new(schema)).await?
-        }
-    };
+    let writer = writer_for(table, options, lineage.is_some()).await?;
     let rows = crate::table::rows::read_tasks_without(table, tasks, dvs, lineage.cloned());
+    Ok(conformed(writer, rows))
+}
+
+/// A rewrite reads every live row of a file: no scan predicate.
+fn unfiltered(mut task: FileScanTask) -> FileScanTask {
+    task.predicate = None;
+    task
+}
+
+/// The writer of rewritten rows: the table schema, plus the two lineage fields `with_lineage`.
+async fn writer_for(
+    table: &Table,
+    options: &WriteOptions,
+    with_lineage: bool,
+) -> Result<TableWriter> {
+    if with_lineage {
+        let schema = lineage::with_lineage_fields(table.metadata().current_schema())?;
+        TableWriter::in_schema(table, options, Arc::new(schema)).await
+    } else {
+        TableWriter::new(table, options).await
+    }
+}
+
+/// The writer with `rows` conformed to its schema.
+fn conformed(
+    writer: TableWriter,
+    rows: BoxStream<'static, Result<RecordBatch>>,
+) -> (TableWriter, BoxStream<'static, Result<RecordBatch>>) {
     let schema = writer.arrow_schema().clone();
     let rows = rows.map(move |b| conform::to_schema(b?, &schema)).boxed();
-    Ok((writer, rows))
+    (writer, rows)
 }

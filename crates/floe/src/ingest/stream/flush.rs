@@ -19,6 +19,7 @@ use crate::commit::{Committer, SnapshotUpdate};
 use crate::ingest::buffer::{write_parts, RowsToWrite};
 use crate::ingest::debt::DebtLimits;
 use crate::ingest::hook::AfterCommit;
+use crate::ingest::metrics::Landed;
 use crate::ingest::report::{CommitReport, IngestMetrics};
 use crate::ingest::source::{committed_lag, Positions};
 use crate::ingest::trigger::{Trigger, Window};
@@ -266,21 +267,14 @@ impl IngestBuilder {
         // A hand-off is not a commit: its rows are not readable until the coordinator's.
         if handoff.is_none() {
             self.source.committed(committed);
-            m.last_commit_duration_ms
-                .store(commit_ms, Ordering::Relaxed);
-            m.last_commit_epoch_ms
-                .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
-            m.committed_data_files_count
-                .fetch_add(data_files, Ordering::Relaxed);
-            m.committed_data_files_record_count
-                .fetch_add(records, Ordering::Relaxed);
-            m.commits.fetch_add(1, Ordering::Relaxed);
-            m.commit_landed(
+            m.commit_landed(&Landed {
                 attempts,
-                commit_ms,
-                table.metadata().current_snapshot_id(),
-                committed,
-            );
+                duration_ms: commit_ms,
+                snapshot_id: table.metadata().current_snapshot_id(),
+                positions: committed,
+                data_files,
+                records,
+            });
         } else {
             m.handed_off();
         }

@@ -27,7 +27,6 @@ use arrow::compute::{
     concat_batches, lexsort_to_indices, take_record_batch, SortColumn, SortOptions,
 };
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
 use arrow_schema::{DataType, SchemaRef};
 use iceberg::spec::{NullOrder, SortDirection, Transform};
 use iceberg::table::Table;
@@ -293,47 +292,21 @@ pub fn zorder_indices(columns: &[ArrayRef]) -> Result<UInt32Array> {
 }
 
 /// Each value's rank (nulls first, then ascending) scaled to `[0, 2^bits)`, so that every
-/// column spans the same range whatever its type, range or number of distinct values: arrow's
-/// rank kernel (equal values share the highest of their ranks, so a value's scaled rank is the
-/// share of rows at or below it), or for the types it lacks the dense rank among distinct
-/// values through the row format.
+/// column spans the same range whatever its type, range or number of distinct values. Arrow's
+/// rank kernel gives equal values the highest of their ranks, so a value's scaled rank is the
+/// share of rows at or below it. It ranks every type [`zorderable`] admits (string views
+/// through a cast).
 fn scaled_ranks(column: &ArrayRef, bits: u32) -> Result<Vec<u64>> {
     use arrow::compute::kernels::rank::rank;
     let n = column.len() as u128;
-    let ranked = match column.data_type() {
-        DataType::Utf8View => rank(&arrow::compute::cast(column, &DataType::Utf8)?, None),
-        _ => rank(column.as_ref(), None),
+    let ranks = match column.data_type() {
+        DataType::Utf8View => rank(&arrow::compute::cast(column, &DataType::Utf8)?, None)?,
+        _ => rank(column.as_ref(), None)?,
     };
-    if let Ok(ranks) = ranked {
-        return Ok(ranks
-            .into_iter()
-            .map(|r| ((u128::from(r.saturating_sub(1)) << bits) / n) as u64)
-            .collect());
-    }
-    dense_scaled_ranks(column, bits)
-}
-
-/// [`scaled_ranks`] through the row format: each value's dense rank among the distinct values
-/// (nulls first, then ascending), scaled by their number.
-fn dense_scaled_ranks(column: &ArrayRef, bits: u32) -> Result<Vec<u64>> {
-    let converter = RowConverter::new(vec![SortField::new(column.data_type().clone())])?;
-    let rows = converter.convert_columns(std::slice::from_ref(column))?;
-    let n = column.len();
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.sort_unstable_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
-    let mut rank = vec![0u64; n];
-    let mut distinct = 0u64;
-    for w in 0..n {
-        if w > 0 && rows.row(order[w] as usize) != rows.row(order[w - 1] as usize) {
-            distinct += 1;
-        }
-        rank[order[w] as usize] = distinct;
-    }
-    let distinct = u128::from(distinct + 1);
-    for r in &mut rank {
-        *r = ((u128::from(*r) << bits) / distinct) as u64;
-    }
-    Ok(rank)
+    Ok(ranks
+        .into_iter()
+        .map(|r| ((u128::from(r.saturating_sub(1)) << bits) / n) as u64)
+        .collect())
 }
 
 #[cfg(test)]

@@ -291,6 +291,11 @@ impl SchemaProvider for NamespaceSchema {
         let meta: Option<String> = meta.map(str::to_string);
         let full_name = format!("{}.{}", self.namespace, base);
         let ident = crate::catalog::parse_table_ident(&full_name).map_err(external)?;
+        let kind = meta
+            .as_deref()
+            .map(MetadataTable::parse)
+            .transpose()
+            .map_err(external)?;
         let table = self.catalog.load_table(&ident).await.map_err(|e| {
             // A table that cannot be loaded is named, whatever the error says (a metadata
             // read error names the file only).
@@ -308,8 +313,7 @@ impl SchemaProvider for NamespaceSchema {
                     Some(m) => format!("{full_name}${m}"),
                     None => full_name.clone(),
                 };
-                if let Some(m) = &meta {
-                    let kind = MetadataTable::parse(m).map_err(external)?;
+                if let Some(kind) = kind {
                     if !kind.reads_manifests() {
                         return Err(external(Error::sql(format!(
                             "{shown} {at}: ${} lists the whole history, it has no state as of a \
@@ -322,12 +326,11 @@ impl SchemaProvider for NamespaceSchema {
                 time_travel::view_at(&table, &shown, at).map_err(external)?
             }
         };
-        match meta {
+        match kind {
             None => Ok(Some(Arc::new(
                 scan::IcebergScanTable::try_new(table).map_err(external)?,
             ))),
-            Some(m) => {
-                let kind = MetadataTable::parse(&m).map_err(external)?;
+            Some(kind) => {
                 let batch = InspectBuilder::new(&self.catalog, ident, kind)
                     .with_table(table)
                     .query()
