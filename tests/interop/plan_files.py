@@ -2,15 +2,18 @@
 
 Loads NS.T (SqlCatalog) and prints one JSON object:
 
-  {"files": N, "selected": {FILTER: n}, "rows": {FILTER: m}}
+  {"files": N, "row_groups": G, "selected": {FILTER: n}, "rows": {FILTER: m}}
 
-`files` is the number of live data files, `selected[FILTER]` the number PyIceberg's
+`files` is the number of live data files, `row_groups` their row groups (read from each file's
+Parquet footer by pyarrow), `selected[FILTER]` the number PyIceberg's
 `plan_files()` keeps for that filter (manifest and column-bound pruning), and `rows[FILTER]`
 the rows it reads that match (`scan(row_filter).to_arrow()`). Filters use PyIceberg's
 expression syntax ("x < 32", "y >= 'user_00100'"). Exits 1 with a one-line message on stderr
 if the table cannot be read.
 """
 import json
+
+import pyarrow.parquet as pq
 
 from read_table import load_table, run_cli, table_parser
 
@@ -21,7 +24,12 @@ def main() -> None:
     args = p.parse_args()
 
     table = load_table(args)
-    out = {"files": sum(1 for _ in table.scan().plan_files()), "selected": {}, "rows": {}}
+    tasks = list(table.scan().plan_files())
+    row_groups = 0
+    for task in tasks:
+        with table.io.new_input(task.file.file_path).open() as f:
+            row_groups += pq.ParquetFile(f).num_row_groups
+    out = {"files": len(tasks), "row_groups": row_groups, "selected": {}, "rows": {}}
     for f in args.filter:
         scan = table.scan(row_filter=f)
         out["selected"][f] = sum(1 for _ in scan.plan_files())

@@ -426,3 +426,15 @@ pub fn outcome(report: &impl serde::Serialize) -> serde_json::Value {
     strip(&mut v, true);
     v
 }
+
+/// `tests/interop/plan_files.py`: the data files PyIceberg's planning keeps per filter, and
+/// the matching rows it reads (and the row groups of the files it plans).
+pub fn plan_files(fx: &Fixture, table: &str, filters: &[&str]) -> serde_json::Value {
+    let wh = fx.warehouse().display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let mut args = vec!["--catalog-uri", &uri, "--warehouse", &wh, "--table", table];
+    for f in filters {
+        args.extend(["--filter", f]);
+    }
+    run_python("tests/interop/plan_files.py", &args)
+}

@@ -4,7 +4,7 @@
 use floe::operations::compact::{CompactBuilder, CompactMetrics};
 use floe::operations::Operation;
 
-use crate::common::{count_where, read_with_python as read, sum_ids, Fixture};
+use crate::common::{count_where, plan_files, read_with_python as read, sum_ids, Fixture};
 
 async fn compact(
     fx: &Fixture,
@@ -765,18 +765,6 @@ async fn many_candidates_are_planned_in_batches_of_partitions() {
     assert_eq!(again.plan_batches, 3, "one partition per batch");
     assert_eq!(again.live_files_after, 3);
     assert_eq!(fx.count_and_sum(&ident).await, (400, sum_ids(0, 400)));
-}
-
-/// `tests/interop/plan_files.py`: the data files PyIceberg's planning keeps per filter, and
-/// the matching rows it reads.
-fn plan_files(fx: &Fixture, table: &str, filters: &[&str]) -> serde_json::Value {
-    let wh = fx.warehouse().display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
-    let mut args = vec!["--catalog-uri", &uri, "--warehouse", &wh, "--table", table];
-    for f in filters {
-        args.extend(["--filter", f]);
-    }
-    crate::common::run_python("tests/interop/plan_files.py", &args)
 }
 
 /// Z-order compaction (`--sort-by 'zorder(x, y)'`) on a 256 x 256 grid of (x bigint, y string

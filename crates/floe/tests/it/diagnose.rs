@@ -291,3 +291,173 @@ async fn compare_refuses_a_huge_or_endless_saved_report_and_out_of_range_counts(
     assert_eq!(d.change, Some(1 - i64::MAX));
     assert!(d.change_pct.unwrap() < 0.0, "{d:?}");
 }
+
+/// Sum of the sizes of the files under `dir` that are not metadata.json files (those each
+/// commit adds): data files, manifests, manifest lists.
+fn content_bytes(dir: &std::path::Path) -> (u64, u64) {
+    crate::common::files_under(dir)
+        .iter()
+        .filter(|p| !p.to_string_lossy().ends_with(".metadata.json"))
+        .fold((0, 0), |(n, b), p| {
+            (n + 1, b + std::fs::metadata(p).unwrap().len())
+        })
+}
+
+#[tokio::test]
+async fn diagnose_names_the_writer_side_who_keeps_history_and_what_a_scan_requests() {
+    use floe::operations::diagnose::Report;
+    use floe::operations::expire::ExpireBuilder;
+    use floe::operations::refs::{CreateRefBuilder, DropRefBuilder};
+
+    let fx = Fixture::new().await;
+    let ident = fx.table("h.stream", None).await;
+    let name = "h.stream";
+    let diagnose = || async {
+        DiagnoseBuilder::new(&fx.catalog, ident.clone())
+            .query()
+            .await
+            .unwrap()
+    };
+    // Expires everything the table's refs and `--retain-last 1` allow.
+    let expire_all = || async {
+        ExpireBuilder::new(&fx.catalog, ident.clone())
+            .with_older_than_age(std::time::Duration::ZERO)
+            .with_retain_last(1)
+            .execute()
+            .await
+            .unwrap()
+    };
+    let find = |r: &Report, id: &str| {
+        r.observations
+            .iter()
+            .find(|o| o.id == id)
+            .unwrap_or_else(|| panic!("{id}"))
+            .clone()
+    };
+    // A streaming writer: small commits about 150 ms apart.
+    for k in 0..8 {
+        fx.append(&ident, k * 2000, k * 2000 + 2000).await;
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    }
+    let tagged = fx
+        .load(&ident)
+        .await
+        .metadata()
+        .current_snapshot_id()
+        .unwrap();
+    CreateRefBuilder::new(&fx.catalog, ident.clone())
+        .with_tag("v1")
+        .execute()
+        .await
+        .unwrap();
+    // Compaction into row groups of 16 KiB, then the writer goes on making small files.
+    fx.set_property(&ident, "write.parquet.row-group-size-bytes", "16384")
+        .await;
+    rewrite_all(&fx.catalog, &ident).await;
+    fx.set_property(&ident, "write.parquet.row-group-size-bytes", "134217728")
+        .await;
+    for k in 8..14 {
+        fx.append(&ident, k * 2000, k * 2000 + 2000).await;
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    }
+
+    let r = diagnose().await;
+    let w = r.history.writer.clone().expect("writing commits");
+    assert_eq!(w.writing_commits, 14);
+    let interval = w.commit_interval_ms.unwrap();
+    assert!((150..5_000).contains(&interval), "{w:?}");
+    // Every commit's metadata.json is on local storage, with sub-millisecond times.
+    assert!(w.commit_durations_measured >= 13, "{w:?}");
+    assert!(w.commit_duration_ms.unwrap() < 5_000, "{w:?}");
+    assert!(w.freshness_ms.unwrap() < 60_000, "{w:?}");
+    let o = find(&r, "writer-makes-small-files");
+    assert!(o.holds, "{o:?}");
+    assert!(o.action.unwrap().contains("--commit-interval"));
+    let o = find(&r, "small-files-regrow-after-compaction");
+    assert!(o.holds, "{o:?}");
+    assert!(
+        o.evidence.contains("6 writing commits added 6 files"),
+        "{}",
+        o.evidence
+    );
+
+    // The scan estimate counts the row groups pyarrow reads in the footers of the files
+    // PyIceberg plans (the compacted file has many, each small file one).
+    let planned = crate::common::plan_files(&fx, name, &[]);
+    let q = &r.scan_requests;
+    assert_eq!(planned["files"].as_u64(), Some(r.totals.data_files));
+    assert_eq!(Some(q.row_groups), planned["row_groups"].as_u64(), "{q:?}");
+    assert!(
+        q.row_groups > r.totals.data_files,
+        "16 KiB row groups: {q:?}"
+    );
+    assert_eq!(q.columns, 4);
+    assert_eq!(q.metadata, 2 + r.history.manifests);
+    assert_eq!(q.min, q.metadata + r.totals.data_files + q.row_groups);
+    assert_eq!(
+        q.max,
+        q.metadata + 2 * r.totals.data_files + 4 * q.row_groups
+    );
+    assert_eq!(q.compacted_files, 1);
+    assert!(q.compacted_min < q.min && q.compacted_max < q.max, "{q:?}");
+
+    // Before expiry, the tag and the retention window keep the pre-compaction files.
+    let by = |r: &Report, who: &str| {
+        r.history
+            .retained_by
+            .iter()
+            .find(|k| k.retainer == who)
+            .cloned()
+    };
+    let tag = by(&r, "tag:v1").expect("the tag");
+    assert_eq!(tag.snapshots, 1);
+    assert!(tag.held_files >= 8, "its 8 small files: {tag:?}");
+    assert!(by(&r, "retention-window").is_some());
+    assert!(find(&r, "history-retains-old-files")
+        .evidence
+        .contains("kept by: "));
+
+    // Expire everything the retention allows: the tag keeps its files, the window is gone.
+    expire_all().await;
+    let r = diagnose().await;
+    assert!(
+        by(&r, "retention-window").is_none(),
+        "{:?}",
+        r.history.retained_by
+    );
+    let tag = by(&r, "tag:v1").expect("the tag");
+    assert_eq!(
+        tag.exclusive_files, tag.held_files,
+        "nothing else keeps them"
+    );
+    assert!(tag.exclusive_bytes > 0);
+
+    // What the tag alone keeps is exactly what expiry deletes once the tag is dropped.
+    let location = fx.load(&ident).await.metadata().location().to_string();
+    let dir = std::path::PathBuf::from(location.trim_start_matches("file://"));
+    let (files_before, bytes_before) = content_bytes(&dir);
+    DropRefBuilder::new(&fx.catalog, ident.clone())
+        .with_tag("v1")
+        .execute()
+        .await
+        .unwrap();
+    expire_all().await;
+    let (files_after, bytes_after) = content_bytes(&dir);
+    assert_eq!(
+        (files_before - files_after, bytes_before - bytes_after),
+        (tag.exclusive_files, tag.exclusive_bytes),
+        "snapshot {tagged}"
+    );
+    assert!(diagnose().await.history.retained_by.is_empty());
+
+    // The writer side is saved and compared.
+    let saved = SavedReport::new(&r).unwrap();
+    assert_eq!(saved.measures.writer.as_ref(), r.history.writer.as_ref());
+    let c = compare(&saved, &diagnose().await, false).unwrap();
+    let d = |m: &str| c.deltas.iter().find(|d| d.metric == m).expect(m).clone();
+    assert!(d("writer: freshness (newest data's age)").after.is_some());
+    assert_eq!(
+        d("full scan requests (fewest)").before,
+        Some(r.scan_requests.min)
+    );
+}

@@ -19,7 +19,7 @@ use iceberg::TableIdent;
 
 use super::facts::median;
 pub use super::model::Probe;
-use super::model::Report;
+use super::model::{Report, WriterSide};
 use crate::base::error::{Error, Result};
 use crate::catalog::{ident_string, Catalog};
 
@@ -89,6 +89,16 @@ pub struct Measures {
     /// selects) and under the target size.
     pub small_files: u64,
     pub files_under_target: u64,
+    /// The estimated object-store requests of a full scan (fewest, most); absent in reports
+    /// saved before floe estimated them.
+    #[serde(default)]
+    pub scan_requests_min: Option<u64>,
+    #[serde(default)]
+    pub scan_requests_max: Option<u64>,
+    /// The writer's side: commit interval, commit duration, freshness; absent in reports
+    /// saved before floe measured it, or when no recent commit wrote data.
+    #[serde(default)]
+    pub writer: Option<WriterSide>,
     pub probe: Option<Probe>,
 }
 
@@ -118,7 +128,20 @@ impl Measures {
             ("storage_bytes".into(), self.storage_bytes),
             ("small_files".into(), Some(self.small_files)),
             ("files_under_target".into(), Some(self.files_under_target)),
+            ("scan_requests_min".into(), self.scan_requests_min),
+            ("scan_requests_max".into(), self.scan_requests_max),
         ];
+        if let Some(w) = &self.writer {
+            counts.push(("writer.writing_commits".into(), Some(w.writing_commits)));
+            counts.push(("writer.commit_interval_ms".into(), w.commit_interval_ms));
+            counts.push(("writer.file_bytes".into(), Some(w.file_bytes)));
+            counts.push(("writer.commit_duration_ms".into(), w.commit_duration_ms));
+            counts.push((
+                "writer.commit_durations_measured".into(),
+                Some(w.commit_durations_measured),
+            ));
+            counts.push(("writer.freshness_ms".into(), w.freshness_ms));
+        }
         for (i, b) in self.size_buckets.iter().enumerate() {
             counts.push((format!("size_buckets[{i}].files"), Some(b.files)));
             counts.push((format!("size_buckets[{i}].bytes"), Some(b.bytes)));
@@ -164,6 +187,9 @@ impl Measures {
             storage_bytes: listed.then_some(r.storage.listed_bytes),
             small_files: r.totals.files_under_min,
             files_under_target: r.totals.files_under_target,
+            scan_requests_min: Some(r.scan_requests.min),
+            scan_requests_max: Some(r.scan_requests.max),
+            writer: r.history.writer.clone(),
             probe: r.probe.clone(),
         }
     }
@@ -302,6 +328,18 @@ fn delta(metric: impl Into<String>, unit: &'static str, b: Option<u64>, a: Optio
     }
 }
 
+/// One number of the writer's side, before and after.
+fn writer_delta(
+    metric: &str,
+    unit: &'static str,
+    b: &Measures,
+    a: &Measures,
+    field: impl Fn(&WriterSide) -> Option<u64>,
+) -> Delta {
+    let of = |m: &Measures| m.writer.as_ref().and_then(&field);
+    delta(metric, unit, of(b), of(a))
+}
+
 /// Compares `saved` (before) with `now` (after). A saved report of another table is refused,
 /// unless `force`, which turns the refusal into a warning.
 pub fn compare(saved: &SavedReport, now: &Report, force: bool) -> Result<Comparison> {
@@ -402,6 +440,30 @@ pub fn compare(saved: &SavedReport, now: &Report, force: bool) -> Result<Compari
             b.storage_bytes,
             a.storage_bytes,
         ),
+        delta(
+            "full scan requests (fewest)",
+            "count",
+            b.scan_requests_min,
+            a.scan_requests_min,
+        ),
+        delta(
+            "full scan requests (most)",
+            "count",
+            b.scan_requests_max,
+            a.scan_requests_max,
+        ),
+        writer_delta("writer: commit interval (median)", "ms", b, a, |w| {
+            w.commit_interval_ms
+        }),
+        writer_delta("writer: file size (median)", "bytes", b, a, |w| {
+            Some(w.file_bytes)
+        }),
+        writer_delta("writer: commit duration (median)", "ms", b, a, |w| {
+            w.commit_duration_ms
+        }),
+        writer_delta("writer: freshness (newest data's age)", "ms", b, a, |w| {
+            w.freshness_ms
+        }),
         delta(
             "probe rows",
             "rows",

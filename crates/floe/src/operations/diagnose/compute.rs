@@ -12,10 +12,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
 
-use super::facts::{active_snapshots, by_time, median, Facts, LiveEntry, SizedPath, SnapshotFacts};
+use super::facts::{
+    active_snapshots, by_time, median, writer_pace, writing, Facts, LiveEntry, RetainerFacts,
+    SizedPath, SnapshotFacts,
+};
 use super::model::{
-    Bucket, CommitPoint, History, PartitionHealth, Report, Storage, Thresholds, Totals, BUCKETS,
-    RECENT_COMMITS,
+    Bucket, CommitPoint, History, PartitionHealth, Report, Retainer, ScanRequests, Storage,
+    Thresholds, Totals, WriterSide, BUCKETS, RECENT_COMMITS,
 };
 use super::observe;
 use super::partitioning::over_partitioning;
@@ -271,6 +274,131 @@ fn count_sized(files: &[SizedPath], listed_size: &HashMap<String, u64>) -> (u64,
     })
 }
 
+/// The writer's side at `now_ms`: the pace of the recent writing commits, their commit
+/// duration, and the table's freshness. A commit's duration is measured from its snapshot's
+/// timestamp to the modification time of the metadata.json written with it (the file whose
+/// `last-updated-ms` is that timestamp, as the spec's builders write it), as `listed` reports it;
+/// `None` when the storage reports whole seconds (S3's listing) or none of those files is listed.
+pub(crate) fn writer_side(
+    recent: &[CommitPoint],
+    metadata_files: &[(i64, String)],
+    listed: &[ListedFile],
+    now_ms: i64,
+) -> Option<WriterSide> {
+    let commits: Vec<&CommitPoint> = recent.iter().filter(writing).collect();
+    let pace = writer_pace(&commits)?;
+    let eq = HashMap::new();
+    let by_time: HashMap<i64, &str> = metadata_files
+        .iter()
+        .map(|(ts, path)| (*ts, path.as_str()))
+        .collect();
+    let modified: HashMap<String, i64> = listed
+        .iter()
+        .filter_map(|f| {
+            let ms = f.modified.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+            Some((path_key(&f.path, &eq), ms.as_millis() as i64))
+        })
+        .collect();
+    let landed: Vec<(i64, i64)> = commits
+        .iter()
+        .filter_map(|c| {
+            let file = by_time.get(&c.timestamp_ms)?;
+            Some((c.timestamp_ms, *modified.get(&path_key(file, &eq))?))
+        })
+        .collect();
+    let sub_second = landed.iter().any(|(_, m)| m % 1000 != 0);
+    let mut durations: Vec<u64> = landed
+        .iter()
+        .map(|(ts, m)| (m - ts).max(0) as u64)
+        .collect();
+    durations.sort_unstable();
+    let newest = commits.last().map(|c| c.timestamp_ms);
+    Some(WriterSide {
+        writing_commits: pace.commits as u64,
+        commit_interval_ms: pace.interval_ms.map(|ms| ms as u64),
+        files_per_commit: pace.files_per_commit,
+        file_bytes: pace.file_bytes,
+        commit_duration_ms: (sub_second && !durations.is_empty()).then(|| median(&durations)),
+        commit_durations_measured: if sub_second {
+            durations.len() as u64
+        } else {
+            0
+        },
+        freshness_ms: newest.map(|ts| (now_ms - ts).max(0) as u64),
+    })
+}
+
+/// Row groups of `f`: its split offsets, else its size over `row_group_bytes` (at least one).
+fn row_groups_of(f: &LiveEntry, row_group_bytes: u64) -> u64 {
+    f.row_groups
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| f.size.div_ceil(row_group_bytes.max(1)).max(1))
+}
+
+/// The object-store requests of a full scan of `live` (see [`ScanRequests`] for the model),
+/// and after compacting each of `partitions` to `target` bytes per file.
+pub(crate) fn scan_requests(
+    live: &[LiveEntry],
+    partitions: &[PartitionHealth],
+    manifests: u64,
+    columns: u64,
+    row_group_bytes: u64,
+    target: u64,
+) -> ScanRequests {
+    let columns = columns.max(1);
+    let metadata = 2 + manifests;
+    let (mut min, mut max, mut row_groups) = (metadata, metadata, 0);
+    for f in live {
+        if f.vector {
+            min += 1;
+            max += 1;
+            continue;
+        }
+        let groups = row_groups_of(f, row_group_bytes);
+        if f.data {
+            row_groups += groups;
+        }
+        min += 1 + groups;
+        max += 2 + groups * columns;
+    }
+    let compacted_files: u64 = partitions
+        .iter()
+        .filter(|p| p.data_files > 0)
+        .map(|p| p.total_bytes.div_ceil(target.max(1)).max(1))
+        .sum();
+    let groups = target.div_ceil(row_group_bytes.max(1)).max(1);
+    ScanRequests {
+        metadata,
+        min,
+        max,
+        row_groups,
+        columns,
+        compacted_files,
+        compacted_min: metadata + compacted_files * (1 + groups),
+        compacted_max: metadata + compacted_files * (2 + groups * columns),
+    }
+}
+
+/// The retainers with their files counted (sizes from the metadata, else the listing).
+fn retained_by(retainers: &[RetainerFacts], listed_size: &HashMap<String, u64>) -> Vec<Retainer> {
+    retainers
+        .iter()
+        .map(|r| {
+            let (held_files, held_bytes) = count_sized(&r.held, listed_size);
+            let (exclusive_files, exclusive_bytes) = count_sized(&r.exclusive, listed_size);
+            Retainer {
+                retainer: r.retainer.clone(),
+                kind: r.kind,
+                snapshots: r.snapshots,
+                held_files,
+                held_bytes,
+                exclusive_files,
+                exclusive_bytes,
+            }
+        })
+        .collect()
+}
+
 /// Computes the report from `facts`. `duration_ms` is left 0: only the caller knows how long
 /// reading took.
 pub(crate) fn report(facts: Facts) -> Report {
@@ -292,6 +420,10 @@ pub(crate) fn report(facts: Facts) -> Report {
         referenced,
         listing,
         writers,
+        retainers,
+        metadata_files,
+        leaf_columns,
+        row_group_bytes,
         now,
     } = facts;
     let (partitions, size_histogram) = partitions(&live, &snapshots, &thresholds);
@@ -318,6 +450,24 @@ pub(crate) fn report(facts: Facts) -> Report {
     }
     history.manifests = manifest_lengths.len() as u64;
     history.manifest_bytes = manifest_lengths.iter().flatten().sum();
+    history.retained_by = retained_by(&retainers, &listed_size);
+    let now_ms = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    history.writer = writer_side(
+        &history.recent,
+        &metadata_files,
+        listing.as_deref().unwrap_or_default(),
+        now_ms,
+    );
+    let scan_requests = scan_requests(
+        &live,
+        &partitions,
+        history.manifests,
+        leaf_columns,
+        row_group_bytes,
+        thresholds.target_file_size_bytes,
+    );
 
     let storage = match &listing {
         Err(e) => Storage {
@@ -330,9 +480,6 @@ pub(crate) fn report(facts: Facts) -> Report {
         }
     };
 
-    let now_ms = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
     let over_partitioned = over_partitioning(
         &table,
         &spec,
@@ -349,6 +496,7 @@ pub(crate) fn report(facts: Facts) -> Report {
         totals: &totals,
         partitions: &partitions,
         history: &history,
+        scan_requests: &scan_requests,
         storage: &storage,
         writers: &writers,
         previous_versions_max,
@@ -367,6 +515,7 @@ pub(crate) fn report(facts: Facts) -> Report {
         storage,
         writers,
         over_partitioned,
+        scan_requests,
         observations,
         probe: None,
     }

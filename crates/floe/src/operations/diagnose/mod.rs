@@ -191,6 +191,7 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
                 vector: vector.is_some(),
                 records: f.file.record_count(),
                 snapshot_id: f.snapshot_id,
+                row_groups: f.file.split_offsets().map(|o| o.len() as u64),
             }
         })
         .collect();
@@ -209,24 +210,38 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
     let reach_all = index.reachable(&all_ids);
     let only_old = sized(reach_all.minus(&index.reachable(&heads)));
     let writers = watermarks(md);
-    let expirable = expire::ExpireBuilder::new(catalog, ident.clone())
+    let plan = expire::ExpireBuilder::new(catalog, ident.clone())
         .preview(&table)
-        .ok()
-        .map(|plan| {
-            let kept: Vec<i64> = all_ids
-                .iter()
-                .copied()
-                .filter(|id| !plan.expired_snapshots.contains(id))
-                .collect();
-            Expirable {
-                snapshots: plan.expired_snapshots.len() as u64,
-                files: sized(
-                    index
-                        .reachable(&plan.expired_snapshots)
-                        .minus(&index.reachable(&kept)),
-                ),
-            }
-        });
+        .ok();
+    // Without a plan (a retention setting does not parse), every snapshot counts as kept.
+    let kept: Vec<i64> = all_ids
+        .iter()
+        .copied()
+        .filter(|id| {
+            plan.as_ref()
+                .is_none_or(|p| !p.expired_snapshots.contains(id))
+        })
+        .collect();
+    let expirable = plan.as_ref().map(|plan| Expirable {
+        snapshots: plan.expired_snapshots.len() as u64,
+        files: sized(
+            index
+                .reachable(&plan.expired_snapshots)
+                .minus(&index.reachable(&kept)),
+        ),
+    });
+    let ref_kinds: Vec<(String, i64, &'static str)> = table_refs
+        .iter()
+        .map(|(name, r)| {
+            let kind = if r.is_branch() { "branch" } else { "tag" };
+            (name.clone(), r.snapshot_id, kind)
+        })
+        .collect();
+    let retainers = retained(
+        &index,
+        &facts::retainers(&kept, md.current_snapshot_id(), &ref_kinds, &writers),
+        md.current_snapshot_id(),
+    );
     // The current snapshot's manifests were read with the rest of the history.
     let manifest_lengths = md
         .current_snapshot_id()
@@ -239,6 +254,24 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
     let mut referenced = reach_all;
     referenced.extend(metadata_files(&table));
 
+    let mut metadata_files: Vec<(i64, String)> = md
+        .metadata_log()
+        .iter()
+        .map(|e| (e.timestamp_ms, e.metadata_file.clone()))
+        .collect();
+    if let Some(current) = table.metadata_location() {
+        metadata_files.push((md.last_updated_ms(), current.to_string()));
+    }
+    let leaf_columns = schema
+        .field_id_to_fields()
+        .values()
+        .filter(|f| f.field_type.is_primitive())
+        .count() as u64;
+    let row_group_bytes = properties::table_u64_prop(
+        &table,
+        properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES.key,
+        properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT,
+    )?;
     let previous_versions_max = properties::table_u64_prop(
         &table,
         properties::METADATA_PREVIOUS_VERSIONS_MAX.key,
@@ -265,8 +298,51 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
         referenced: referenced.files.into_keys().collect(),
         listing,
         writers,
+        retainers,
+        metadata_files,
+        leaf_columns,
+        row_group_bytes,
         now: SystemTime::now(),
     })
+}
+
+/// What each retainer (`(name, kind, snapshots)`) keeps beyond the `current` snapshot, and
+/// what only it keeps: each file is counted once per retainer that reaches it, so the whole
+/// attribution is one pass over each retainer's reach.
+fn retained(
+    index: &ReachIndex,
+    retainers: &[(String, &'static str, Vec<i64>)],
+    current: Option<i64>,
+) -> Vec<facts::RetainerFacts> {
+    let live = index.reachable(&current.into_iter().collect::<Vec<_>>());
+    let held: Vec<Vec<(String, Reached)>> = retainers
+        .iter()
+        .map(|(_, _, ids)| index.reachable(ids).minus(&live))
+        .collect();
+    let mut holders: HashMap<&str, u32> = HashMap::new();
+    for files in &held {
+        for (path, _) in files {
+            *holders.entry(path.as_str()).or_default() += 1;
+        }
+    }
+    let sized = |files: &[(String, Reached)], only: bool| -> Vec<SizedPath> {
+        files
+            .iter()
+            .filter(|(p, _)| !only || holders.get(p.as_str()) == Some(&1))
+            .map(|(p, r)| (p.clone(), r.size))
+            .collect()
+    };
+    retainers
+        .iter()
+        .zip(&held)
+        .map(|((name, kind, ids), files)| facts::RetainerFacts {
+            retainer: name.clone(),
+            kind,
+            snapshots: ids.len() as u64,
+            held: sized(files, false),
+            exclusive: sized(files, true),
+        })
+        .collect()
 }
 
 /// A `--where` filter selecting exactly the partition `value` of `spec`, for identity, year,

@@ -110,6 +110,76 @@ pub struct History {
     pub manifests: u64,
     pub manifest_bytes: u64,
     pub refs: Vec<String>,
+    /// What keeps history beyond the current snapshot: each ref (other than `main`), each
+    /// writer watermark and the retention window, with the files and bytes it keeps.
+    pub retained_by: Vec<Retainer>,
+    /// The writer's side: its pace, its commit duration and the table's freshness.
+    pub writer: Option<WriterSide>,
+}
+
+/// One reason history is kept, and what it costs on storage.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Retainer {
+    /// `branch:NAME`, `tag:NAME`, `writer:KIND:ID` or `retention-window`.
+    pub retainer: String,
+    /// `branch`, `tag`, `writer` or `window`.
+    pub kind: &'static str,
+    /// The snapshots it keeps.
+    pub snapshots: u64,
+    /// Files (and bytes) those snapshots reach that the current snapshot does not.
+    pub held_files: u64,
+    pub held_bytes: u64,
+    /// Of those, the files nothing else kept reaches: what removing this retainer (dropping
+    /// the ref, the writer finishing, a shorter window) would let expiry delete.
+    pub exclusive_files: u64,
+    pub exclusive_bytes: u64,
+}
+
+/// The writer's side of the table, from the recent commits that wrote data (appends,
+/// overwrites) and the metadata files that made them current.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WriterSide {
+    /// Recent commits that added data files.
+    pub writing_commits: u64,
+    /// Median interval between them (`None` under two commits).
+    pub commit_interval_ms: Option<u64>,
+    /// Data files each adds, on average.
+    pub files_per_commit: f64,
+    /// Median size of the files they add (a commit's bytes over its files).
+    pub file_bytes: u64,
+    /// Median time from a commit's snapshot timestamp to its metadata.json landing on storage
+    /// (that file's modification time): the metadata part of the commit, the part that grows
+    /// with history. `None` when no metadata file of a recent commit is still listed, or the
+    /// storage reports whole seconds only.
+    pub commit_duration_ms: Option<u64>,
+    /// Commits the duration was measured on.
+    pub commit_durations_measured: u64,
+    /// Age of the newest data at report time: now minus the newest writing commit.
+    pub freshness_ms: Option<u64>,
+}
+
+/// The object-store requests a full scan of the current snapshot makes, estimated from the
+/// metadata (a request is a GET or ranged GET), now and after compacting to the target size.
+///
+/// Per scan: the metadata.json, the manifest list and each manifest. Per Parquet file (data,
+/// position and equality deletes): its footer, then its row groups. `min` is a reader that
+/// reads the footer in one suffix request and each row group in one coalesced range (DuckDB,
+/// arrow with a footer hint); `max` one that reads the 8-byte tail then the footer, and each
+/// column chunk alone. A deletion vector is one ranged read of its blob.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ScanRequests {
+    pub metadata: u64,
+    pub min: u64,
+    pub max: u64,
+    /// Row groups over the live data files (from their split offsets, else their size).
+    pub row_groups: u64,
+    /// Leaf columns of the current schema (column chunks per row group).
+    pub columns: u64,
+    /// Data files after compacting each partition to the target size, and the requests then
+    /// (delete files resolved).
+    pub compacted_files: u64,
+    pub compacted_min: u64,
+    pub compacted_max: u64,
 }
 
 /// Files on storage, from one listing of the table location.
@@ -176,6 +246,8 @@ pub struct Report {
     /// Whether the current partition spec is finer than the data rate; `None` when the table
     /// is unpartitioned or its current spec holds no data.
     pub over_partitioned: Option<OverPartitioned>,
+    /// What a full scan costs in object-store requests, now and compacted.
+    pub scan_requests: ScanRequests,
     pub observations: Vec<Observation>,
     /// The timed full read (`--probe`, `--save`, `--compare`), when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]

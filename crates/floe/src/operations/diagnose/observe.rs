@@ -2,8 +2,10 @@
 //! against the report's numbers, and when it holds, names its evidence and the first action as
 //! an exact floe command.
 
+use super::facts::{writer_pace, writing};
 use super::model::{
-    bytes, History, Observation, OverPartitioned, PartitionHealth, Storage, Thresholds, Totals,
+    bytes, CommitPoint, History, Observation, OverPartitioned, PartitionHealth, ScanRequests,
+    Storage, Thresholds, Totals,
 };
 use crate::table::watermarks::Watermark;
 
@@ -13,6 +15,7 @@ pub(super) struct Inputs<'a> {
     pub totals: &'a Totals,
     pub partitions: &'a [PartitionHealth],
     pub history: &'a History,
+    pub scan_requests: &'a ScanRequests,
     pub storage: &'a Storage,
     pub writers: &'a [Watermark],
     pub previous_versions_max: u64,
@@ -56,12 +59,17 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
         observation: "Many small live files in active partitions",
         holds,
         evidence: format!(
-            "{a_small} of {a_files} live data files in {} active partition(s) are under {} ({:.0}%); recent commits add {:.1} files / {} each",
+            "{a_small} of {a_files} live data files in {} active partition(s) are under {} ({:.0}%); recent commits add {:.1} files / {} each; a full scan makes {}-{} object-store requests, {}-{} once compacted to {} files",
             active.len(),
             bytes(min),
             pct(a_small, a_files),
             i.history.avg_files_per_commit,
             bytes(i.history.avg_bytes_per_commit as u64),
+            i.scan_requests.min,
+            i.scan_requests.max,
+            i.scan_requests.compacted_min,
+            i.scan_requests.compacted_max,
+            i.scan_requests.compacted_files,
         ),
         investigate: "Commit interval, input per partition, writer parallelism and buffer pressure: measure bytes arriving per commit before changing settings",
         action: holds.then(|| format!("floe compact {t}  # then raise the writer's commit interval so each commit writes bigger files")),
@@ -118,6 +126,39 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
                 .join(", ")
         )
     };
+    // Who keeps the most that only it keeps.
+    let mut keepers: Vec<&super::model::Retainer> = i
+        .history
+        .retained_by
+        .iter()
+        .filter(|r| r.held_files > 0)
+        .collect();
+    keepers.sort_by_key(|r| {
+        (
+            std::cmp::Reverse(r.exclusive_bytes),
+            std::cmp::Reverse(r.held_bytes),
+        )
+    });
+    let kept_by = if keepers.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; kept by: {}",
+            keepers
+                .iter()
+                .take(5)
+                .map(|r| format!(
+                    "{} {} files ({}), {} ({}) only by it",
+                    r.retainer,
+                    r.held_files,
+                    bytes(r.held_bytes),
+                    r.exclusive_files,
+                    bytes(r.exclusive_bytes)
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
     out.push(Observation {
         id: "history-retains-old-files",
         observation: "Few live files, many old files retained by history",
@@ -132,7 +173,7 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
             i.history.expirable_files,
             bytes(i.history.expirable_bytes),
             if i.history.refs.is_empty() { "none".to_string() } else { i.history.refs.join(", ") },
-        ),
+        ) + &kept_by,
         investigate: "Snapshot retention (history.expire.*), tags and branches, writer recovery points, and whether expiry runs at all",
         action: holds.then(|| {
             if i.history.expirable_snapshots > 0 {
@@ -296,15 +337,6 @@ pub(super) fn observe(i: &Inputs<'_>) -> Vec<Observation> {
 #[cfg(test)]
 mod tests;
 
-/// What the writer's recent commits look like: the data-writing commits (appends, upserts) of
-/// the recent history, their median interval and the median size of the files they add.
-struct WriterPace {
-    commits: usize,
-    interval_ms: i64,
-    file_bytes: u64,
-    files_per_commit: f64,
-}
-
 /// Seconds as people write them: one decimal under 10 s.
 fn secs_text(s: f64) -> String {
     if s < 10.0 {
@@ -323,29 +355,6 @@ fn interval_flag(s: f64) -> String {
     }
 }
 
-fn median<T: Copy + Ord>(mut v: Vec<T>) -> Option<T> {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied()
-}
-
-fn writer_pace(commits: &[&super::model::CommitPoint]) -> Option<WriterPace> {
-    let intervals: Vec<i64> = commits
-        .windows(2)
-        .map(|w| (w[1].timestamp_ms - w[0].timestamp_ms).max(0))
-        .collect();
-    let sizes: Vec<u64> = commits
-        .iter()
-        .map(|c| c.added_bytes / c.added_data_files.max(1))
-        .collect();
-    let files: u64 = commits.iter().map(|c| c.added_data_files).sum();
-    Some(WriterPace {
-        commits: commits.len(),
-        interval_ms: median(intervals)?,
-        file_bytes: median(sizes)?,
-        files_per_commit: files as f64 / commits.len().max(1) as f64,
-    })
-}
-
 /// The write-side observations: the writer's commits make files under `min-file-size-bytes`
 /// (with the commit interval that would make them big enough), and small files regrowing after
 /// the last compaction (the writer, not a missed compaction, is the cause).
@@ -354,12 +363,9 @@ fn writer_side(i: &Inputs<'_>) -> Vec<Observation> {
     let min = i.thresholds.min_file_size_bytes.max(1);
     let target = i.thresholds.target_file_size_bytes.max(1);
     let min_input = i.thresholds.min_input_files.max(1) as usize;
-    let writing = |c: &&super::model::CommitPoint| {
-        c.added_data_files > 0 && matches!(c.operation.as_str(), "append" | "overwrite")
-    };
-    let commits: Vec<&super::model::CommitPoint> =
-        i.history.recent.iter().filter(writing).collect();
-    let pace = writer_pace(&commits).filter(|p| p.commits > min_input && p.interval_ms > 0);
+    let commits: Vec<&CommitPoint> = i.history.recent.iter().filter(writing).collect();
+    let pace = writer_pace(&commits)
+        .filter(|p| p.commits > min_input && p.interval_ms.is_some_and(|ms| ms > 0));
     let mut out = Vec::new();
 
     // The interval that makes files of at least `min` (and of about the target): a file grows
@@ -367,7 +373,7 @@ fn writer_side(i: &Inputs<'_>) -> Vec<Observation> {
     let holds = pace.as_ref().is_some_and(|p| p.file_bytes < min);
     let (evidence, action) = match &pace {
         Some(p) => {
-            let secs = p.interval_ms as f64 / 1000.0;
+            let secs = p.interval_ms.unwrap_or(0) as f64 / 1000.0;
             let scale = |goal: u64| secs * goal as f64 / p.file_bytes.max(1) as f64;
             (
                 format!(
@@ -416,7 +422,7 @@ fn writer_side(i: &Inputs<'_>) -> Vec<Observation> {
         .recent
         .iter()
         .rposition(|c| c.operation == "replace");
-    let since: Vec<&super::model::CommitPoint> = match last_replace {
+    let since: Vec<&CommitPoint> = match last_replace {
         Some(r) => i.history.recent[r + 1..].iter().filter(writing).collect(),
         None => vec![],
     };

@@ -42,6 +42,7 @@ fn data(partition: &str, size: u64, snapshot_id: i64) -> LiveEntry {
         records: 10,
         snapshot_id,
         values: vec![],
+        row_groups: None,
     }
 }
 
@@ -88,6 +89,10 @@ fn facts() -> Facts {
         referenced: vec![],
         listing: Ok(vec![]),
         writers: vec![],
+        retainers: vec![],
+        metadata_files: vec![],
+        leaf_columns: 3,
+        row_group_bytes: 128 * MIB,
         now: now(),
     }
 }
@@ -751,4 +756,206 @@ fn several_fields_multiply_their_cardinalities() {
     assert!(o.holds);
     assert!(o.alternatives.iter().all(|a| a.spec.contains("name")));
     assert_eq!(o.suggested_spec.as_deref(), Some("year(ts), name"));
+}
+
+fn point(id: i64, timestamp_ms: i64, op: &str, files: u64, bytes: u64) -> CommitPoint {
+    CommitPoint {
+        snapshot_id: id,
+        timestamp_ms,
+        operation: op.to_string(),
+        added_data_files: files,
+        added_bytes: bytes,
+    }
+}
+
+#[test]
+fn the_writer_side_measures_pace_commit_duration_and_freshness() {
+    // Appends every 2 s (a compaction between them does not count), 1 MiB files.
+    let recent = vec![
+        point(1, T0, "append", 2, 2 * MIB),
+        point(2, T0 + 2_000, "append", 1, MIB),
+        point(3, T0 + 3_000, "replace", 1, 3 * MIB),
+        point(4, T0 + 4_000, "append", 1, MIB),
+        point(5, T0 + 7_000, "append", 1, MIB),
+    ];
+    // Each commit's metadata.json lands 40, 60 and 90 ms after its snapshot (commit 5's file
+    // is no longer listed); another file has the compaction's timestamp.
+    let at = |ms: i64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms as u64);
+    let files = vec![
+        (T0, "/w/ns/t/metadata/00001.metadata.json".to_string()),
+        (
+            T0 + 2_000,
+            "/w/ns/t/metadata/00002.metadata.json".to_string(),
+        ),
+        (
+            T0 + 3_000,
+            "/w/ns/t/metadata/00003.metadata.json".to_string(),
+        ),
+        (
+            T0 + 4_000,
+            "/w/ns/t/metadata/00004.metadata.json".to_string(),
+        ),
+        (
+            T0 + 7_000,
+            "/w/ns/t/metadata/00005.metadata.json".to_string(),
+        ),
+    ];
+    let listed_files = vec![
+        listed(
+            "file:///w/ns/t/metadata/00001.metadata.json",
+            1,
+            at(T0 + 40),
+        ),
+        listed(
+            "file:///w/ns/t/metadata/00002.metadata.json",
+            1,
+            at(T0 + 2_060),
+        ),
+        listed(
+            "file:///w/ns/t/metadata/00003.metadata.json",
+            1,
+            at(T0 + 3_500),
+        ),
+        listed(
+            "file:///w/ns/t/metadata/00004.metadata.json",
+            1,
+            at(T0 + 4_090),
+        ),
+    ];
+    let w = writer_side(&recent, &files, &listed_files, T0 + 10_000).unwrap();
+    assert_eq!(w.writing_commits, 4);
+    // Intervals 2, 2, 3 s: the median is 2 s.
+    assert_eq!(w.commit_interval_ms, Some(2_000));
+    assert_eq!(w.file_bytes, MIB);
+    assert_eq!(w.files_per_commit, 1.25);
+    assert_eq!(w.commit_durations_measured, 3);
+    assert_eq!(w.commit_duration_ms, Some(60));
+    assert_eq!(w.freshness_ms, Some(3_000));
+
+    // A storage that reports whole seconds measures no duration.
+    let coarse: Vec<ListedFile> = listed_files
+        .iter()
+        .map(|f| {
+            let s = f
+                .modified
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            listed(&f.path, 1, SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+        })
+        .collect();
+    let w = writer_side(&recent, &files, &coarse, T0 + 10_000).unwrap();
+    assert_eq!(
+        (w.commit_duration_ms, w.commit_durations_measured),
+        (None, 0)
+    );
+    // One writing commit: no interval; none: no writer side.
+    let one = writer_side(&recent[..1], &files, &listed_files, T0).unwrap();
+    assert_eq!(one.commit_interval_ms, None);
+    assert!(writer_side(&recent[2..3], &files, &listed_files, T0).is_none());
+}
+
+#[test]
+fn scan_requests_count_footers_row_groups_columns_and_vectors() {
+    let mut f = facts();
+    f.manifest_lengths = vec![Some(1), Some(1), Some(1)];
+    // Three data files: 4 row groups recorded, none recorded (300 MiB: 3 estimated), one.
+    let mut a = data("p=1", MIB, 1);
+    a.row_groups = Some(4);
+    let b = data("p=1", 300 * MIB, 1);
+    let mut c = data("p=2", MIB, 1);
+    c.row_groups = Some(1);
+    // A position delete file of one row group and a deletion vector.
+    let mut d = delete("p=1", KIB, 1);
+    d.row_groups = Some(1);
+    let mut v = delete("p=2", KIB, 1);
+    v.vector = true;
+    f.live = vec![a, b, c, d, v];
+    let r = report(f);
+    let q = &r.scan_requests;
+    assert_eq!(q.metadata, 2 + 3);
+    assert_eq!(q.row_groups, 4 + 3 + 1);
+    assert_eq!(q.columns, 3);
+    // Parquet files: one footer request and one per row group at the fewest...
+    assert_eq!(q.min, 5 + (1 + 4) + (1 + 3) + (1 + 1) + (1 + 1) + 1);
+    // ... two footer requests and one per column chunk at the most.
+    assert_eq!(q.max, 5 + (2 + 12) + (2 + 9) + (2 + 3) + (2 + 3) + 1);
+    // Compacted to 8 MiB: p=1 (301 MiB) is 38 files, p=2 (1 MiB) one; one row group each.
+    assert_eq!(q.compacted_files, 38 + 1);
+    assert_eq!(q.compacted_min, 5 + 39 * 2);
+    assert_eq!(q.compacted_max, 5 + 39 * (2 + 3));
+}
+
+#[test]
+fn retainers_split_history_between_refs_writers_and_the_window() {
+    use crate::operations::diagnose::facts::retainers;
+    let w = crate::table::watermarks::Watermark {
+        kind: "floe",
+        id: "w1".to_string(),
+        snapshot_id: 3,
+        timestamp_ms: T0,
+        position: Default::default(),
+    };
+    let refs = vec![
+        ("main".to_string(), 5, "branch"),
+        ("v1".to_string(), 2, "tag"),
+        ("audit".to_string(), 4, "branch"),
+    ];
+    // Kept: 2..=5 and 1 (young); 5 is current.
+    let r = retainers(&[1, 2, 3, 4, 5], Some(5), &refs, std::slice::from_ref(&w));
+    let names: Vec<(&str, &str, &[i64])> = r
+        .iter()
+        .map(|(n, k, ids)| (n.as_str(), *k, ids.as_slice()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("branch:audit", "branch", &[4][..]),
+            ("tag:v1", "tag", &[2][..]),
+            ("writer:floe:w1", "writer", &[3][..]),
+            ("retention-window", "window", &[1][..]),
+        ]
+    );
+    // Nothing kept beyond the named snapshots: no window.
+    let r = retainers(&[2, 3, 5], Some(5), &refs[..2], &[w]);
+    assert!(r.iter().all(|(_, k, _)| *k != "window"), "{r:?}");
+}
+
+#[test]
+fn retained_files_are_counted_per_retainer_with_what_only_it_keeps() {
+    let mut f = facts();
+    f.retainers = vec![
+        RetainerFacts {
+            retainer: "tag:v1".to_string(),
+            kind: "tag",
+            snapshots: 1,
+            held: vec![("/a".into(), Some(MIB)), ("/b".into(), None)],
+            exclusive: vec![("/b".into(), None)],
+        },
+        RetainerFacts {
+            retainer: "retention-window".to_string(),
+            kind: "window",
+            snapshots: 4,
+            held: vec![("/a".into(), Some(MIB))],
+            exclusive: vec![],
+        },
+    ];
+    // The manifest list /b has no size in the metadata: the listing gives it.
+    f.listing = Ok(vec![listed("file:///b", 7 * KIB, now())]);
+    let r = report(f);
+    let by = &r.history.retained_by;
+    assert_eq!(by.len(), 2);
+    assert_eq!(
+        (
+            by[0].held_files,
+            by[0].held_bytes,
+            by[0].exclusive_files,
+            by[0].exclusive_bytes
+        ),
+        (2, MIB + 7 * KIB, 1, 7 * KIB)
+    );
+    assert_eq!(
+        (by[1].snapshots, by[1].held_files, by[1].exclusive_files),
+        (4, 1, 0)
+    );
 }

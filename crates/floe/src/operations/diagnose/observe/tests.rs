@@ -111,6 +111,7 @@ impl Table {
             totals: &self.totals,
             partitions: &self.partitions,
             history: &self.history,
+            scan_requests: &ScanRequests::default(),
             storage: &self.storage,
             writers: &self.writers,
             previous_versions_max: self.previous_versions_max,
@@ -164,7 +165,8 @@ fn many_small_files_in_active_partitions_ask_for_compaction() {
     assert_eq!(
         o.evidence,
         "30 of 40 live data files in 1 active partition(s) are under 16.0 MiB (75%); \
-         recent commits add 12.0 files / 2.0 MiB each"
+         recent commits add 12.0 files / 2.0 MiB each; a full scan makes 0-0 object-store \
+         requests, 0-0 once compacted to 0 files"
     );
     assert!(o
         .action

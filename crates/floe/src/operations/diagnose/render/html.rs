@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::svg::{esc, svg_bars, svg_bars_paired, svg_columns};
-use super::{change, commit_rate, shown, when};
+use super::{change, commit_rate, retainer_text, scan_text, shown, when, writer_text};
 use crate::operations::diagnose::compare::Comparison;
 use crate::operations::diagnose::model::{bytes, Report};
 
@@ -228,6 +228,21 @@ pub fn html_with(r: &Report, cmp: Option<&Comparison>) -> String {
         bytes(h.metadata_json_bytes),
         h.metadata_log_entries
     );
+    let _ = write!(
+        s,
+        "<p>Scan cost: {}.</p>",
+        esc(&scan_text(&r.scan_requests))
+    );
+    if let Some(w) = &h.writer {
+        let _ = write!(s, "<p>Writer: {}.</p>", esc(&writer_text(w)));
+    }
+    if !h.retained_by.is_empty() {
+        s.push_str("<ul>");
+        for k in &h.retained_by {
+            let _ = write!(s, "<li>Kept by {}</li>", esc(&retainer_text(k)));
+        }
+        s.push_str("</ul>");
+    }
     let st = &r.storage;
     let _ = write!(
         s,

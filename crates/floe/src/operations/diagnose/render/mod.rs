@@ -15,7 +15,7 @@ mod svg;
 mod text;
 
 use super::compare::Delta;
-use super::model::{bytes, History};
+use super::model::{bytes, History, Retainer, ScanRequests, WriterSide};
 
 pub use html::{html, html_with};
 pub use text::{compare_text, text};
@@ -104,6 +104,56 @@ pub(super) fn change(d: &Delta) -> String {
             }
         }
     }
+}
+
+/// The writer's side in words: pace, file size, commit duration, freshness.
+pub(super) fn writer_text(w: &WriterSide) -> String {
+    format!(
+        "{} writing commits, one every {} (median), {:.1} files of {} each; commit duration {}; newest data {} old",
+        w.writing_commits,
+        w.commit_interval_ms
+            .map_or("-".to_string(), |ms| duration(ms as i64)),
+        w.files_per_commit,
+        bytes(w.file_bytes),
+        match w.commit_duration_ms {
+            Some(ms) => format!(
+                "{} (median of {}, snapshot to metadata.json on storage)",
+                duration(ms as i64),
+                w.commit_durations_measured
+            ),
+            None => "not measured (no metadata.json of a recent commit with sub-second time listed)"
+                .to_string(),
+        },
+        w.freshness_ms.map_or("-".to_string(), |ms| duration(ms as i64)),
+    )
+}
+
+/// One retainer in words.
+pub(super) fn retainer_text(r: &Retainer) -> String {
+    format!(
+        "{}: {} snapshot(s) keep {} files ({}) beyond the current snapshot, {} ({}) kept by nothing else",
+        r.retainer,
+        r.snapshots,
+        r.held_files,
+        bytes(r.held_bytes),
+        r.exclusive_files,
+        bytes(r.exclusive_bytes)
+    )
+}
+
+/// The full-scan request estimate in words.
+pub(super) fn scan_text(q: &ScanRequests) -> String {
+    format!(
+        "a full scan makes {}-{} object-store requests ({} for metadata, {} row groups x {} columns); compacted to {} files: {}-{}",
+        grouped(q.min),
+        grouped(q.max),
+        q.metadata,
+        grouped(q.row_groups),
+        q.columns,
+        grouped(q.compacted_files),
+        grouped(q.compacted_min),
+        grouped(q.compacted_max)
+    )
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{change, commit_rate, shown, when};
+use super::{change, commit_rate, retainer_text, scan_text, shown, when, writer_text};
 use crate::operations::diagnose::compare::Comparison;
 use crate::operations::diagnose::model::{bytes, Report};
 
@@ -174,6 +174,13 @@ pub fn text(r: &Report) -> String {
             h.refs.join(", ")
         }
     );
+    if let Some(w) = &h.writer {
+        let _ = writeln!(s, "  writer: {}", writer_text(w));
+    }
+    for r in &h.retained_by {
+        let _ = writeln!(s, "  kept by {}", retainer_text(r));
+    }
+    let _ = writeln!(s, "  scan cost: {}", scan_text(&r.scan_requests));
     let recent: Vec<_> = h.recent.iter().rev().take(20).collect();
     if !recent.is_empty() {
         let max = recent.iter().map(|c| c.added_data_files).max().unwrap_or(0);
