@@ -16,6 +16,16 @@ use crate::output::{human_bytes, Out};
 #[derive(Subcommand, Debug)]
 pub enum HealthCmd {
     /// What kind of small files the table grows, why, and what to run (metadata only).
+    ///
+    /// Also: the writer's pace, commit duration and freshness, with the commit interval that
+    /// would make files of min-file-size-bytes; who keeps history (each tag, branch, writer
+    /// watermark and the retention window, with what only it keeps); the object-store requests
+    /// of a full scan, now and compacted.
+    #[command(after_help = "Examples:
+  floe diagnose db.events
+  floe diagnose db.events --json | jq '.history.writer, .history.retained_by, .scan_requests'
+  floe diagnose db.events --save before.json
+  floe compact db.events && floe diagnose db.events --compare before.json --html cmp.html")]
     Diagnose {
         /// Table as NAMESPACE.TABLE.
         table: String,
@@ -47,6 +57,12 @@ pub enum HealthCmd {
         /// Keep at least N snapshots per branch (default history.expire.min-snapshots-to-keep).
         #[arg(long)]
         retain_last: Option<u64>,
+        /// Keep at most N snapshots per branch, however young (Paimon's
+        /// snapshot.num-retained.max; floe.maintain.expire.max-snapshots for the maintainer):
+        /// bounded history for a table committing every few seconds. Ref heads and writer
+        /// recovery points always stay; never fewer than --retain-last.
+        #[arg(long, value_name = "N")]
+        max_snapshots: Option<u64>,
         /// Expire exactly these snapshots (with --older-than: these plus the age-based ones).
         #[arg(long = "snapshot-id", value_name = "ID")]
         snapshot_ids: Vec<i64>,
@@ -191,6 +207,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
             table,
             older_than,
             retain_last,
+            max_snapshots,
             snapshot_ids,
             no_clean_files,
             delete_external_files,
@@ -212,6 +229,9 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                     }
                 }
                 b = b.with_older_than(limit);
+            }
+            if let Some(n) = max_snapshots {
+                b = b.with_max_snapshots(crate::positive("--max-snapshots", n)?);
             }
             if let Some(n) = retain_last {
                 b = b.with_retain_last(crate::positive("--retain-last", n)?);

@@ -371,6 +371,14 @@ pub const MAINTAIN_ROLL_UP_FAN_IN_DEFAULT: u64 = 0;
 /// `history.expire.max-snapshot-age-ms` and `history.expire.min-snapshots-to-keep`.
 pub const MAINTAIN_EXPIRE_ENABLED: Property = prop("floe.maintain.expire.enabled", Rule::Bool);
 pub const MAINTAIN_EXPIRE_ENABLED_DEFAULT: bool = true;
+/// `floe.maintain.expire.max-snapshots` (Paimon's `snapshot.num-retained.max`): the maintainer
+/// keeps at most this many snapshots per branch however young they are, so a table committing
+/// every second keeps a bounded history and a metadata.json that stops growing. Ref heads and
+/// writer recovery points always stay; never fewer than `history.expire.min-snapshots-to-keep`.
+/// `0`: no bound (Iceberg's behaviour, the default of `floe maintain`).
+pub const MAINTAIN_EXPIRE_MAX_SNAPSHOTS: Property =
+    prop("floe.maintain.expire.max-snapshots", Rule::Count { min: 0 });
+pub const MAINTAIN_EXPIRE_MAX_SNAPSHOTS_DEFAULT: u64 = 0;
 /// `floe.maintain.orphans.interval` (at least `1d`): time between two orphan file removals.
 pub const MAINTAIN_ORPHANS_INTERVAL: Property = prop(
     "floe.maintain.orphans.interval",
@@ -472,6 +480,7 @@ pub const ALL: &[Property] = &[
     MAINTAIN_SMALL_FILE_HARD_LIMIT,
     MAINTAIN_ROLL_UP_FAN_IN,
     MAINTAIN_EXPIRE_ENABLED,
+    MAINTAIN_EXPIRE_MAX_SNAPSHOTS,
     MAINTAIN_ORPHANS_INTERVAL,
     MAINTAIN_ORPHANS_OLDER_THAN,
     MAINTAIN_MIN_MANIFESTS,

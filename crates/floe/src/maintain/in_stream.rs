@@ -34,7 +34,10 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::base::error::{Error, Result};
-use crate::base::properties::MAINTAIN_ROLL_UP_FAN_IN;
+use crate::base::properties::{
+    MAINTAIN_EXPIRE_MAX_SNAPSHOTS, MAINTAIN_ROLL_UP_FAN_IN, METADATA_DELETE_AFTER_COMMIT,
+    METADATA_PREVIOUS_VERSIONS_MAX,
+};
 use crate::catalog::Catalog;
 use crate::coordination::Store;
 use crate::ingest::debt::{over, Debt, DebtLimits};
@@ -43,7 +46,9 @@ use crate::maintain::facts;
 use crate::maintain::partitions::activity;
 use crate::maintain::service::{LogFn, MaintainOptions, MaintainSummary, Maintainer, Source};
 use crate::maintain::state::ServiceState;
+use crate::operations::alter::AlterPropertiesBuilder;
 use crate::operations::compact::CompactBuilder;
+use crate::operations::Operation;
 use crate::table::ident_string;
 use crate::table::manifests::live_files;
 
@@ -54,7 +59,9 @@ pub const ROLL_UP_FAN_IN_DEFAULT: &str = "4";
 /// nothing: the roll-up on, and the snapshot retention of a streaming table (Paimon's
 /// `snapshot.time-retained` 1 h and `snapshot.num-retained.min` 10) rather than Iceberg's
 /// five days, which at a commit every few seconds is tens of thousands of snapshots in every
-/// `metadata.json`. The writer's newest snapshot (its recovery point) is always kept.
+/// `metadata.json`, and at most [`MAX_SNAPSHOTS_DEFAULT`] snapshots (Paimon's
+/// `snapshot.num-retained.max`), so that file stops growing. The writer's newest snapshot
+/// (its recovery point) is always kept.
 pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
     (MAINTAIN_ROLL_UP_FAN_IN.key, ROLL_UP_FAN_IN_DEFAULT),
     (
@@ -65,7 +72,57 @@ pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
         crate::base::properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.key,
         "10",
     ),
+    (MAINTAIN_EXPIRE_MAX_SNAPSHOTS.key, MAX_SNAPSHOTS_DEFAULT),
 ];
+
+/// At most this many snapshots (`floe.maintain.expire.max-snapshots`) for a table an ingest
+/// maintains, where the table sets nothing: at a commit per second, 100 s of time travel, and
+/// a metadata.json that stops growing (the writer's recovery point, tags and branches stay).
+pub const MAX_SNAPSHOTS_DEFAULT: &str = "100";
+
+/// The metadata settings `floe ingest --maintain` sets on its table when the table sets
+/// neither: each commit deletes the metadata.json files the log lets go, and the log keeps 5.
+/// A commit a second otherwise keeps 101 metadata.json files of the whole history each
+/// (Iceberg's `previous-versions-max` 100, nothing deleted): most of the table's bytes. A
+/// table that sets either key keeps both as they are.
+pub const METADATA_DEFAULTS: &[(&str, &str)] = &[
+    (METADATA_DELETE_AFTER_COMMIT.key, "true"),
+    (METADATA_PREVIOUS_VERSIONS_MAX.key, "5"),
+];
+
+/// Sets [`METADATA_DEFAULTS`] on `ident` when it sets neither key (one property commit, said
+/// in `log`); returns what was set.
+pub async fn bound_metadata(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    log: &LogFn,
+) -> Result<Vec<(String, String)>> {
+    let table = catalog.load_table(ident).await?;
+    let props = table.metadata().properties();
+    if METADATA_DEFAULTS
+        .iter()
+        .any(|(k, _)| props.contains_key(*k))
+    {
+        return Ok(vec![]);
+    }
+    AlterPropertiesBuilder::new(catalog, ident.clone())
+        .with_properties(METADATA_DEFAULTS.iter().copied())
+        .execute()
+        .await?;
+    let set: Vec<(String, String)> = METADATA_DEFAULTS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    log(&format!(
+        "{}: set the streaming metadata defaults {} (set either key on the table to keep your own)",
+        ident_string(ident),
+        set.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok(set)
+}
 
 /// Measures `table`'s debt against `limits` at `now_ms` (one read of the live files).
 pub async fn measure(
@@ -241,6 +298,7 @@ impl Maintenance for InStream {
         ident: &TableIdent,
         start: Start,
     ) -> Result<Box<dyn AfterCommit>> {
+        bound_metadata(catalog, ident, &self.log).await?;
         let m = InProcess::start(
             catalog,
             ident,

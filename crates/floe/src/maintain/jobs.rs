@@ -470,9 +470,13 @@ async fn plan_job(
 /// The policy's expiry: its age and snapshots to keep are the table's `history.expire.*`, or
 /// the service's defaults for them (`floe ingest --maintain` keeps an hour).
 fn expiry(catalog: &Catalog, ident: TableIdent, policy: &Policy) -> ExpireBuilder {
-    ExpireBuilder::new(catalog, ident)
+    let b = ExpireBuilder::new(catalog, ident)
         .with_older_than_age(Duration::from_millis(policy.max_snapshot_age_ms))
-        .with_retain_last(policy.min_snapshots_to_keep.max(1))
+        .with_retain_last(policy.min_snapshots_to_keep.max(1));
+    match policy.max_snapshots {
+        0 => b,
+        n => b.with_max_snapshots(n),
+    }
 }
 
 /// The benefit of deleting `files` holding `bytes`.

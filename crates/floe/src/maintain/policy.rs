@@ -47,6 +47,8 @@ pub struct Policy {
     pub max_snapshot_age_ms: u64,
     /// `history.expire.min-snapshots-to-keep` (Iceberg's default: 1).
     pub min_snapshots_to_keep: u64,
+    /// `floe.maintain.expire.max-snapshots` (0: no bound).
+    pub max_snapshots: u64,
     /// `gc.enabled`: when `false`, no orphan removal (Iceberg forbids deleting files then).
     pub gc_enabled: bool,
     pub orphans_interval_ms: u64,
@@ -74,6 +76,7 @@ impl Default for Policy {
             expire_enabled: p::MAINTAIN_EXPIRE_ENABLED_DEFAULT,
             max_snapshot_age_ms: p::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
             min_snapshots_to_keep: p::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
+            max_snapshots: p::MAINTAIN_EXPIRE_MAX_SNAPSHOTS_DEFAULT,
             gc_enabled: p::GC_ENABLED_DEFAULT,
             orphans_interval_ms: p::MAINTAIN_ORPHANS_INTERVAL_DEFAULT_MS,
             orphans_older_than_ms: p::MAINTAIN_ORPHANS_OLDER_THAN_DEFAULT_MS,
@@ -149,6 +152,7 @@ impl Policy {
                 p::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.key,
                 d.min_snapshots_to_keep,
             )?,
+            max_snapshots: count(props, p::MAINTAIN_EXPIRE_MAX_SNAPSHOTS, d.max_snapshots, 0)?,
             gc_enabled: bool_prop(props, p::GC_ENABLED.key, d.gc_enabled)?,
             orphans_interval_ms: duration_prop(
                 props,

@@ -237,6 +237,22 @@ fn expire(policy: &Policy, facts: &TableFacts, now_ms: i64) -> Candidate {
     let Some(oldest) = facts.oldest_snapshot_ms else {
         return Candidate::skipped(job, "no snapshot".into());
     };
+    // The count bound fires with a slack of a tenth (at least 10 snapshots), so a table
+    // committing every second expires in batches rather than after every commit.
+    let max = policy.max_snapshots;
+    if max > 0 {
+        let bound = max.max(keep);
+        let slack = (bound / 10).max(10);
+        if facts.snapshots > bound + slack {
+            return Candidate::fired(
+                job,
+                format!(
+                    "{} snapshots > floe.maintain.expire.max-snapshots {bound} + {slack}",
+                    facts.snapshots
+                ),
+            );
+        }
+    }
     let oldest_age = age(now_ms, oldest);
     let max_age = policy.max_snapshot_age_ms;
     if oldest_age <= max_age {

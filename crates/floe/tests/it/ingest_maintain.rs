@@ -301,3 +301,105 @@ async fn three_workers_of_a_group_commit_once_per_interval_exactly_once() {
     let again = worker(1, Arc::new(Mutex::new(0))).await;
     assert_eq!(again.records, 0);
 }
+
+#[tokio::test]
+async fn ingest_with_maintain_bounds_history_and_metadata_files_keeping_tags_and_the_writer() {
+    use floe::operations::refs::CreateRefBuilder;
+    let fx = Fixture::new().await;
+    let ident = fx.table("s.bounded", Some("day(ts)")).await;
+    fx.append(&ident, 100_000, 100_010).await;
+    let tagged = fx
+        .load(&ident)
+        .await
+        .metadata()
+        .current_snapshot_id()
+        .unwrap();
+    CreateRefBuilder::new(&fx.catalog, ident.clone())
+        .with_tag("v0")
+        .execute()
+        .await
+        .unwrap();
+    // A bound of 20 snapshots (the streaming default is 100): expiry fires above 20 + 10.
+    fx.set_property(&ident, "floe.maintain.expire.max-snapshots", "20")
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.ndjson");
+    write_lines(&input, 0..6000);
+    let mut o = IngestOptions::new("b");
+    o.commit_interval = Duration::from_secs(3600);
+    o.commit_records = Some(50);
+    o.batch_records = 50;
+    o.maintain = Some(true);
+    o.maintain_store = Some(fx.config.uri.clone());
+    o.pause_before_commit = Some(Duration::from_millis(40));
+    let (s, _, log) = ingest(&fx, "s.bounded", &input.display().to_string(), false, o).await;
+    assert_eq!(s.commits, 120);
+    assert_eq!(count_distinct(&fx, "s.bounded").await, (6010, 6010));
+    assert!(
+        log.iter()
+            .any(|l| l.contains("streaming metadata defaults")),
+        "{log:#?}"
+    );
+    let m = s.maintenance.expect("maintenance ran");
+    assert!(
+        m["succeeded_by_job"]["expire-snapshots"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
+        "{m:?}\n{log:#?}"
+    );
+
+    let table = fx.load(&ident).await;
+    let md = table.metadata();
+    let p = md.properties();
+    assert_eq!(
+        p.get("write.metadata.delete-after-commit.enabled")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        p.get("write.metadata.previous-versions-max")
+            .map(String::as_str),
+        Some("5")
+    );
+    // History stays near its bound (20 + a slack of 10 + the tag), not 121 snapshots...
+    let snapshots = md.snapshots().count();
+    assert!(snapshots <= 35, "{snapshots} snapshots after 121 commits");
+    // ... and keeps the tag and the writer's recovery point (its newest commit).
+    assert!(md.snapshot_by_id(tagged).is_some(), "the tag's snapshot");
+    let writers = floe::table::watermarks::watermarks(md);
+    let w = writers
+        .iter()
+        .find(|w| w.id == "b")
+        .expect("the writer's watermark");
+    assert!(md.snapshot_by_id(w.snapshot_id).is_some());
+    // The log keeps 5 metadata files, each commit deletes the one it lets go.
+    let metadata_files = crate::common::files_under(
+        &std::path::PathBuf::from(md.location().trim_start_matches("file://")).join("metadata"),
+    )
+    .into_iter()
+    .filter(|f| f.to_string_lossy().ends_with(".metadata.json"))
+    .count();
+    assert!(metadata_files <= 6, "{metadata_files} metadata.json files");
+    assert!(md.metadata_log().len() <= 5);
+    // A table that sets its own metadata settings keeps them.
+    let own = fx.table("s.own", None).await;
+    fx.set_property(&own, "write.metadata.previous-versions-max", "50")
+        .await;
+    let set = floe::maintain::in_stream::bound_metadata(
+        &fx.catalog,
+        &own,
+        &(Arc::new(|_: &str| {}) as floe::maintain::service::LogFn),
+    )
+    .await
+    .unwrap();
+    assert!(set.is_empty());
+    assert_eq!(
+        fx.load(&own)
+            .await
+            .metadata()
+            .properties()
+            .get("write.metadata.delete-after-commit.enabled"),
+        None
+    );
+}

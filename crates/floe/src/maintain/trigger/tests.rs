@@ -178,6 +178,38 @@ fn expiry_fires_on_old_snapshots_beyond_the_ones_to_keep() {
     );
 }
 
+#[test]
+fn expiry_fires_on_a_young_history_past_max_snapshots_plus_its_slack() {
+    let bounded = |max: u64| Policy {
+        max_snapshots: max,
+        ..Policy::default()
+    };
+    let mut f = quiet();
+    f.oldest_snapshot_ms = Some(NOW - MIN);
+    // 100 snapshots, slack 10: due above 110.
+    f.snapshots = 110;
+    assert!(!run(&bounded(100), &f, &HashMap::new())[1].is_due());
+    f.snapshots = 111;
+    let c = &run(&bounded(100), &f, &HashMap::new())[1];
+    assert_eq!(
+        c.fired.as_deref(),
+        Some("111 snapshots > floe.maintain.expire.max-snapshots 100 + 10"),
+        "{c:?}"
+    );
+    // Unbounded (the default): young snapshots never fire.
+    f.snapshots = 100_000;
+    assert!(!run(&Policy::default(), &f, &HashMap::new())[1].is_due());
+    // A larger minimum raises the bound; slack is a tenth above 100.
+    let p = Policy {
+        min_snapshots_to_keep: 500,
+        ..bounded(100)
+    };
+    f.snapshots = 550;
+    assert!(!run(&p, &f, &HashMap::new())[1].is_due());
+    f.snapshots = 551;
+    assert!(run(&p, &f, &HashMap::new())[1].is_due());
+}
+
 /// The last runs with one orphan removal at `at`.
 fn ran(at: i64) -> HashMap<JobKind, i64> {
     HashMap::from([(JobKind::RemoveOrphanFiles, at)])

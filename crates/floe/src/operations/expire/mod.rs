@@ -89,6 +89,7 @@ pub struct ExpireBuilder {
     ctx: Ctx,
     older_than: Option<OlderThan>,
     retain_last: Option<u64>,
+    max_snapshots: Option<u64>,
     snapshot_ids: Vec<i64>,
     clean_files: bool,
     delete_external: bool,
@@ -101,6 +102,7 @@ impl ExpireBuilder {
             ctx: Ctx::new(catalog, ident),
             older_than: None,
             retain_last: None,
+            max_snapshots: None,
             snapshot_ids: vec![],
             clean_files: true,
             delete_external: false,
@@ -130,6 +132,14 @@ impl ExpireBuilder {
     /// Keep at least `n` snapshots per branch (default `history.expire.min-snapshots-to-keep`).
     pub fn with_retain_last(mut self, n: u64) -> Self {
         self.retain_last = Some(n);
+        self
+    }
+
+    /// Keeps at most `n` snapshots per branch however young they are (never fewer than
+    /// `retain_last`; ref heads and writer watermarks always stay): bounded history for a
+    /// table that commits every few seconds. `0` refused.
+    pub fn with_max_snapshots(mut self, n: u64) -> Self {
+        self.max_snapshots = Some(n);
         self
     }
 
@@ -180,6 +190,13 @@ impl ExpireBuilder {
                 properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
             )?,
         };
+        if self.max_snapshots == Some(0) {
+            return Err(Error::invalid_option(
+                "max-snapshots",
+                0,
+                "must be at least 1: the current snapshot is never expired",
+            ));
+        }
         let older_than_ms = match self.older_than {
             Some(limit) => limit.cutoff_ms(now_ms),
             None => now_ms.saturating_sub(properties::table_u64_prop(
@@ -201,6 +218,7 @@ impl ExpireBuilder {
             min_snapshots_to_keep: min_keep,
             max_ref_age_ms,
             by_age: self.snapshot_ids.is_empty() || self.older_than.is_some(),
+            max_snapshots: self.max_snapshots,
         })
     }
 

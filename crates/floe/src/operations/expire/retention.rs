@@ -28,6 +28,11 @@ pub struct Retention {
     pub max_ref_age_ms: Option<i64>,
     /// Whether age-based expiry applies (false when only explicit ids are expired).
     pub by_age: bool,
+    /// At most this many snapshots per branch, however young (Paimon's
+    /// `snapshot.num-retained.max`): a table committing every second keeps a bounded history,
+    /// so its metadata.json, rewritten on every commit, stops growing. Never fewer than
+    /// `min_snapshots_to_keep`; ref heads and writer watermarks are kept whatever the count.
+    pub max_snapshots: Option<u64>,
 }
 
 /// A snapshot kept only because a writer's watermark is in it.
@@ -111,10 +116,12 @@ pub fn plan(
                 let older_than = max_snapshot_age_ms
                     .map(|a| now_ms.saturating_sub(a))
                     .unwrap_or(retention.older_than_ms);
+                let max_keep = retention.max_snapshots.map(|m| m.max(min_keep));
                 for (kept, s) in line.into_iter().enumerate() {
+                    let within_count = max_keep.is_none_or(|m| (kept as u64) < m);
                     let keep = (kept as u64) < min_keep
                         || !retention.by_age
-                        || s.timestamp_ms >= older_than;
+                        || (s.timestamp_ms >= older_than && within_count);
                     if !keep {
                         break;
                     }

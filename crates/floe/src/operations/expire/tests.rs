@@ -36,6 +36,7 @@ fn retention(now: i64, days: i64, keep: u64) -> Retention {
         min_snapshots_to_keep: keep,
         max_ref_age_ms: None,
         by_age: true,
+        max_snapshots: None,
     }
 }
 
@@ -158,4 +159,51 @@ fn unreferenced_snapshots_expire_by_age() {
     let refs = HashMap::from([(MAIN_BRANCH.to_string(), branch(3))]);
     let p = plan(&snaps, &refs, &[], &[], &retention(now, 5, 5), now).unwrap();
     assert_eq!(p.expired_snapshots, vec![50]);
+}
+
+#[test]
+fn max_snapshots_bounds_young_history_but_keeps_heads_watermarks_and_the_minimum() {
+    let now = 100 * DAY;
+    let snaps = chain(10, now);
+    let tag = SnapshotReference {
+        snapshot_id: 2,
+        retention: SnapshotRetention::Tag {
+            max_ref_age_ms: None,
+        },
+    };
+    let refs = HashMap::from([
+        (MAIN_BRANCH.to_string(), branch(10)),
+        ("v1".to_string(), tag),
+    ]);
+    // Everything is younger than 30 days: only the count expires snapshots.
+    let bounded = |max: u64, keep: u64| Retention {
+        max_snapshots: Some(max),
+        ..retention(now, 30, keep)
+    };
+    let p = plan(&snaps, &refs, &[], &[], &retention(now, 30, 1), now).unwrap();
+    assert!(p.expired_snapshots.is_empty(), "no bound: nothing expires");
+    let p = plan(&snaps, &refs, &[watermark(3)], &[], &bounded(4, 1), now).unwrap();
+    assert_eq!(
+        p.expired_snapshots,
+        vec![1, 4, 5, 6],
+        "tag 2 and watermark 3 stay"
+    );
+    assert_eq!(p.protected.len(), 1);
+    // The minimum wins over a smaller maximum.
+    let p = plan(&snaps, &refs, &[], &[], &bounded(4, 6), now).unwrap();
+    assert_eq!(p.expired_snapshots, vec![1, 3, 4]);
+    // Age still applies within the bound.
+    let p = plan(
+        &snaps,
+        &refs,
+        &[],
+        &[],
+        &Retention {
+            max_snapshots: Some(8),
+            ..retention(now, 3, 1)
+        },
+        now,
+    )
+    .unwrap();
+    assert_eq!(p.expired_snapshots, vec![1, 3, 4, 5, 6]);
 }
