@@ -70,3 +70,15 @@ class Floe:
         if r.returncode != 0:
             raise RuntimeError(f"floe {' '.join(args)}: rc {r.returncode}: {r.stderr.strip() or r.stdout.strip()}")
         return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def need_duckdb(args, script):
+    """Re-executes the running script with `args.python` when this interpreter lacks duckdb
+    (exits naming `script` when there is none to switch to)."""
+    import sys
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        if args.python and os.path.realpath(args.python) != os.path.realpath(sys.executable):
+            os.execv(args.python, [args.python, os.path.abspath(sys.argv[0]), *sys.argv[1:]])
+        sys.exit(f"{script}: duckdb is not importable; pass --python /path/to/venv/bin/python")

@@ -37,7 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import Floe, dir_bytes, local_path, log  # noqa: E402
+from bench_util import Floe, dir_bytes, local_path, log, need_duckdb  # noqa: E402
 from steady_state import INTEROP, SCHEMA, TABLE, Generator, duckdb_measure, start, stop  # noqa: E402
 
 SIDES = ("bounded", "unbounded", "off")
@@ -88,12 +88,7 @@ def main():
     p.add_argument("--rate", type=int, default=1000, help="events/s per stream")
     p.add_argument("--sample", type=float, default=30, help="seconds between samples")
     args = p.parse_args()
-    try:
-        import duckdb  # noqa: F401
-    except ImportError:
-        if args.python and os.path.realpath(args.python) != os.path.realpath(sys.executable):
-            os.execv(args.python, [args.python, os.path.abspath(__file__), *sys.argv[1:]])
-        sys.exit("bounded_metadata.py: duckdb is not importable; pass --python /path/to/venv/bin/python")
+    need_duckdb(args, "bounded_metadata.py")
     sys.path.insert(0, INTEROP)
 
     floe_bin = os.path.abspath(shutil.which(args.floe) or args.floe)

@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import Floe, dir_bytes, fmt, local_path, log, nice_max, svg_open  # noqa: E402
+from bench_util import Floe, dir_bytes, fmt, local_path, log, need_duckdb, nice_max, svg_open  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEROP = os.path.join(HERE, "..", "..", "..", "tests", "interop")
@@ -251,12 +251,7 @@ def main():
     p.add_argument("--out-dir", help="CSVs, SVG and summary (default: --dir)")
     args = p.parse_args()
 
-    try:
-        import duckdb  # noqa: F401
-    except ImportError:
-        if args.python and os.path.realpath(args.python) != os.path.realpath(sys.executable):
-            os.execv(args.python, [args.python, os.path.abspath(__file__), *sys.argv[1:]])
-        sys.exit("steady_state.py: duckdb is not importable; pass --python /path/to/venv/bin/python")
+    need_duckdb(args, "steady_state.py")
     sys.path.insert(0, INTEROP)
 
     floe_bin = os.path.abspath(shutil.which(args.floe) or args.floe)

@@ -133,6 +133,22 @@ impl Fixture {
             .unwrap()
     }
 
+    /// Tags the current snapshot of `ident` as `name`; returns that snapshot's id.
+    pub async fn tag_current(&self, ident: &TableIdent, name: &str) -> i64 {
+        let id = self
+            .load(ident)
+            .await
+            .metadata()
+            .current_snapshot_id()
+            .unwrap();
+        floe::operations::refs::CreateRefBuilder::new(&self.catalog, ident.clone())
+            .with_tag(name)
+            .execute()
+            .await
+            .unwrap();
+        id
+    }
+
     /// (row count, sum of id) of the table's current snapshot, read by floe.
     pub async fn count_and_sum(&self, ident: &TableIdent) -> (i64, i64) {
         count_and_sum(&self.catalog, ident).await

@@ -307,7 +307,7 @@ fn content_bytes(dir: &std::path::Path) -> (u64, u64) {
 async fn diagnose_names_the_writer_side_who_keeps_history_and_what_a_scan_requests() {
     use floe::operations::diagnose::Report;
     use floe::operations::expire::ExpireBuilder;
-    use floe::operations::refs::{CreateRefBuilder, DropRefBuilder};
+    use floe::operations::refs::DropRefBuilder;
 
     let fx = Fixture::new().await;
     let ident = fx.table("h.stream", None).await;
@@ -339,17 +339,7 @@ async fn diagnose_names_the_writer_side_who_keeps_history_and_what_a_scan_reques
         fx.append(&ident, k * 2000, k * 2000 + 2000).await;
         tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     }
-    let tagged = fx
-        .load(&ident)
-        .await
-        .metadata()
-        .current_snapshot_id()
-        .unwrap();
-    CreateRefBuilder::new(&fx.catalog, ident.clone())
-        .with_tag("v1")
-        .execute()
-        .await
-        .unwrap();
+    let tagged = fx.tag_current(&ident, "v1").await;
     // Compaction into row groups of 16 KiB, then the writer goes on making small files.
     fx.set_property(&ident, "write.parquet.row-group-size-bytes", "16384")
         .await;

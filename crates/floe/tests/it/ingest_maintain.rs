@@ -304,21 +304,10 @@ async fn three_workers_of_a_group_commit_once_per_interval_exactly_once() {
 
 #[tokio::test]
 async fn ingest_with_maintain_bounds_history_and_metadata_files_keeping_tags_and_the_writer() {
-    use floe::operations::refs::CreateRefBuilder;
     let fx = Fixture::new().await;
     let ident = fx.table("s.bounded", Some("day(ts)")).await;
     fx.append(&ident, 100_000, 100_010).await;
-    let tagged = fx
-        .load(&ident)
-        .await
-        .metadata()
-        .current_snapshot_id()
-        .unwrap();
-    CreateRefBuilder::new(&fx.catalog, ident.clone())
-        .with_tag("v0")
-        .execute()
-        .await
-        .unwrap();
+    let tagged = fx.tag_current(&ident, "v0").await;
     // A bound of 20 snapshots (the streaming default is 100): expiry fires above 20 + 10.
     fx.set_property(&ident, "floe.maintain.expire.max-snapshots", "20")
         .await;
