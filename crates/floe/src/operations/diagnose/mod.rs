@@ -6,6 +6,9 @@
 //!  all snapshots (ReachIndex)      ──> history: commits, files per commit, what expiry frees
 //!  one listing of the location     ──> storage: unreferenced files by age
 //!  snapshot summaries              ──> writer watermarks
+//!  recent commits + metadata log   ──> the writer's side: pace, commit duration, freshness
+//!  refs, watermarks, expiry's plan ──> who keeps history, and what only each keeps
+//!  live files' split offsets       ──> a full scan's object-store requests, now and compacted
 //!                                  ──> observations (the seeds' table) -> first action
 //! ```
 //!
