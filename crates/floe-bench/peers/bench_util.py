@@ -82,3 +82,23 @@ def need_duckdb(args, script):
         if args.python and os.path.realpath(args.python) != os.path.realpath(sys.executable):
             os.execv(args.python, [args.python, os.path.abspath(sys.argv[0]), *sys.argv[1:]])
         sys.exit(f"{script}: duckdb is not importable; pass --python /path/to/venv/bin/python")
+
+
+def time_command(cmd, timeout=None):
+    """Runs cmd under GNU time: ({wall_s, user_s, sys_s, cpu_s, max_rss_mib} or None when time
+    printed nothing, rc, stdout, stderr without time's lines). Wall time is perf_counter's; the
+    peak RSS is time's %M, not wait4 here: a child forked from a large Python process would
+    inherit its high-water mark."""
+    t = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "BUTIME %e %U %S %M", *cmd], capture_output=True, text=True,
+                       timeout=timeout)
+    wall = time.perf_counter() - t
+    lines = [l for l in p.stderr.splitlines() if l.startswith("BUTIME ")]
+    err = "\n".join(l for l in p.stderr.splitlines() if not l.startswith("BUTIME ")
+                    and not l.startswith("Command exited with non-zero status"))
+    m = None
+    if lines:
+        _, _, user, sys_, rss = lines[-1].split()
+        m = {"wall_s": wall, "user_s": float(user), "sys_s": float(sys_), "cpu_s": float(user) + float(sys_),
+             "max_rss_mib": int(rss) / 1024.0}
+    return m, p.returncode, p.stdout, err

@@ -37,8 +37,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import Floe, dir_bytes, local_path, log, need_duckdb  # noqa: E402
-from steady_state import INTEROP, SCHEMA, TABLE, Generator, duckdb_measure, start, stop  # noqa: E402
+from bench_util import dir_bytes, local_path, log, need_duckdb  # noqa: E402
+from steady_state import INTEROP, TABLE, Generator, duckdb_measure, events_table, start, stop  # noqa: E402
 
 SIDES = ("bounded", "unbounded", "off")
 FIELDS = ["side", "t_s", "generated", "snapshots", "metadata_json_bytes", "metadata_json_files",
@@ -99,20 +99,11 @@ def main():
     version = subprocess.run([floe_bin, "--version"], capture_output=True, text=True).stdout.strip()
     log(f"{version}; work dir {work}; {args.minutes} min at {args.rate} events/s per stream")
 
-    sides = {}
-    for name in SIDES:
-        wh = os.path.join(work, name)
-        os.makedirs(wh)
-        floe = Floe(floe_bin, wh)
-        floe.json_lines("namespace", "create", "bench")
-        (d,) = floe.json_lines("table", "create", TABLE, "--schema", SCHEMA, "--partition", "hour(ts)")
-        if name == "unbounded":
-            for kv in ("floe.maintain.expire.max-snapshots=0", "write.metadata.previous-versions-max=100",
-                       "write.metadata.delete-after-commit.enabled=false"):
-                floe.json_lines("table", "set-property", TABLE, kv)
-        stream = os.path.join(work, f"{name}.ndjson")
-        open(stream, "w").close()
-        sides[name] = {"floe": floe, "warehouse": wh, "stream": stream, "table_dir": local_path(d["location"])}
+    # The unbounded side: no count bound, and Iceberg's metadata settings (nothing deleted).
+    unbounded = ("floe.maintain.expire.max-snapshots=0", "write.metadata.previous-versions-max=100",
+                 "write.metadata.delete-after-commit.enabled=false")
+    sides = {name: events_table(floe_bin, work, name, unbounded if name == "unbounded" else ())
+             for name in SIDES}
 
     procs, gen, failed, rows = [], None, [], []
     try:

@@ -68,7 +68,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
-from bench_util import log  # noqa: E402
+from bench_util import log, time_command  # noqa: E402
 
 GEN_VERSION = 5  # bump when the generator or the input layout changes (invalidates cached inputs)
 TABLE = "bench.t"
@@ -264,18 +264,12 @@ def floe_sql(a, wh, query):
 
 
 def run_measured(cmd, timeout=None):
-    """Runs cmd under GNU time: wall (perf_counter), user, sys, peak RSS (KiB, %M), stdout.
-    %M, not wait4 here: a child forked from this large Python process would inherit its high-water mark."""
-    t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "CMTIME %e %U %S %M", *cmd], capture_output=True, text=True,
-                       timeout=timeout)
-    wall = time.perf_counter() - t
-    lines = [l for l in p.stderr.splitlines() if l.startswith("CMTIME ")]
-    if p.returncode != 0 or not lines:
-        raise CellFailed(f"{' '.join(map(str, cmd[:4]))} ...: rc {p.returncode}: {p.stderr.strip()[-2000:]}")
-    _, _, user, sys_, rss = lines[-1].split()
-    return {"wall_s": wall, "user_s": float(user), "sys_s": float(sys_), "cpu_s": float(user) + float(sys_),
-            "max_rss_mib": int(rss) / 1024.0}, p.stdout
+    """Runs cmd under GNU time (bench_util.time_command): (measures, stdout); a failure is a
+    CellFailed."""
+    m, rc, out, err = time_command(cmd, timeout=timeout)
+    if rc != 0 or m is None:
+        raise CellFailed(f"{' '.join(map(str, cmd[:4]))} ...: rc {rc}: {err.strip()[-2000:]}")
+    return m, out
 
 
 DELTA_CODE = r"""

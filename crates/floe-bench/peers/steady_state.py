@@ -110,6 +110,22 @@ def duckdb_measure(metadata, repeats=3):
         con.close()
 
 
+def events_table(floe_bin, work, name, properties=()):
+    """A warehouse `work/name` holding bench.events (partitioned hour(ts)) with `properties`
+    (`key=value`) set, and an empty stream file `work/name.ndjson` to feed it: the side's
+    {floe, warehouse, stream, table_dir}."""
+    wh = os.path.join(work, name)
+    os.makedirs(wh)
+    floe = Floe(floe_bin, wh)
+    floe.json_lines("namespace", "create", "bench")
+    (d,) = floe.json_lines("table", "create", TABLE, "--schema", SCHEMA, "--partition", "hour(ts)")
+    for kv in properties:
+        floe.json_lines("table", "set-property", TABLE, kv)
+    stream = os.path.join(work, f"{name}.ndjson")
+    open(stream, "w").close()
+    return {"floe": floe, "warehouse": wh, "stream": stream, "table_dir": local_path(d["location"])}
+
+
 def sample(side, t_s, generated):
     floe, tdir = side["floe"], side["table_dir"]
     row = {"t_s": round(t_s, 1), "generated": generated, "error": ""}
@@ -264,18 +280,9 @@ def main():
     version = subprocess.run([floe_bin, "--version"], capture_output=True, text=True).stdout.strip()
     log(f"{version}; work dir {work}; out dir {out}; {args.minutes} min at {args.rate} events/s per stream")
 
-    sides = {}
-    for name in SIDES:
-        wh = os.path.join(work, name)
-        os.makedirs(wh)
-        floe = Floe(floe_bin, wh)
-        floe.json_lines("namespace", "create", "bench")
-        (d,) = floe.json_lines("table", "create", TABLE, "--schema", SCHEMA, "--partition", "hour(ts)")
-        floe.json_lines("table", "set-property", TABLE, f"history.expire.max-snapshot-age-ms={RETENTION_MS}")
-        stream = os.path.join(work, f"{name}.ndjson")
-        open(stream, "w").close()
-        sides[name] = {"floe": floe, "warehouse": wh, "stream": stream,
-                       "table_dir": local_path(d["location"]), "samples": []}
+    sides = {name: dict(events_table(floe_bin, work, name,
+                                     [f"history.expire.max-snapshot-age-ms={RETENTION_MS}"]), samples=[])
+             for name in SIDES}
 
     procs, gen, failed = [], None, []
     try:

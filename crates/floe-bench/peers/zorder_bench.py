@@ -53,7 +53,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
-from bench_util import Floe, dir_bytes, local_path, log  # noqa: E402
+from bench_util import Floe, dir_bytes, local_path, log, time_command  # noqa: E402
 
 NS, TABLE = "bench", "bench.t"
 CATALOG_NAME = "floe"  # floe's embedded SQLite catalog name
@@ -96,24 +96,6 @@ def sh(cmd, timeout=None):
         raise BenchFailed(f"{' '.join(map(str, cmd[:6]))} ...: rc {r.returncode}: "
                           f"{(r.stderr.strip() or r.stdout.strip())[-2000:]}")
     return r
-
-
-def run_measured(cmd, timeout=None):
-    """Runs cmd under GNU time: ({wall_s, user_s, sys_s, cpu_s, max_rss_mib}, rc, stdout, stderr).
-    %M, not wait4 here: a child forked from this large Python process would inherit its high-water mark."""
-    t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "ZBTIME %e %U %S %M", *cmd], capture_output=True, text=True,
-                       timeout=timeout)
-    wall = time.perf_counter() - t
-    lines = [l for l in p.stderr.splitlines() if l.startswith("ZBTIME ")]
-    err = "\n".join(l for l in p.stderr.splitlines() if not l.startswith("ZBTIME ")
-                    and not l.startswith("Command exited with non-zero status"))
-    m = None
-    if lines:
-        _, _, user, sys_, rss = lines[-1].split()
-        m = {"wall_s": wall, "user_s": float(user), "sys_s": float(sys_), "cpu_s": float(user) + float(sys_),
-             "max_rss_mib": int(rss) / 1024.0}
-    return m, p.returncode, p.stdout, err
 
 
 def tree_state(path):
@@ -303,7 +285,7 @@ def floe_compact(a, wh, layout, target):
     """One timed `floe compact`; raises BenchFailed (zorder: with what to do) on a non-zero exit."""
     cmd = [a.floe, "--warehouse", wh, "--json", "compact", TABLE, "--rewrite-all",
            "--target-file-size", str(target), *LAYOUTS[layout]]
-    m, rc, out, err = run_measured(cmd, timeout=a.timeout)
+    m, rc, out, err = time_command(cmd, timeout=a.timeout)
     if rc != 0 or m is None:
         msg = (err.strip() or out.strip())[-1500:]
         if layout == "zorder":
@@ -319,7 +301,7 @@ def floe_compact(a, wh, layout, target):
 
 
 def delta_zorder(a, path, target):
-    m, rc, out, err = run_measured([sys.executable, "-c", DELTA_ZORDER_CODE, path, str(target)],
+    m, rc, out, err = time_command([sys.executable, "-c", DELTA_ZORDER_CODE, path, str(target)],
                                    timeout=a.timeout)
     if rc != 0 or m is None:
         raise BenchFailed(f"delta-rs z_order failed, rc {rc}: {(err.strip() or out.strip())[-1500:]}")

@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use futures::stream::BoxStream;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::FileScanTask;
+use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
 use crate::base::error::Result;
@@ -74,6 +75,30 @@ pub async fn rewriter_without(
     let writer = writer_for(table, options, lineage.is_some()).await?;
     let rows = crate::table::rows::read_tasks_without(table, tasks, dvs, lineage.cloned());
     Ok(conformed(writer, rows))
+}
+
+/// Writes every batch of `rows` through `keep` (which may drop rows; nothing is written for a
+/// batch it empties) and closes `writer`: the files written. On an error the writer is aborted,
+/// so a failed rewrite leaves no file behind.
+pub async fn write_all(
+    mut writer: TableWriter,
+    mut rows: BoxStream<'static, Result<RecordBatch>>,
+    mut keep: impl FnMut(RecordBatch) -> Result<RecordBatch>,
+) -> Result<Vec<DataFile>> {
+    let step = async {
+        while let Some(batch) = rows.try_next().await? {
+            let kept = keep(batch)?;
+            if kept.num_rows() > 0 {
+                writer.write(kept).await?;
+            }
+        }
+        Ok::<_, crate::base::error::Error>(())
+    };
+    if let Err(e) = step.await {
+        writer.abort().await;
+        return Err(e);
+    }
+    writer.close().await
 }
 
 /// A rewrite reads every live row of a file: no scan predicate.

@@ -17,14 +17,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::Array;
-use futures::TryStreamExt;
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::base::cost::{Amount, Cost, Costed, Phase, Progress};
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::base::properties;
 use crate::catalog::{ident_string, Catalog};
 use crate::commit::producer::prepare_with;
@@ -393,15 +392,11 @@ async fn rewrite_without(
     let tasks: Vec<FileScanTask> = matched
         .iter()
         .filter(|m| !m.all_live_rows())
-        .map(|m| {
-            let mut t = m.task.clone();
-            t.predicate = None;
-            t
-        })
+        .map(|m| m.task.clone())
         .collect();
     // Format v3: the kept rows keep their row ids, and the tasks carry deletion vectors.
     let (dvs, lineage) = crate::write::rewrite::lineage_of(table).await?;
-    let (mut writer, mut stream) = crate::write::rewrite::rewriter(
+    let (writer, stream) = crate::write::rewrite::rewriter(
         table,
         &WriteOptions::default(),
         tasks,
@@ -409,35 +404,22 @@ async fn rewrite_without(
         lineage.as_ref(),
     )
     .await?;
-    let step = async {
-        let mut deleted = 0u64;
-        while let Some(batch) = stream.try_next().await? {
-            // NULL (not TRUE) keeps the row.
-            let gone = filter.eval_full(&batch)?;
-            let gone = match gone.nulls() {
-                Some(_) => arrow::compute::prep_null_mask_filter(&gone),
-                None => gone,
-            };
-            let keep = arrow::compute::not(&gone)?;
-            let kept = arrow::compute::filter_record_batch(&batch, &keep)?;
-            deleted += (batch.num_rows() - kept.num_rows()) as u64;
-            if kept.num_rows() > 0 {
-                writer.write(kept).await?;
-            }
-        }
-        Ok::<_, Error>(deleted)
-    };
-    match step.await {
-        Ok(deleted) => {
-            out.rows_deleted += deleted;
-            let files = writer.close().await?;
-            out.added = files.len();
-            out.bytes_written = files.iter().map(|f| f.file_size_in_bytes()).sum();
-            Ok((out, files))
-        }
-        Err(e) => {
-            writer.abort().await;
-            Err(e)
-        }
-    }
+    let mut deleted = 0u64;
+    let files = crate::write::rewrite::write_all(writer, stream, |batch| {
+        // NULL (not TRUE) keeps the row.
+        let gone = filter.eval_full(&batch)?;
+        let gone = match gone.nulls() {
+            Some(_) => arrow::compute::prep_null_mask_filter(&gone),
+            None => gone,
+        };
+        let keep = arrow::compute::not(&gone)?;
+        let kept = arrow::compute::filter_record_batch(&batch, &keep)?;
+        deleted += (batch.num_rows() - kept.num_rows()) as u64;
+        Ok(kept)
+    })
+    .await?;
+    out.rows_deleted += deleted;
+    out.added = files.len();
+    out.bytes_written = files.iter().map(|f| f.file_size_in_bytes()).sum();
+    Ok((out, files))
 }

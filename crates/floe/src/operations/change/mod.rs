@@ -40,7 +40,7 @@ use iceberg::spec::{DataFile, Struct};
 use iceberg::table::Table;
 use iceberg::TableIdent;
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::catalog::Catalog;
 use crate::commit::producer::prepare_with;
 use crate::commit::{Committer, Ledger, Produced, SnapshotUpdate};
@@ -123,7 +123,6 @@ pub async fn write_deletes(table: &Table, matched: &[Matched]) -> Result<Deletes
 /// rewritten without the selected ones (their other deletes applied; on format v3 the kept rows
 /// keep their row ids). On failure deletes what it wrote.
 pub async fn rewrite_matched(table: &Table, matched: &[Matched]) -> Result<Deletes> {
-    use futures::TryStreamExt;
     let mut out = Deletes::default();
     let mut partial = Vec::new();
     for m in matched {
@@ -137,7 +136,7 @@ pub async fn rewrite_matched(table: &Table, matched: &[Matched]) -> Result<Delet
         return Ok(out);
     }
     let (dvs, lineage) = crate::write::rewrite::lineage_of(table).await?;
-    let (mut writer, mut rows) = crate::write::rewrite::rewriter_without(
+    let (writer, rows) = crate::write::rewrite::rewriter_without(
         table,
         &WriteOptions::default(),
         partial,
@@ -145,19 +144,7 @@ pub async fn rewrite_matched(table: &Table, matched: &[Matched]) -> Result<Delet
         lineage.as_ref(),
     )
     .await?;
-    let step = async {
-        while let Some(batch) = rows.try_next().await? {
-            if batch.num_rows() > 0 {
-                writer.write(batch).await?;
-            }
-        }
-        Ok::<_, Error>(())
-    };
-    if let Err(e) = step.await {
-        writer.abort().await;
-        return Err(e);
-    }
-    out.rewritten = writer.close().await?;
+    out.rewritten = crate::write::rewrite::write_all(writer, rows, Ok).await?;
     Ok(out)
 }
 
