@@ -4,15 +4,18 @@
 //! and the server does the same.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
-use iceberg::spec::TableMetadataBuilder;
+use iceberg::spec::{TableMetadata, TableMetadataBuildResult, TableMetadataBuilder};
 use iceberg::table::Table;
 use iceberg::{MetadataLocation, TableRequirement, TableUpdate};
 
+use super::heads::Head;
 use super::{ident_string, ns_string, rest, table_from, Backend, Catalog, SqlCatalog};
 use crate::base::error::{Error, Result};
 use crate::base::properties;
 use crate::storage::fence::Fence;
+use crate::table::metadata_json;
 
 impl Catalog {
     /// Commits `updates` on top of `base` if `requirements` hold.
@@ -35,7 +38,9 @@ impl Catalog {
         updates: Vec<TableUpdate>,
     ) -> Result<Table> {
         match &self.backend {
-            Backend::Sql { inner, .. } => commit_sql(inner, base, requirements, updates).await,
+            Backend::Sql { inner, .. } => {
+                commit_sql(self, inner, base, requirements, updates).await
+            }
             Backend::Rest(r) => {
                 let (metadata, location) = r.commit(base, requirements, updates).await?;
                 table_from(
@@ -50,7 +55,13 @@ impl Catalog {
 }
 
 /// The SQL catalog's commit: local requirement check, new metadata file, pointer CAS.
+///
+/// A commit that only adds to the history (an append: [`metadata_json::spliceable`]) applies
+/// its updates to the table's head and splices the new snapshot onto the unparsed history
+/// ([`metadata_json::splice`]); its cost does not grow with the number of snapshots. Any other
+/// commit applies them to the whole table, which a head base is first replaced by.
 async fn commit_sql(
+    catalog: &Catalog,
     inner: &SqlCatalog,
     base: &Table,
     requirements: &[TableRequirement],
@@ -70,14 +81,65 @@ async fn commit_sql(
             });
         }
     }
-    let mut builder = TableMetadataBuilder::new_from_metadata(
-        base.metadata().clone(),
-        Some(current_location.clone()),
-    );
-    for update in updates {
-        builder = update.apply(builder)?;
-    }
-    let built = builder.build()?;
+    let head = match metadata_json::spliceable(&updates) {
+        true => catalog
+            .head_at(file_io, ident, &current_location)
+            .await?
+            .filter(|h| metadata_json::splices_onto(&h.metadata, &updates)),
+        false => None,
+    };
+    // The whole table, for a commit that cannot be spliced on a head.
+    let whole;
+    let base_md = match (&head, metadata_json::is_head(base.metadata())) {
+        (None, true) => {
+            whole = crate::table::read_metadata(file_io, &current_location).await?;
+            &whole
+        }
+        _ => base.metadata(),
+    };
+    let apply =
+        |md: &TableMetadata, updates: Vec<TableUpdate>| -> Result<TableMetadataBuildResult> {
+            let mut builder =
+                TableMetadataBuilder::new_from_metadata(md.clone(), Some(current_location.clone()));
+            for update in updates {
+                builder = update.apply(builder)?;
+            }
+            Ok(builder.build()?)
+        };
+    // What is written (the head's build when spliced), and the table the commit returns.
+    let (built, spliced, returned) = match &head {
+        Some(head) => {
+            // An id the head does not know may still be an old snapshot's (ids are random):
+            // a conflict, retried with a new one.
+            for u in &updates {
+                if let TableUpdate::AddSnapshot { snapshot } = u {
+                    if head.history.may_hold_id(snapshot.snapshot_id()) {
+                        return Err(Error::CommitConflict {
+                            table: name,
+                            attempts: 1,
+                            reason: crate::base::error::Conflict::RequirementFailed(format!(
+                                "snapshot id {} may already be in the table's history",
+                                snapshot.snapshot_id()
+                            )),
+                        });
+                    }
+                }
+            }
+            let returned = match metadata_json::is_head(base_md) {
+                true => None,
+                false => Some(apply(base_md, updates.clone())?.metadata),
+            };
+            let built = apply(&head.metadata, updates)?;
+            let spliced = metadata_json::splice(&head.history, &head.metadata, &built.metadata)
+                .map_err(|e| Error::Metadata {
+                    location: current_location.clone(),
+                    reason: format!("splicing the next metadata file: {e}"),
+                    source: Some(Box::new(e)),
+                })?;
+            (built, Some(spliced), returned)
+        }
+        None => (apply(base_md, updates)?, None, None),
+    };
     let new_location = MetadataLocation::from_str(&current_location)
         .map(|l| l.with_next_version())
         .unwrap_or_else(|_| {
@@ -85,7 +147,13 @@ async fn commit_sql(
         })
         .with_new_metadata(&built.metadata);
     let new_loc = new_location.to_string();
-    if let Err(e) = crate::table::write_metadata(file_io, &built.metadata, &new_location).await {
+    let written = match &spliced {
+        Some((pieces, _)) => {
+            crate::table::write_metadata_pieces(file_io, pieces.clone(), &new_location).await
+        }
+        None => crate::table::write_metadata(file_io, &built.metadata, &new_location).await,
+    };
+    if let Err(e) = written {
         // A partial file (a full disk) would take the version number of the next commit.
         let _ = file_io.delete(&new_loc).await;
         return Err(crate::storage::storage_error_on(
@@ -148,5 +216,21 @@ async fn commit_sql(
             }
         }
     }
-    table_from(file_io, ident.clone(), built.metadata, new_loc)
+    match spliced {
+        Some((_, next)) => {
+            let head = catalog.heads.put(
+                &name,
+                Head {
+                    location: new_loc.clone(),
+                    metadata: Arc::new(next.head),
+                    history: next.history,
+                },
+            );
+            match returned {
+                Some(whole) => table_from(file_io, ident.clone(), whole, new_loc),
+                None => table_from(file_io, ident.clone(), head.metadata.clone(), new_loc),
+            }
+        }
+        None => table_from(file_io, ident.clone(), built.metadata, new_loc),
+    }
 }

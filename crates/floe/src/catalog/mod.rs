@@ -17,12 +17,15 @@
 //!
 //! Here: the [`Catalog`] type, its connection, and the namespace and table listings. Creating,
 //! loading and dropping a table is in `tables.rs`; the commit (requirement check, new metadata
-//! file, pointer compare-and-swap) in `cas.rs`; where tables live (warehouse, default and
+//! file, pointer compare-and-swap) in `cas.rs`, with the heads of tables appended to in
+//! `heads.rs` (an append's commit splices its snapshot onto the unparsed history,
+//! [`crate::table::metadata_json`]); where tables live (warehouse, default and
 //! existing table locations, the catalog's own files) and the delete fence built from them in
 //! `locations.rs`.
 
 mod cas;
 pub mod config;
+mod heads;
 mod locations;
 mod rest;
 pub(crate) mod sql;
@@ -33,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{Schema, SortOrder, TableMetadata, UnboundPartitionSpec};
+use iceberg::spec::{Schema, SortOrder, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::Catalog as _;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -62,6 +65,8 @@ pub(crate) fn absolute(p: &Path) -> Result<PathBuf> {
 pub struct Catalog {
     backend: Backend,
     name: String,
+    /// Heads of tables loaded for appends, or committed since (`heads.rs`), shared by clones.
+    heads: Arc<heads::Heads>,
 }
 
 #[derive(Clone)]
@@ -129,6 +134,7 @@ impl Catalog {
         Ok(Self {
             backend,
             name: config.name.clone(),
+            heads: Arc::default(),
         })
     }
 
@@ -250,7 +256,7 @@ impl Catalog {
 pub(crate) fn table_from(
     file_io: &FileIO,
     ident: TableIdent,
-    metadata: TableMetadata,
+    metadata: impl Into<iceberg::spec::TableMetadataRef>,
     location: String,
 ) -> Result<Table> {
     Ok(Table::builder()

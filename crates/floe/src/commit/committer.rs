@@ -343,6 +343,10 @@ where
     let started = Instant::now();
     let mut attempt: u32 = 0;
     let slot = slot(catalog, ident);
+    // A base that is a table's head (an append's, `Catalog::load_table_head`) is reloaded as one.
+    let heads = base
+        .as_ref()
+        .is_some_and(|t| crate::table::metadata_json::is_head(t.metadata()));
     loop {
         attempt += 1;
         let mut last_commit = slot.lock().await;
@@ -357,6 +361,7 @@ where
             {
                 t
             }
+            _ if heads => catalog.load_table_head(ident).await?,
             _ => catalog.load_table(ident).await?,
         };
         ledger.locate(&table);

@@ -461,7 +461,11 @@ impl Operation for AppendBuilder {
     /// first), then the commit: what `floe append` runs.
     async fn execute(self) -> Result<AppendMetrics> {
         let started = Instant::now();
-        let table = self.ctx.load().await?;
+        // A plain append reads nothing of the history: its head is enough, at any length.
+        let table = match self.mode {
+            AppendMode::Append => self.ctx.load_head().await?,
+            _ => self.ctx.load().await?,
+        };
         self.write_and_commit(table, started).await
     }
 

@@ -90,6 +90,11 @@ impl Ctx {
     pub async fn load(&self) -> Result<Table> {
         self.catalog.load_table(&self.ident).await
     }
+
+    /// Loads the table's head, for an append ([`Catalog::load_table_head`]).
+    pub async fn load_head(&self) -> Result<Table> {
+        self.catalog.load_table_head(&self.ident).await
+    }
 }
 
 impl std::fmt::Debug for Ctx {

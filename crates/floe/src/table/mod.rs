@@ -9,6 +9,8 @@
 //! - [`schema`]: schema, partition and sort-order text as users write it.
 //! - [`deletion_vector`]: format v3 deletion vectors (the blob, and a snapshot's index of them).
 //! - [`lineage`]: format v3 row lineage (first row id inheritance, the `_row_id` columns).
+//! - [`metadata_json`]: a `metadata.json` split into a parsed head and an unparsed history,
+//!   and the next one spliced from them (commit latency flat in the number of snapshots).
 //! - [`opaque`]: columns of types the iceberg crate cannot parse (v3 variant, geometry...),
 //!   carried through reads and commits, refused by name where rows are read or written.
 //! - [`rows`]: the rows of planned scan tasks with every delete applied (vectors included).
@@ -19,6 +21,7 @@ pub mod exactly_once;
 pub mod ident;
 pub mod lineage;
 pub mod manifests;
+pub mod metadata_json;
 pub mod opaque;
 pub mod reach;
 pub mod rows;
@@ -38,6 +41,21 @@ pub use ident::{ident_string, parse_namespace, parse_table_ident, validate_name}
 /// [`Error::Metadata`]. Columns of types the iceberg crate cannot parse are masked
 /// ([`opaque`]): the table loads whatever its columns are.
 pub async fn read_metadata(file_io: &FileIO, location: &str) -> Result<TableMetadata> {
+    let json = read_metadata_json(file_io, location).await?;
+    parse_metadata_json(&json, location)
+}
+
+/// Parses the JSON of the `metadata.json` at `location` (for the error only).
+pub fn parse_metadata_json(json: &[u8], location: &str) -> Result<TableMetadata> {
+    opaque::parse_metadata(json).map_err(|e| Error::Metadata {
+        location: location.to_string(),
+        reason: e.to_string(),
+        source: Some(Box::new(e)),
+    })
+}
+
+/// The JSON text of the `metadata.json` at `location`, gunzipped when it is compressed.
+pub async fn read_metadata_json(file_io: &FileIO, location: &str) -> Result<bytes::Bytes> {
     let bad = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| {
         Error::Metadata {
             location: location.to_string(),
@@ -49,34 +67,77 @@ pub async fn read_metadata(file_io: &FileIO, location: &str) -> Result<TableMeta
         .await
         .map_err(|e| bad(e.to_string(), Some(Box::new(e))))?;
     // The gzip magic number, as Iceberg's readers check it (the file name may not say).
-    let json = if content.starts_with(&[0x1f, 0x8b]) {
+    if content.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&content[..]), &mut out)
             .map_err(|e| bad(format!("reading gzip-compressed metadata: {e}"), None))?;
-        bytes::Bytes::from(out)
+        Ok(bytes::Bytes::from(out))
     } else {
-        content
-    };
-    opaque::parse_metadata(&json).map_err(|e| bad(e.to_string(), Some(Box::new(e))))
+        Ok(content)
+    }
 }
 
 /// Writes `metadata` to `location` as Iceberg's writers do (gzip when the location's name says
-/// `.gz.metadata.json`), masked columns restored ([`opaque::metadata_bytes`]).
+/// `.gz.metadata.json`), masked columns restored ([`opaque::metadata_bytes`]). A head
+/// ([`metadata_json::is_head`]) is refused: it lacks the table's history.
 pub async fn write_metadata(
     file_io: &FileIO,
     metadata: &TableMetadata,
     location: &iceberg::MetadataLocation,
 ) -> iceberg::Result<()> {
+    if metadata_json::is_head(metadata) {
+        return Err(iceberg::Error::new(
+            iceberg::ErrorKind::Unexpected,
+            format!(
+                "refusing to write {location}: the metadata holds only the head of the table's \
+                 history (a bug in floe: a head is only ever spliced)"
+            ),
+        ));
+    }
     if !opaque::is_masked(metadata) {
         return metadata.write_to(file_io, location).await;
     }
     let json = opaque::metadata_bytes(metadata)?;
-    let bytes = match location.compression_codec() {
+    write_metadata_json(file_io, json, location).await
+}
+
+/// Writes a `metadata.json` given as pieces of its JSON text ([`metadata_json::splice`]). A
+/// local file is written piece by piece (the history's text is not copied into one buffer);
+/// object stores and gzip take one buffer (one PUT).
+pub async fn write_metadata_pieces(
+    file_io: &FileIO,
+    pieces: Vec<bytes::Bytes>,
+    location: &iceberg::MetadataLocation,
+) -> iceberg::Result<()> {
+    let path = location.to_string();
+    let plain = matches!(
+        location.compression_codec(),
+        iceberg::compression::CompressionCodec::None
+    );
+    if !plain || crate::storage::listing::local_dir(&path).is_none() {
+        let json = metadata_json::concat(&pieces);
+        return write_metadata_json(file_io, json, location).await;
+    }
+    let mut w = file_io.new_output(path)?.writer().await?;
+    for piece in pieces {
+        w.write(piece).await?;
+    }
+    w.close().await
+}
+
+/// Writes the JSON text of a `metadata.json` to `location`, gzipped when its name says so.
+pub async fn write_metadata_json(
+    file_io: &FileIO,
+    json: impl Into<bytes::Bytes>,
+    location: &iceberg::MetadataLocation,
+) -> iceberg::Result<()> {
+    let json: bytes::Bytes = json.into();
+    let bytes: bytes::Bytes = match location.compression_codec() {
         iceberg::compression::CompressionCodec::None => json,
         iceberg::compression::CompressionCodec::Gzip(_) => {
             let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             std::io::Write::write_all(&mut enc, &json)?;
-            enc.finish()?
+            enc.finish()?.into()
         }
         other => {
             return Err(iceberg::Error::new(
@@ -85,10 +146,7 @@ pub async fn write_metadata(
             ))
         }
     };
-    file_io
-        .new_output(location.to_string())?
-        .write(bytes.into())
-        .await
+    file_io.new_output(location.to_string())?.write(bytes).await
 }
 
 /// `table` as a read of its current state must see it: the current snapshot read through the
