@@ -27,7 +27,9 @@ Subcommands, each one Spark session (local[2]) printing one JSON object on stdou
   inspect --metadata M [--metadata M2 ...]
       Loads each metadata file with Java's own parser and plans its current snapshot (no row is
       read: Spark 3.5 reads none of those types). Prints {M: {"schema": [[id, name, type], ...],
-      "snapshots": N, "current_snapshot": id, "data_files": [paths], "rows": N}}.
+      "snapshots": N, "current_snapshot": id, "data_files": [paths], "rows": N,
+      "snapshot_ids": sorted ids, "history": snapshot-log ids, "refs": {NAME: id},
+      "metadata_log": previous files, "last_sequence_number": N, "format_version": N}}.
   rewrite-data-files --warehouse DIR --table NS.T [--option K=V ...]
       CALL system.rewrite_data_files on a table of the hadoop catalog at DIR (options: the
       procedure's, e.g. --option rewrite-all=true). Prints {"result": {the procedure's result
@@ -368,9 +370,17 @@ def inspect(args) -> None:
             rows += f.recordCount()
         tasks.close()
         current = table.currentSnapshot()
+        md = table.operations().current()
+        refs = {name: md.ref(name).snapshotId() for name in md.refs().keySet()}
         out[m] = {"schema": schema, "snapshots": sum(1 for _ in table.snapshots()),
                   "current_snapshot": current.snapshotId() if current is not None else None,
-                  "data_files": sorted(files), "rows": rows}
+                  "data_files": sorted(files), "rows": rows,
+                  "snapshot_ids": sorted(s.snapshotId() for s in table.snapshots()),
+                  "history": [e.snapshotId() for e in table.history()],
+                  "refs": refs,
+                  "metadata_log": [local_dir(e.file()) for e in md.previousFiles()],
+                  "last_sequence_number": md.lastSequenceNumber(),
+                  "format_version": md.formatVersion()}
     spark.stop()
     print(json.dumps(out))
 

@@ -577,3 +577,187 @@ fn a_v3_table_with_types_floe_cannot_parse_loads_diagnoses_expires_and_refuses_b
         "orphans: {o}"
     );
 }
+
+/// PyIceberg's view of a table's history (`tests/interop/read_history.py`).
+fn history(d: &Path, table: &str) -> Value {
+    let wh = d.join("warehouse").display().to_string();
+    let script = repo().join("tests/interop/read_history.py");
+    python(&[
+        script.to_str().unwrap(),
+        "--catalog-uri",
+        &format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/')),
+        "--warehouse",
+        &wh,
+        "--table",
+        table,
+    ])
+}
+
+fn ids(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+/// A metadata file's path, whatever form a reader gives it in.
+fn plain_path(p: &Value) -> String {
+    let p = p.as_str().unwrap();
+    p.strip_prefix("file://")
+        .or_else(|| p.strip_prefix("file:"))
+        .unwrap_or(p)
+        .to_string()
+}
+
+/// An append commits by splicing its snapshot onto the history of the current metadata.json,
+/// never parsed (`floe::table::metadata_json`). On tables Java wrote (its pretty-printed
+/// metadata, v1, v2 with position deletes, v3 with deletion vectors and row lineage) and on a v3
+/// table floe made, three appends with a tag set on an old snapshot in between (a commit on
+/// the whole table) leave metadata that Java's own parser, PyIceberg and DuckDB read alike: the
+/// same snapshots, snapshot log, refs, metadata log and sequence numbers, and the same rows.
+#[test]
+fn appends_splice_onto_histories_java_wrote_and_every_reader_reads_them_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wh = d.join("warehouse");
+    let written = java_iceberg(&[
+        "write-fixtures",
+        "--warehouse",
+        wh.to_str().unwrap(),
+        "--catalog-db",
+        wh.join("catalog.db").to_str().unwrap(),
+    ]);
+    ok_json(d, &["namespace", "create", "mine"]);
+    ok_json(
+        d,
+        &[
+            "table",
+            "create",
+            "mine.t",
+            "--schema",
+            "id bigint, name string",
+            "--format-version",
+            "3",
+        ],
+    );
+    let tables = ["v1.plain", "v2.mor", "v3.mor_flat", "mine.t"];
+    let mut planned = Vec::new();
+    for (i, t) in tables.iter().enumerate() {
+        let before = history(d, t);
+        let append = |k: usize| -> i64 {
+            let f = d.join(format!("{t}-{k}.ndjson"));
+            let rows: String = (0..3)
+                .map(|r| {
+                    let id = 1_000_000 + i * 100 + k * 10 + r;
+                    format!("{{\"id\": {id}, \"name\": \"spliced-{id}\"}}\n")
+                })
+                .collect();
+            std::fs::write(&f, rows).unwrap();
+            let m = ok_json(d, &["append", t, f.to_str().unwrap()]);
+            m["snapshot_id"].as_i64().expect("an appended snapshot")
+        };
+        let mut appended = vec![append(0), append(1)];
+        // A tag on the table's oldest snapshot (format v2 and up: v1 has no refs).
+        let tagged = (format_version(d, t) > 1).then(|| {
+            let oldest = ids(&before["history"])
+                .first()
+                .copied()
+                .unwrap_or(appended[0]);
+            ok_json(
+                d,
+                &[
+                    "table",
+                    "tag",
+                    "create",
+                    t,
+                    "old",
+                    "--snapshot-id",
+                    &oldest.to_string(),
+                ],
+            );
+            oldest
+        });
+        appended.push(append(2));
+        planned.push((t, before, appended, tagged));
+    }
+
+    let metadata: Vec<String> = tables.iter().map(|t| metadata_location(d, t)).collect();
+    let mut args = vec!["inspect"];
+    for m in &metadata {
+        args.extend(["--metadata", m.as_str()]);
+    }
+    let java = java_iceberg(&args);
+    args[0] = "read";
+    args.extend(["--columns", "id,name"]);
+    let java_rows = java_iceberg(&args);
+
+    for ((t, before, appended, tagged), m) in planned.iter().zip(&metadata) {
+        let (j, py) = (&java[m], history(d, t));
+        assert_eq!(py["metadata_location"].as_str(), Some(m.as_str()), "{t}");
+        // Snapshots: those before and the appended ones, in Java and in PyIceberg.
+        let mut want = ids(&before["snapshot_ids"]);
+        want.extend(appended);
+        want.sort();
+        assert_eq!(ids(&py["snapshot_ids"]), want, "{t}: PyIceberg's snapshots");
+        assert_eq!(ids(&j["snapshot_ids"]), want, "{t}: Java's snapshots");
+        assert_eq!(
+            j["current_snapshot"].as_i64(),
+            appended.last().copied(),
+            "{t}"
+        );
+        // The snapshot log goes on where it was; Java and PyIceberg read the same.
+        let mut log = ids(&before["history"]);
+        log.extend(appended);
+        assert_eq!(ids(&py["history"]), log, "{t}: PyIceberg's snapshot log");
+        assert_eq!(ids(&j["history"]), log, "{t}: Java's snapshot log");
+        // Each appended snapshot's parent is the one before it, with the next sequence number.
+        for w in appended.windows(2) {
+            assert_eq!(py["snapshots"][w[1].to_string()]["parent"], w[0], "{t}");
+        }
+        let seq = |id: i64| py["snapshots"][id.to_string()]["sequence_number"].as_i64();
+        if format_version(d, t) > 1 {
+            let last = before["last_sequence_number"].as_i64().unwrap();
+            assert_eq!(seq(appended[2]), Some(last + 3), "{t}");
+            assert_eq!(py["last_sequence_number"].as_i64(), Some(last + 3), "{t}");
+        }
+        assert_eq!(j["last_sequence_number"], py["last_sequence_number"], "{t}");
+        // Refs: main at the last append, the tag where it was set.
+        let refs = py["refs"].as_object().unwrap();
+        assert_eq!(refs["main"].as_i64(), appended.last().copied(), "{t}");
+        if let Some(old) = tagged {
+            assert_eq!(refs["old"].as_i64(), Some(*old), "{t}");
+        }
+        assert_eq!(&j["refs"], &py["refs"], "{t}: Java's refs");
+        // The metadata log names the same files, the last the one each commit replaced.
+        let java_log: Vec<String> = j["metadata_log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(plain_path)
+            .collect();
+        let py_log: Vec<String> = py["metadata_log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(plain_path)
+            .collect();
+        assert_eq!(java_log, py_log, "{t}: metadata log");
+        assert!(py_log.len() >= 3, "{t}: {py_log:?}");
+        assert_eq!(
+            j["format_version"].as_i64(),
+            Some(format_version(d, t)),
+            "{t}"
+        );
+
+        // Rows: what was there and the nine appended, in every reader.
+        let expected: Vec<Vec<String>> =
+            serde_json::from_value(java_rows[m]["rows"].clone()).unwrap();
+        let had = written["tables"][**t]["rows"].as_u64().unwrap_or(0) as usize;
+        assert_eq!(expected.len(), had + 9, "{t}: Java reads every row");
+        assert_eq!(floe_rows(d, t), expected, "{t}: floe");
+        let (py_rows, duck) = python_rows(d, t);
+        assert_eq!(py_rows, expected, "{t}: PyIceberg");
+        assert_eq!(duck, expected, "{t}: DuckDB");
+    }
+}

@@ -217,20 +217,27 @@ async fn commit_sql(
         }
     }
     match spliced {
-        Some((_, next)) => {
-            let head = catalog.heads.put(
-                &name,
-                Head {
-                    location: new_loc.clone(),
-                    metadata: Arc::new(next.head),
-                    history: next.history,
-                },
-            );
+        Some((pieces, next)) => {
+            let weight = pieces.iter().map(bytes::Bytes::len).sum();
+            let head = Head {
+                metadata: Arc::new(next.head),
+                history: next.history,
+            };
+            let head = catalog.heads.put(&name, &new_loc, Arc::new(head), weight);
             match returned {
-                Some(whole) => table_from(file_io, ident.clone(), whole, new_loc),
+                Some(whole) => {
+                    let whole = catalog.wholes.put(&name, &new_loc, Arc::new(whole), weight);
+                    table_from(file_io, ident.clone(), whole, new_loc)
+                }
                 None => table_from(file_io, ident.clone(), head.metadata.clone(), new_loc),
             }
         }
-        None => table_from(file_io, ident.clone(), built.metadata, new_loc),
+        None => {
+            let weight = super::heads::weight_of(&built.metadata);
+            let whole = catalog
+                .wholes
+                .put(&name, &new_loc, Arc::new(built.metadata), weight);
+            table_from(file_io, ident.clone(), whole, new_loc)
+        }
     }
 }

@@ -65,8 +65,10 @@ pub(crate) fn absolute(p: &Path) -> Result<PathBuf> {
 pub struct Catalog {
     backend: Backend,
     name: String,
-    /// Heads of tables loaded for appends, or committed since (`heads.rs`), shared by clones.
-    heads: Arc<heads::Heads>,
+    /// Heads of tables loaded for appends or committed since, and whole tables loaded or
+    /// committed, by metadata file (`heads.rs`), shared by clones.
+    heads: Arc<heads::Kept<heads::Head>>,
+    wholes: Arc<heads::Kept<iceberg::spec::TableMetadata>>,
 }
 
 #[derive(Clone)]
@@ -135,6 +137,7 @@ impl Catalog {
             backend,
             name: config.name.clone(),
             heads: Arc::default(),
+            wholes: Arc::default(),
         })
     }
 

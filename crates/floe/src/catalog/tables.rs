@@ -5,11 +5,14 @@
 //! [`Catalog::load_table_head`] (the same without the history, for appends) and
 //! [`Catalog::drop_entry`] (removes the catalog entry; a SQL catalog never deletes files here).
 
+use std::sync::Arc;
+
 use iceberg::spec::{FormatVersion, TableMetadataBuilder};
 use iceberg::table::Table;
 use iceberg::Catalog as _;
 use iceberg::{MetadataLocation, TableCreation, TableIdent};
 
+use super::heads::Head;
 use super::{
     ident_string, ns_string, read_metadata, rest, table_from, validate_name, Backend, Catalog,
     NewTable,
@@ -156,7 +159,15 @@ impl Catalog {
             Backend::Sql { inner, file_io, .. } => (inner, file_io),
         };
         let location = pointer(inner, ident).await?;
-        let metadata = read_metadata(file_io, &location).await?;
+        let name = ident_string(ident);
+        if let Some(whole) = self.wholes.get(&name, &location) {
+            return table_from(file_io, ident.clone(), whole, location);
+        }
+        let json = crate::table::read_metadata_json(file_io, &location).await?;
+        let metadata = crate::table::parse_metadata_json(&json, &location)?;
+        let metadata = self
+            .wholes
+            .put(&name, &location, Arc::new(metadata), json.len());
         table_from(file_io, ident.clone(), metadata, location)
     }
 
@@ -190,21 +201,19 @@ impl Catalog {
         file_io: &iceberg::io::FileIO,
         ident: &TableIdent,
         location: &str,
-    ) -> Result<Option<std::sync::Arc<super::heads::Head>>> {
+    ) -> Result<Option<Arc<Head>>> {
         let name = ident_string(ident);
         if let Some(head) = self.heads.get(&name, location) {
             return Ok(Some(head));
         }
         let json = crate::table::read_metadata_json(file_io, location).await?;
+        let weight = json.len();
         Ok(crate::table::metadata_json::split(json).map(|split| {
-            self.heads.put(
-                &name,
-                super::heads::Head {
-                    location: location.to_string(),
-                    metadata: std::sync::Arc::new(split.head),
-                    history: split.history,
-                },
-            )
+            let head = Head {
+                metadata: Arc::new(split.head),
+                history: split.history,
+            };
+            self.heads.put(&name, location, Arc::new(head), weight)
         }))
     }
 
