@@ -362,7 +362,7 @@ where
                 t
             }
             _ if heads => catalog.load_table_head(ident).await?,
-            _ => catalog.load_table(ident).await?,
+            _ => catalog.load_table_kept(ident).await?,
         };
         ledger.locate(&table);
         let policy = if repairing {

@@ -200,7 +200,7 @@ impl Group {
         to: &Positions,
     ) -> Result<String> {
         let waiting = self.store.handoffs(&self.scope).await?;
-        let table = &catalog.load_table(ident).await?;
+        let table = &catalog.load_table_kept(ident).await?;
         let in_table = current_positions(table, &self.writer_id);
         let head = head_after(&in_table, &waiting);
         if !continues(&head, from, to) {
@@ -260,7 +260,7 @@ impl Group {
         if waiting.is_empty() {
             return Ok(Some(Coordinated::default()));
         }
-        let table = catalog.load_table(ident).await?;
+        let table = catalog.load_table_kept(ident).await?;
         let start = current_positions(&table, &self.writer_id);
         let mut head = start.clone();
         let mut done = Coordinated::default();

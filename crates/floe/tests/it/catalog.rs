@@ -209,3 +209,52 @@ async fn a_locked_sqlite_catalog_is_a_clear_error_and_commits_nothing() {
         "nothing committed"
     );
 }
+
+/// What a catalog keeps between commits is never stale and never less than the table: a kept
+/// load sees another process's commit, the table an append's commit returns and the one a kept
+/// load returns after it hold the whole history (not the head the append committed on), and
+/// the files written read the same from a fresh load and in PyIceberg.
+#[tokio::test]
+async fn kept_tables_follow_the_pointer_and_hold_the_whole_history() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.kept", None).await;
+    for k in 0..5 {
+        fx.append(&ident, k * 10, k * 10 + 10).await;
+    }
+    let other = fx.second_connection().await;
+    let kept = fx.catalog.load_table_kept(&ident).await.unwrap();
+    assert_eq!(kept.metadata().snapshots().count(), 5);
+
+    // Another process commits: the kept load follows the pointer.
+    floe::operations::append::AppendBuilder::from_batches(
+        &other,
+        ident.clone(),
+        vec![fx.batch(&ident, 50, 60).await],
+    )
+    .execute()
+    .await
+    .unwrap();
+    let kept = fx.catalog.load_table_kept(&ident).await.unwrap();
+    assert_eq!(kept.metadata().snapshots().count(), 6);
+    assert_eq!(
+        kept.metadata_location(),
+        other.load_table(&ident).await.unwrap().metadata_location()
+    );
+
+    // This process appends (a head, spliced): what it then holds is the whole table.
+    let id = fx.append(&ident, 60, 70).await;
+    for t in [
+        fx.catalog.load_table_kept(&ident).await.unwrap(),
+        other.load_table(&ident).await.unwrap(),
+    ] {
+        let md = t.metadata();
+        assert!(!floe::table::metadata_json::is_head(md));
+        assert_eq!(md.snapshots().count(), 7);
+        assert_eq!(md.history().len(), 7, "the snapshot log goes on");
+        assert_eq!(md.current_snapshot_id(), Some(id));
+    }
+    assert_eq!(fx.count_and_sum(&ident).await, (70, sum_ids(0, 70)));
+    let read = crate::common::read_with_python(&fx, "db.kept");
+    assert_eq!(read["pyiceberg"]["rows"], 70);
+    assert_eq!(read["duckdb"]["rows"], 70);
+}

@@ -121,7 +121,7 @@ impl IngestBuilder {
         let flush_started = Instant::now();
         // Buffered rows are written in this table's schema, converted by field id when it
         // changed since they were read (`TableWriter::write`).
-        let table = self.catalog.load_table(&self.ident).await?;
+        let table = self.catalog.load_table_kept(&self.ident).await?;
         let schema_id = table.metadata().current_schema_id();
         // An upsert window: its keys, and only each key's last change is written.
         let window = match &mut self.changes {
@@ -252,7 +252,7 @@ impl IngestBuilder {
                         // The committed table (a commit with positions always lands one).
                         let table = match delta.table {
                             Some(t) => t,
-                            None => self.catalog.load_table(&self.ident).await?,
+                            None => self.catalog.load_table_kept(&self.ident).await?,
                         };
                         (table, delta.attempts, None, delta.deletes.rows, vec![])
                     }
