@@ -67,21 +67,38 @@ fn floe_rows(d: &Path, table: &str) -> Vec<Vec<String>> {
 
 /// PyIceberg's and DuckDB's `[id, name]` rows.
 fn python_rows(d: &Path, table: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let v = interop_read(d, "read_rows.py", table, &["--columns", "id,name"]);
+    let parse = |k: &str| serde_json::from_value(v[k].clone()).unwrap();
+    (parse("pyiceberg"), parse("duckdb"))
+}
+
+/// Runs the reader `script` of `tests/interop` on `table` of the warehouse under `d`.
+fn interop_read(d: &Path, script: &str, table: &str, more: &[&str]) -> Value {
     let wh = d.join("warehouse").display().to_string();
-    let script = repo().join("tests/interop/read_rows.py");
-    let v = python(&[
+    let script = repo().join("tests/interop").join(script);
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let mut args = vec![
         script.to_str().unwrap(),
         "--catalog-uri",
-        &format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/')),
+        &uri,
         "--warehouse",
         &wh,
         "--table",
         table,
-        "--columns",
-        "id,name",
-    ]);
-    let parse = |k: &str| serde_json::from_value(v[k].clone()).unwrap();
-    (parse("pyiceberg"), parse("duckdb"))
+    ];
+    args.extend_from_slice(more);
+    python(&args)
+}
+
+/// Java's fixtures (v1, v2, v3 tables) written into the warehouse `wh` and its catalog.
+fn java_fixtures(wh: &Path) -> Value {
+    java_iceberg(&[
+        "write-fixtures",
+        "--warehouse",
+        wh.to_str().unwrap(),
+        "--catalog-db",
+        wh.join("catalog.db").to_str().unwrap(),
+    ])
 }
 
 fn metadata_location(d: &Path, table: &str) -> String {
@@ -116,14 +133,7 @@ fn format_version(d: &Path, table: &str) -> i64 {
 fn tables_java_wrote_in_formats_1_2_and_3_are_read_maintained_and_upgraded() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let wh = d.join("warehouse");
-    let written = java_iceberg(&[
-        "write-fixtures",
-        "--warehouse",
-        wh.to_str().unwrap(),
-        "--catalog-db",
-        wh.join("catalog.db").to_str().unwrap(),
-    ]);
+    let written = java_fixtures(&d.join("warehouse"));
     let rows_of = |t: &str| written["tables"][t]["rows"].as_u64().unwrap() as usize;
 
     // --- v3 with deletion vectors: floe reads what Java, PyIceberg and DuckDB read. ---
@@ -580,17 +590,7 @@ fn a_v3_table_with_types_floe_cannot_parse_loads_diagnoses_expires_and_refuses_b
 
 /// PyIceberg's view of a table's history (`tests/interop/read_history.py`).
 fn history(d: &Path, table: &str) -> Value {
-    let wh = d.join("warehouse").display().to_string();
-    let script = repo().join("tests/interop/read_history.py");
-    python(&[
-        script.to_str().unwrap(),
-        "--catalog-uri",
-        &format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/')),
-        "--warehouse",
-        &wh,
-        "--table",
-        table,
-    ])
+    interop_read(d, "read_history.py", table, &[])
 }
 
 fn ids(v: &Value) -> Vec<i64> {
@@ -620,14 +620,7 @@ fn plain_path(p: &Value) -> String {
 fn appends_splice_onto_histories_java_wrote_and_every_reader_reads_them_alike() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let wh = d.join("warehouse");
-    let written = java_iceberg(&[
-        "write-fixtures",
-        "--warehouse",
-        wh.to_str().unwrap(),
-        "--catalog-db",
-        wh.join("catalog.db").to_str().unwrap(),
-    ]);
+    let written = java_fixtures(&d.join("warehouse"));
     ok_json(d, &["namespace", "create", "mine"]);
     ok_json(
         d,
