@@ -30,9 +30,11 @@
 //!  commit/        one file per action (append, rewrite, row delta, ...), the staged-files
 //!      v          ledger, validation, conflicts, retry
 //!  catalog/       connect, load, create, drop, and the compare-and-swap of the table pointer
-//!      v          (SQLite/PostgreSQL in the Iceberg JDBC schema, or an Iceberg REST server)
+//!      v          (SQLite/PostgreSQL in the Iceberg JDBC schema, or an Iceberg REST server);
+//!      v          the metadata it keeps between commits
 //!  table/         identifiers, metadata and manifest readers, reachability, writer watermarks,
-//!      v          the exactly-once protocol, schema/partition text
+//!      v          the exactly-once protocol, schema/partition text, metadata.json split into
+//!      v          a parsed head and an unparsed history (appends splice onto it)
 //!  storage/       FileIO by scheme, S3 listing, the delete fence and the only delete functions
 //!      v
 //!  base/          error, properties (every table property floe reads), secrets, fault, cost
