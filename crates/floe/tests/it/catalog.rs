@@ -258,3 +258,28 @@ async fn kept_tables_follow_the_pointer_and_hold_the_whole_history() {
     assert_eq!(read["pyiceberg"]["rows"], 70);
     assert_eq!(read["duckdb"]["rows"], 70);
 }
+
+/// A table whose metadata is gzip-compressed (`write.metadata.compression-codec=gzip`) gets its
+/// appends spliced too: each next file is gzipped under a `.gz.metadata.json` name, loads whole
+/// and reads the same in PyIceberg and DuckDB.
+#[tokio::test]
+async fn spliced_appends_write_gzip_metadata_when_the_table_says_so() {
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.gz", None).await;
+    fx.set_property(&ident, "write.metadata.compression-codec", "gzip")
+        .await;
+    for k in 0..3 {
+        fx.append(&ident, k * 10, k * 10 + 10).await;
+    }
+    let t = fx.load(&ident).await;
+    let location = t.metadata_location().unwrap().to_string();
+    assert!(location.ends_with(".gz.metadata.json"), "{location}");
+    let bytes = std::fs::read(location.trim_start_matches("file://")).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip magic");
+    assert_eq!(t.metadata().snapshots().count(), 3);
+    assert_eq!(t.metadata().history().len(), 3);
+    assert_eq!(fx.count_and_sum(&ident).await, (30, sum_ids(0, 30)));
+    let read = crate::common::read_with_python(&fx, "db.gz");
+    assert_eq!(read["pyiceberg"]["rows"], 30);
+    assert_eq!(read["duckdb"]["rows"], 30);
+}
