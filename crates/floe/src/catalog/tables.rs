@@ -13,10 +13,7 @@ use iceberg::Catalog as _;
 use iceberg::{MetadataLocation, TableCreation, TableIdent};
 
 use super::heads::Head;
-use super::{
-    ident_string, ns_string, read_metadata, rest, table_from, validate_name, Backend, Catalog,
-    NewTable,
-};
+use super::{ident_string, ns_string, rest, table_from, validate_name, Backend, Catalog, NewTable};
 use crate::base::error::{Error, Result};
 use crate::table::ident::validate_namespace;
 
@@ -197,10 +194,16 @@ impl Catalog {
             Backend::Sql { inner, file_io, .. } => (inner, file_io),
         };
         let location = pointer(inner, ident).await?;
-        match self.head_at(file_io, ident, &location).await? {
+        let name = ident_string(ident);
+        if let Some(head) = self.heads.get(&name, &location) {
+            return table_from(file_io, ident.clone(), head.metadata.clone(), location);
+        }
+        // Read once: split, or (a file that cannot be split) parsed whole.
+        let json = crate::table::read_metadata_json(file_io, &location).await?;
+        match self.keep_head(&name, &location, json.clone()) {
             Some(head) => table_from(file_io, ident.clone(), head.metadata.clone(), location),
             None => {
-                let metadata = read_metadata(file_io, &location).await?;
+                let metadata = crate::table::parse_metadata_json(&json, &location)?;
                 table_from(file_io, ident.clone(), metadata, location)
             }
         }
@@ -219,14 +222,18 @@ impl Catalog {
             return Ok(Some(head));
         }
         let json = crate::table::read_metadata_json(file_io, location).await?;
+        Ok(self.keep_head(&name, location, json))
+    }
+
+    /// Splits the JSON of the metadata file at `location` and keeps its head as `name`'s.
+    fn keep_head(&self, name: &str, location: &str, json: bytes::Bytes) -> Option<Arc<Head>> {
         let weight = json.len();
-        Ok(crate::table::metadata_json::split(json).map(|split| {
-            let head = Head {
-                metadata: Arc::new(split.head),
-                history: split.history,
-            };
-            self.heads.put(&name, location, Arc::new(head), weight)
-        }))
+        let split = crate::table::metadata_json::split(json)?;
+        let head = Head {
+            metadata: Arc::new(split.head),
+            history: split.history,
+        };
+        Some(self.heads.put(name, location, Arc::new(head), weight))
     }
 
     /// Removes `table`'s entry from the catalog (SQL: only if its pointer is still the one

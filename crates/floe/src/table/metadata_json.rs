@@ -278,15 +278,15 @@ pub fn is_head(md: &TableMetadata) -> bool {
     md.properties().contains_key(HEAD)
 }
 
-/// `properties` (a JSON object, or absent) with `HEAD` set to `value`, or removed.
-fn with_mark(properties: Option<&RawValue>, value: Option<String>) -> serde_json::Result<Vec<u8>> {
+/// `properties` (a JSON object, or absent) with `HEAD` set (`mark`), or removed.
+fn with_mark(properties: Option<&RawValue>, mark: bool) -> serde_json::Result<Vec<u8>> {
     let mut map: serde_json::Map<String, serde_json::Value> = match properties {
         Some(p) if p.get() != "null" => serde_json::from_str(p.get())?,
         _ => serde_json::Map::new(),
     };
-    match value {
-        Some(v) => map.insert(HEAD.to_string(), v.into()),
-        None => map.remove(HEAD),
+    match mark {
+        true => map.insert(HEAD.to_string(), "true".into()),
+        false => map.remove(HEAD),
     };
     serde_json::to_vec(&map)
 }
@@ -326,7 +326,7 @@ fn heads(members: &Members) -> serde_json::Result<HashSet<i64>> {
 /// The head: every member but the history, the `kept` snapshots, marked [`HEAD`].
 fn head_of(members: &Members, kept: &[&RawValue]) -> serde_json::Result<TableMetadata> {
     let mut head = members.write_head()?;
-    let marked = with_mark(members.get(PROPERTIES), Some("true".to_string()))?;
+    let marked = with_mark(members.get(PROPERTIES), true)?;
     head.member(PROPERTIES)?.extend(marked);
     head.array(SNAPSHOTS, &[], kept)?;
     opaque::parse_metadata(&concat(&head.finish()))
@@ -448,7 +448,7 @@ pub fn splice(
     }
 
     let mut out = members.write_head()?;
-    let properties = with_mark(members.get(PROPERTIES), None)?;
+    let properties = with_mark(members.get(PROPERTIES), false)?;
     if properties != b"{}" {
         out.member(PROPERTIES)?.extend(properties);
     }
