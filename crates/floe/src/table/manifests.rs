@@ -88,6 +88,30 @@ pub async fn live_files(table: &Table) -> Result<Vec<LiveFile>> {
     live_files_of(table, &current_manifests(table).await?).await
 }
 
+/// The live files of the current snapshot whose path `keep` accepts, read manifest by
+/// manifest: memory follows what is kept, not the table.
+pub async fn live_files_where(table: &Table, keep: impl Fn(&str) -> bool) -> Result<Vec<LiveFile>> {
+    let manifests = current_manifests(table).await?;
+    let mut loads = futures::stream::iter(manifests.into_iter().map(|mf| {
+        let io = table.file_io().clone();
+        async move {
+            let m = crate::table::opaque::load_manifest(&mf, &io).await;
+            (mf, m)
+        }
+    }))
+    .buffered(MANIFEST_READ_CONCURRENCY);
+    let mut out = Vec::new();
+    while let Some((mf, m)) = loads.next().await {
+        let m = m.map_err(Error::from)?;
+        out.extend(
+            live_entries(&mf, &m)
+                .into_iter()
+                .filter(|f| keep(f.file.file_path())),
+        );
+    }
+    Ok(out)
+}
+
 /// The live data and delete files `manifests` hold (a manifest list already read).
 pub async fn live_files_of(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<LiveFile>> {
     let loaded = load_manifests(table, manifests).await?;

@@ -28,7 +28,9 @@ pub mod plan;
 pub mod position_deletes;
 mod rewrite;
 pub mod row_group_merge;
+mod scan;
 pub mod sort;
+mod spill;
 pub mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -409,75 +411,94 @@ impl CompactBuilder {
         Ok(config)
     }
 
-    /// Splits partitions (in order) into batches holding at most `limit` candidate files (a
-    /// partition with more is a batch of its own).
-    fn batches(counts: BTreeMap<String, usize>, limit: usize) -> Vec<BTreeSet<String>> {
-        let mut batches: Vec<BTreeSet<String>> = Vec::new();
-        let mut current = BTreeSet::new();
-        let mut held = 0usize;
-        for (partition, n) in counts {
-            if held > 0 && held + n > limit {
-                batches.push(std::mem::take(&mut current));
-                held = 0;
-            }
-            current.insert(partition);
-            held += n;
-        }
-        if !current.is_empty() {
-            batches.push(current);
-        }
-        batches
-    }
-
-    /// Plans the run batch by batch (see [`CompactWork::Batches`]): each batch's plan joins
-    /// the report, its scan tasks are dropped.
-    async fn plan_in_batches(
-        &self,
-        counts: BTreeMap<String, usize>,
-        limit: usize,
-        started: Instant,
-        snapshot_id: Option<i64>,
-    ) -> Result<CompactPlan> {
-        let batches = Self::batches(counts, limit);
-        let mut total = Vec::with_capacity(batches.len());
-        for batch in &batches {
-            let run = self.clone().with_partitions(Some(batch.clone()));
-            total.push(run.plan_boxed().await?.report);
-        }
-        let mut m = CompactMetrics::of_batches(total)?;
-        m.duration_ms = started.elapsed().as_millis() as u64;
-        Ok(Planned::new(
-            m,
-            snapshot_id,
-            CompactWork::Batches {
-                batches,
-                planning: started.elapsed(),
-            },
-        ))
-    }
-
-    /// Applies a run planned in batches: each batch is planned again right before it is
-    /// rewritten and committed, so memory follows the batch, not the table, and each batch
-    /// sees what the earlier ones committed. A failing batch stops the run; earlier batches
-    /// stay committed.
-    async fn apply_batches(
+    /// Applies a run whose candidate tasks were spilled (see [`CompactWork::Spilled`]): its
+    /// groups go by batches of at most `batch_files` input files (a larger group alone), each
+    /// reading its tasks back from the spill, rewritten and committed before the next, so
+    /// memory follows the batch, not the table. Every batch validates against the starting
+    /// snapshot, like the commits of partial progress. A failing batch stops the run; earlier
+    /// batches stay committed.
+    async fn apply_spilled(
         self,
-        batches: Vec<BTreeSet<String>>,
-        planning: std::time::Duration,
+        metrics: CompactMetrics,
+        snapshot_id: Option<i64>,
+        p: Prepared,
+        spill: Box<spill::TaskSpill>,
+        batch_files: usize,
     ) -> Result<CompactMetrics> {
         let started = Instant::now();
+        let lineage = p.table.metadata().format_version() >= iceberg::spec::FormatVersion::V3;
+        let batches = batch_groups(&metrics.plan.groups, batch_files);
         let mut total = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let run = self.clone().with_partitions(Some(batch));
-            let plan = run.plan_boxed().await?;
-            total.push(run.apply_boxed(plan).await?);
+        for batch in &batches {
+            let mut groups: Vec<FileGroup> = Vec::with_capacity(batch.len());
+            let mut indexes = Vec::new();
+            for &g in batch {
+                let mut group = metrics.plan.groups[g].clone();
+                let first = indexes.len();
+                indexes.extend(group.files.iter().copied());
+                group.files = (first..indexes.len()).collect();
+                groups.push(group);
+            }
+            let tasks = spill.read(&indexes)?;
+            // Format v3: the rows' lineage comes from the manifest entries of these files.
+            let live: HashMap<String, crate::commit::LiveFile> = if lineage {
+                let paths: std::collections::HashSet<&str> =
+                    tasks.iter().map(|t| t.data_file_path.as_str()).collect();
+                crate::table::manifests::live_files_where(&p.table, |f| paths.contains(f))
+                    .await?
+                    .into_iter()
+                    .map(|f| (f.file.file_path().to_string(), f))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
+            let mut report = metrics.clone();
+            report.plan.groups = groups;
+            report.plan.candidate_files = 0;
+            let prepared = Prepared {
+                table: p.table.clone(),
+                effective: p.effective.clone(),
+                opts: p.opts.clone(),
+                sort_keys: p.sort_keys.clone(),
+                concurrency: p.concurrency,
+                partial: p.partial,
+                max_commits: p.max_commits,
+                tasks,
+                live,
+                dvs: p.dvs.clone(),
+                planning: std::time::Duration::ZERO,
+            };
+            let planned =
+                Planned::new(report, snapshot_id, CompactWork::Groups(Box::new(prepared)));
+            total.push(self.clone().apply_boxed(planned).await?);
         }
         let mut m = CompactMetrics::of_batches(total)?;
-        let elapsed = started.elapsed() + planning;
+        m.plan = metrics.plan;
+        let elapsed = started.elapsed() + p.planning;
         m.duration_ms = elapsed.as_millis() as u64;
         m.mb_per_s = m.rewritten_bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64().max(1e-9);
         Ok(m)
     }
+}
+
+/// Groups (indexes, in plan order) in batches of at most `limit` input files; a group of more
+/// is a batch of its own.
+fn batch_groups(groups: &[FileGroup], limit: usize) -> Vec<Vec<usize>> {
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    let mut current = Vec::new();
+    let mut held = 0usize;
+    for (i, g) in groups.iter().enumerate() {
+        if held > 0 && held + g.input_files > limit {
+            batches.push(std::mem::take(&mut current));
+            held = 0;
+        }
+        current.push(i);
+        held += g.input_files;
+    }
+    if !current.is_empty() {
+        batches.push(current);
+    }
+    batches
 }
 
 /// What [`CompactBuilder`]'s `apply` needs beyond the report: the scan it planned on.
@@ -487,11 +508,12 @@ pub enum CompactWork {
     /// The file groups of the report, over these scan tasks of `table` (the starting
     /// snapshot: outputs take its sequence number, commits validate against it).
     Groups(Box<Prepared>),
-    /// Past `plan-batch-files` candidates: these batches of partitions, each planned again
-    /// when applied.
-    Batches {
-        batches: Vec<BTreeSet<String>>,
-        planning: std::time::Duration,
+    /// Past `plan-batch-files` candidates: the groups' tasks are in a local file, read back
+    /// batch by batch (at most `batch_files` input files each) when applied.
+    Spilled {
+        prepared: Box<Prepared>,
+        spill: Box<spill::TaskSpill>,
+        batch_files: usize,
     },
 }
 
@@ -516,7 +538,7 @@ impl std::fmt::Debug for CompactWork {
         match self {
             CompactWork::Nothing => f.write_str("Nothing"),
             CompactWork::Groups(p) => write!(f, "Groups({} tasks)", p.tasks.len()),
-            CompactWork::Batches { batches, .. } => write!(f, "Batches({})", batches.len()),
+            CompactWork::Spilled { spill, .. } => write!(f, "Spilled({} tasks)", spill.len()),
         }
     }
 }
@@ -530,12 +552,6 @@ impl CompactPlan {
     pub fn retain_partitions(&mut self, partitions: &BTreeSet<String>) {
         let m = &mut self.report;
         m.plan.groups.retain(|g| partitions.contains(&g.partition));
-        if let CompactWork::Batches { batches, .. } = &mut self.work {
-            for b in batches.iter_mut() {
-                b.retain(|p| partitions.contains(p));
-            }
-            batches.retain(|b| !b.is_empty());
-        }
     }
 }
 
@@ -606,9 +622,10 @@ impl CompactBuilder {
                     _ => true,
                 }
         };
-        // Past `plan-batch-files` candidates the run goes by batches of partitions (with one
-        // spec and no partition selection: other specs group files across partitions).
-        let limit = if self.partitions.is_none() && self.roll_up.is_empty() && single_spec {
+        // Past `plan-batch-files` candidates the tasks are spilled to a local file and the
+        // run goes by batches of file groups (with one spec: with several, a file's spec and
+        // the partition its rows land in come from the manifest entries, held in memory).
+        let limit = if single_spec {
             effective.plan_batch_files()
         } else {
             usize::MAX
@@ -619,46 +636,20 @@ impl CompactBuilder {
             self.now,
             may_plan,
             limit,
-            partition_of,
+            |i, t| plan_file(i, t, default_spec, t.partition.as_ref(), None, &table),
         )
         .await?;
-        let tasks = match scanned {
-            rewrite::Scanned::Tasks(tasks) => tasks,
-            rewrite::Scanned::Counted(counts) => {
-                return self
-                    .plan_in_batches(counts, limit, started, snapshot_id)
-                    .await;
+        let (tasks, plan_files, live, spill) = match scanned {
+            rewrite::Scanned::Tasks(tasks) => {
+                let (plan_files, live) = Self::describe_tasks(&table, &tasks).await?;
+                (tasks, plan_files, live, None)
+            }
+            rewrite::Scanned::Spilled(spill, described) => {
+                (Vec::new(), described, HashMap::new(), Some(spill))
             }
         };
-        // Scan tasks carry the partition tuple but not the spec id. With a single spec (the
-        // common case) that is the default; otherwise take both from the manifests.
-        let md = table.metadata();
-        // A format v3 table needs them too: each file's row lineage (first row id, sequence
-        // number) goes into the rewritten rows.
-        let lineage = md.format_version() >= iceberg::spec::FormatVersion::V3;
-        let live: HashMap<String, crate::commit::LiveFile> =
-            if tasks.is_empty() || (md.partition_specs_iter().len() == 1 && !lineage) {
-                HashMap::new()
-            } else {
-                crate::table::manifests::live_files(&table)
-                    .await?
-                    .into_iter()
-                    .map(|f| (f.file.file_path().to_string(), f))
-                    .collect()
-            };
-        let plan_files: Vec<PlanFile> = tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let entry = live.get(&t.data_file_path);
-                let (spec_id, partition) = match entry {
-                    Some(f) => (f.spec_id, Some(f.file.partition())),
-                    None => (md.default_partition_spec_id(), t.partition.as_ref()),
-                };
-                plan_file(i, t, spec_id, partition, entry.map(|f| &f.file), &table)
-            })
-            .collect();
         let mut plan = plan_with_roll_up(&plan_files, &opts, &self.roll_up);
+        drop(plan_files);
         plan.live_files = live_before;
         if let Some(keep) = &self.partitions {
             plan.groups.retain(|g| keep.contains(&g.partition));
@@ -683,7 +674,10 @@ impl CompactBuilder {
             failed_groups: vec![],
             failed_data_files_count: 0,
             row_group_merge: Default::default(),
-            plan_batches: 1,
+            plan_batches: match &spill {
+                Some(_) => batch_groups(&plan.groups, limit).len(),
+                None => 1,
+            },
             distributed: None,
             duration_ms: started.elapsed().as_millis() as u64,
             mb_per_s: 0.0,
@@ -692,7 +686,7 @@ impl CompactBuilder {
         let work = if report.plan.groups.is_empty() {
             CompactWork::Nothing
         } else {
-            CompactWork::Groups(Box::new(Prepared {
+            let prepared = Box::new(Prepared {
                 table,
                 effective,
                 opts,
@@ -704,9 +698,53 @@ impl CompactBuilder {
                 live,
                 dvs,
                 planning: started.elapsed(),
-            }))
+            });
+            match spill {
+                None => CompactWork::Groups(prepared),
+                Some(spill) => CompactWork::Spilled {
+                    prepared,
+                    spill,
+                    batch_files: limit,
+                },
+            }
         };
         Ok(Planned::new(report, snapshot_id, work))
+    }
+
+    /// What the planner needs of each in-memory task. Scan tasks carry the partition tuple
+    /// but not the spec id: with a single spec (the common case) that is the default;
+    /// otherwise both come from the manifests. A format v3 table needs the manifest entries
+    /// too: each file's row lineage (first row id, sequence number) goes into the rewritten
+    /// rows.
+    async fn describe_tasks(
+        table: &Table,
+        tasks: &[FileScanTask],
+    ) -> Result<(Vec<PlanFile>, HashMap<String, crate::commit::LiveFile>)> {
+        let md = table.metadata();
+        let lineage = md.format_version() >= iceberg::spec::FormatVersion::V3;
+        let live: HashMap<String, crate::commit::LiveFile> =
+            if tasks.is_empty() || (md.partition_specs_iter().len() == 1 && !lineage) {
+                HashMap::new()
+            } else {
+                crate::table::manifests::live_files(table)
+                    .await?
+                    .into_iter()
+                    .map(|f| (f.file.file_path().to_string(), f))
+                    .collect()
+            };
+        let plan_files = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let entry = live.get(&t.data_file_path);
+                let (spec_id, partition) = match entry {
+                    Some(f) => (f.spec_id, Some(f.file.partition())),
+                    None => (md.default_partition_spec_id(), t.partition.as_ref()),
+                };
+                plan_file(i, t, spec_id, partition, entry.map(|f| &f.file), table)
+            })
+            .collect();
+        Ok((plan_files, live))
     }
 
     async fn apply_now(self, planned: CompactPlan) -> Result<CompactMetrics> {
@@ -719,8 +757,15 @@ impl CompactBuilder {
                     .report(&Progress::start(Phase::Write, Amount::default()));
                 return Ok(metrics);
             }
-            CompactWork::Batches { batches, planning } => {
-                return self.apply_batches(batches, planning).await;
+            CompactWork::Spilled {
+                prepared,
+                spill,
+                batch_files,
+            } => {
+                let snapshot_id = planned.snapshot_id;
+                return self
+                    .apply_spilled(metrics, snapshot_id, *prepared, spill, batch_files)
+                    .await;
             }
             CompactWork::Groups(p) => *p,
         };

@@ -64,7 +64,9 @@ impl RowGroupMerge {
 /// Amoro's threshold: inputs whose row groups average 8 MiB or more are merged by row group.
 pub const ROW_GROUP_MERGE_MIN_BYTES: u64 = 8 * 1024 * 1024;
 
-/// Default of `plan-batch-files`: a plan of this many candidates holds about 150 MiB.
+/// Default of `plan-batch-files`: this many candidate scan tasks stay in memory (about
+/// 150 MiB); past it they go to a local file and the run is rewritten in batches of this many
+/// input files.
 pub const PLAN_BATCH_FILES: u64 = 100_000;
 
 /// Compaction options; `None` means "the table property, else Iceberg's default".
@@ -227,7 +229,8 @@ impl CompactOptions {
         )
     }
 
-    /// Candidate files planned at once (default 100,000).
+    /// Candidate scan tasks held in memory, and input files per rewrite batch past that
+    /// (default 100,000).
     pub fn plan_batch_files(&self) -> usize {
         self.plan_batch_files
             .unwrap_or(PLAN_BATCH_FILES)

@@ -2,14 +2,13 @@
 //! plan file per task, and one job of a file group read (deletes applied), sorted if asked and
 //! written rolled at the target size.
 
-use std::collections::BTreeMap;
-
 use arrow::record_batch::RecordBatch;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
 use super::plan::PlanFile;
+use super::spill::TaskSpill;
 use super::{filter, multi_file, parallel, sort, GroupResult};
 use crate::base::error::{Error, Result};
 use crate::table::deletion_vector::DeletionVectors;
@@ -19,23 +18,26 @@ use crate::write::{TableWriter, WriteOptions};
 pub(super) enum Scanned {
     /// The kept tasks.
     Tasks(Vec<FileScanTask>),
-    /// More kept tasks than the limit: none held, their number per partition (`key`).
-    Counted(BTreeMap<String, usize>),
+    /// More kept tasks than the limit: all of them in a local file, and what the planner
+    /// needs of each (`describe`), in the same order.
+    Spilled(Box<TaskSpill>, Vec<PlanFile>),
 }
 
 /// Plans the scan once: live data files (optionally pruned by `--where`) with the delete files
 /// that apply to them, keeping only the tasks `keep` accepts (the others are counted, not
 /// held: memory grows with the candidates, not with the table). Past `limit` kept tasks, the
-/// tasks are dropped and only counted per partition (`key`), so the caller plans in batches.
-/// Returns what was kept, the total number of live data files, and the snapshot's deletion
-/// vectors (attached to the tasks: each task carries its own file's vector only).
+/// tasks go to a local file ([`TaskSpill`]) and only their [`PlanFile`] (`describe`) stays in
+/// memory, so the caller plans them all at once and rewrites them in batches, without a
+/// second scan. Returns what was kept, the total number of live data files, and the
+/// snapshot's deletion vectors (attached to the tasks: each task carries its own file's
+/// vector only).
 pub(super) async fn plan_files(
     table: &Table,
     where_filter: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
     keep: impl Fn(&FileScanTask) -> bool,
     limit: usize,
-    key: impl Fn(&FileScanTask) -> String,
+    describe: impl Fn(usize, &FileScanTask) -> PlanFile,
 ) -> Result<(Scanned, usize, DeletionVectors)> {
     crate::base::fault::probe("scan", table.metadata().location());
     crate::table::opaque::refuse(
@@ -71,8 +73,7 @@ pub(super) async fn plan_files(
     let mut total = 0usize;
     let mut kept = Scanned::Tasks(Vec::new());
     let dvs = DeletionVectors::of_current(table).await?;
-    let mut all = table.scan().build()?.plan_files().await?;
-    while let Some(mut task) = all.try_next().await? {
+    super::scan::data_tasks(table, |mut task| {
         total += 1;
         dvs.attach(&mut task);
         if !(matching
@@ -80,19 +81,29 @@ pub(super) async fn plan_files(
             .is_none_or(|m| m.contains(&task.data_file_path))
             && keep(&task))
         {
-            continue;
+            return Ok(());
         }
         match &mut kept {
             Scanned::Tasks(tasks) if tasks.len() < limit => tasks.push(task),
             Scanned::Tasks(tasks) => {
-                let mut counts = BTreeMap::new();
+                let mut spill = TaskSpill::new(&task)?;
+                let mut described = Vec::with_capacity(tasks.len() + 1);
                 for t in tasks.iter().chain(std::iter::once(&task)) {
-                    *counts.entry(key(t)).or_insert(0) += 1;
+                    described.push(describe(spill.len(), t));
+                    spill.push(t)?;
                 }
-                kept = Scanned::Counted(counts);
+                kept = Scanned::Spilled(Box::new(spill), described);
             }
-            Scanned::Counted(counts) => *counts.entry(key(&task)).or_insert(0) += 1,
+            Scanned::Spilled(spill, described) => {
+                described.push(describe(spill.len(), &task));
+                spill.push(&task)?;
+            }
         }
+        Ok(())
+    })
+    .await?;
+    if let Scanned::Spilled(spill, _) = &mut kept {
+        spill.seal()?;
     }
     Ok((kept, total, dvs))
 }
