@@ -175,7 +175,8 @@ impl ReachIndex {
         let lists: Vec<(i64, String, Vec<ManifestFile>)> =
             futures::stream::iter(snapshots.into_iter().map(|s| {
                 let table = table.clone();
-                async move {
+                // Each on its own task: lists and manifests are decoded on every core.
+                crate::table::manifests::spawned(async move {
                     let list = s.manifest_list().to_string();
                     let files = table
                         .manifest_list_reader(&s)
@@ -184,7 +185,7 @@ impl ReachIndex {
                         .map(|l| l.consume_entries().into_iter().collect::<Vec<_>>())
                         .map_err(|e| unreadable(&list, e))?;
                     Ok::<_, Error>((s.snapshot_id(), list, files))
-                }
+                })
             }))
             .buffer_unordered(READ_CONCURRENCY)
             .try_collect()
@@ -207,7 +208,7 @@ impl ReachIndex {
         }
         let mut loads = futures::stream::iter(to_read.into_values().map(|m| {
             let io = table.file_io().clone();
-            async move {
+            crate::table::manifests::spawned(async move {
                 let path = m.manifest_path.clone();
                 let length = u64::try_from(m.manifest_length).ok();
                 let content = m.content;
@@ -216,7 +217,7 @@ impl ReachIndex {
                     .await
                     .map(|manifest| (path.clone(), length, content, spec_id, manifest))
                     .map_err(|e| unreadable(&path, e))
-            }
+            })
         }))
         .buffer_unordered(READ_CONCURRENCY);
         while let Some(loaded) = loads.next().await {

@@ -127,9 +127,14 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
         .collect();
 
     // Every manifest of every snapshot, read once: the current snapshot's live entries for the
-    // partition view, reachability for the history view.
+    // partition view, reachability for the history view. The location is listed meanwhile.
     let all_ids: Vec<i64> = snaps.iter().map(|s| s.snapshot_id()).collect();
-    let mut index = ReachIndex::load_with_live(&table, &all_ids, md.current_snapshot_id()).await?;
+    let (index, listing) = tokio::join!(
+        ReachIndex::load_with_live(&table, &all_ids, md.current_snapshot_id()),
+        list_files(table.file_io(), md.location()),
+    );
+    let mut index = index?;
+    let listing = listing.map_err(|e| e.to_string());
     let schema = md.current_schema().clone();
     let default_spec = md.default_partition_spec();
     let spec_id = default_spec.spec_id();
@@ -198,10 +203,6 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
             }
         })
         .collect();
-
-    let listing = list_files(table.file_io(), md.location())
-        .await
-        .map_err(|e| e.to_string());
 
     // Reachability over all snapshots: what only old snapshots hold, what expiry would free.
     let table_refs = refs(md)?;
