@@ -52,9 +52,12 @@
 //!
 //! A compaction, end to end: the CLI builds [`operations::compact::CompactBuilder`] and calls
 //! the [`operations::Operation`] contract. `plan()` loads the table through its
-//! [`operations::Ctx`], scans it once with delete files attached, and plans file groups
-//! ([`operations::compact::plan`]): a [`operations::compact::CompactPlan`] value, printed by
-//! `--dry-run`. `apply(plan)` rewrites each group with [`write::TableWriter`], registers the
+//! [`operations::Ctx`], walks its manifests once (delete manifests into an index, then each
+//! live data file as a scan task with its delete files; past `plan-batch-files` candidates the
+//! tasks go to a local file), and plans file groups ([`operations::compact::plan`]): a
+//! [`operations::compact::CompactPlan`] value, printed by `--dry-run`. `apply(plan)` rewrites
+//! each group (in batches read back from that file, when it was spilled) with
+//! [`write::TableWriter`], registers the
 //! outputs in a [`commit::Ledger`], and commits a replace ([`commit::action`]) through
 //! [`commit::Committer`]: the producer ([`commit::producer`]) writes manifests and a manifest
 //! list, the committer retries under its [`commit::retry::RetryPolicy`] and hands each attempt
