@@ -26,6 +26,7 @@ use serde_json::json;
 
 mod backends;
 mod eqdeletes;
+mod floor;
 mod history;
 mod merge;
 
@@ -123,6 +124,27 @@ enum Cmd {
         column: String,
         #[arg(long, default_value_t = 20)]
         modulo: i64,
+    },
+    /// What ingesting an NDJSON file costs on one core at best, stage by stage: splitting
+    /// lines, JSON to Arrow (floe's strict decoder, and arrow-json's as a reference), Parquet
+    /// encoding with floe's default zstd. The physical limit the ingest benchmark is put
+    /// against.
+    IngestFloor {
+        /// NDJSON input (the ingest benchmark's events.ndjson).
+        #[arg(long)]
+        input: PathBuf,
+        /// The table schema, as `floe table create --schema` takes it.
+        #[arg(
+            long,
+            default_value = "id bigint not null, ts timestamp, name string, payload string"
+        )]
+        schema: String,
+        /// Records per decoded batch.
+        #[arg(long, default_value_t = 8192)]
+        batch: usize,
+        /// Runs; each stage's fastest is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// Produces every line of an NDJSON file to a Kafka topic (created with N partitions),
     /// round robin, for the ingest benchmark.
@@ -488,6 +510,12 @@ async fn main() -> Result<()> {
             column,
             modulo,
         } => eqdeletes::run(warehouse, table, column, modulo).await,
+        Cmd::IngestFloor {
+            input,
+            schema,
+            batch,
+            runs,
+        } => floor::run(input, schema, batch, runs),
         Cmd::KafkaProduce {
             brokers,
             topic,

@@ -129,9 +129,7 @@ impl IngestBuilder {
             if !data.is_empty() {
                 Box::pin(self.accept(&data, writers, pending, since, summary, uri)).await?;
             }
-            for r in records {
-                pending.insert(r.stream.to_string(), r.next_position);
-            }
+            advance(pending, records);
             return Ok(());
         }
         let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
@@ -179,9 +177,7 @@ impl IngestBuilder {
                 }
             }
         }
-        for r in records {
-            pending.insert(r.stream.to_string(), r.next_position);
-        }
+        advance(pending, records);
         if let Some(batch) = decoded.batch {
             since.records += batch.num_rows() as u64;
             since.bytes += bytes;
@@ -192,9 +188,56 @@ impl IngestBuilder {
     }
 }
 
+/// Moves each stream's pending position past its last record in `records` (read in order):
+/// one update per run of one stream's records, not one per record.
+fn advance(pending: &mut Positions, records: &[SourceRecord]) {
+    for (i, r) in records.iter().enumerate() {
+        if records
+            .get(i + 1)
+            .is_none_or(|next| next.stream != r.stream)
+        {
+            pending.insert(r.stream.to_string(), r.next_position);
+        }
+    }
+}
+
 fn hash_of(s: &str) -> usize {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);
     h.finish() as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_stream_ends_past_its_last_record_however_streams_interleave() {
+        let rec = |stream: &str, next: i64| SourceRecord {
+            stream: Arc::from(stream),
+            next_position: next,
+            position: next - 1,
+            payload: vec![],
+            key: None,
+            marker: false,
+        };
+        let records = [
+            rec("a", 1),
+            rec("a", 2),
+            rec("b", 7),
+            rec("a", 3),
+            rec("b", 8),
+            rec("b", 9),
+            rec("c", 4),
+        ];
+        let mut pending = Positions::new();
+        pending.insert("d".to_string(), 11);
+        advance(&mut pending, &records);
+        let mut expected = Positions::new();
+        for (s, p) in [("a", 3), ("b", 9), ("c", 4), ("d", 11)] {
+            expected.insert(s.to_string(), p);
+        }
+        assert_eq!(pending, expected);
+    }
 }
