@@ -18,8 +18,6 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use serde_json::json;
 
 /// The fastest of `runs` timings of `f` (seconds) and its last result.
@@ -89,15 +87,11 @@ pub fn run(input: PathBuf, schema: String, batch: usize, runs: usize) -> Result<
         bail!("arrow-json decoded {arrow_rows} of {records} records");
     }
 
-    // floe's defaults: zstd level 1, rows per row group from the 128 MiB byte target.
-    let row_group_rows = (floe::base::properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT / 64)
-        .clamp(8 * 1024, 1024 * 1024) as usize;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(
-            floe::base::properties::WRITE_PARQUET_ZSTD_LEVEL_DEFAULT,
-        )?))
-        .set_max_row_group_row_count(Some(row_group_rows))
-        .build();
+    // floe's defaults (a table without write properties): zstd level 1, 128 MiB row groups.
+    let props = floe::write::parquet_properties_from(
+        &Default::default(),
+        floe::base::properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT,
+    )?;
     let (encode_s, parquet_bytes) = fastest(runs, || {
         let mut w = ArrowWriter::try_new(Vec::new(), arrow_schema.clone(), Some(props.clone()))?;
         for b in &batches {

@@ -101,19 +101,32 @@ pub async fn live_files(table: &Table) -> Result<Vec<LiveFile>> {
     live_files_of(table, &current_manifests(table).await?).await
 }
 
-/// The live files of the current snapshot whose path `keep` accepts, read manifest by
-/// manifest: memory follows what is kept, not the table.
-pub async fn live_files_where(table: &Table, keep: impl Fn(&str) -> bool) -> Result<Vec<LiveFile>> {
-    let manifests = current_manifests(table).await?;
-    let mut loads = futures::stream::iter(manifests.into_iter().map(|mf| {
-        let io = table.file_io().clone();
+/// Manifests decoded at once by [`decoded`]: a decoded manifest of 70,000 entries is about
+/// 100 MiB.
+pub(crate) const MANIFESTS_DECODED_AT_ONCE: usize = 2;
+
+/// `manifests` decoded in order, each on its own task ([`spawned`]),
+/// [`MANIFESTS_DECODED_AT_ONCE`] at a time: memory follows two manifests, not the table.
+pub(crate) fn decoded(
+    table: &Table,
+    manifests: Vec<ManifestFile>,
+) -> impl futures::Stream<Item = Result<(ManifestFile, Manifest)>> {
+    let io = table.file_io().clone();
+    futures::stream::iter(manifests.into_iter().map(move |mf| {
+        let io = io.clone();
         spawned(async move {
             let m = crate::table::opaque::load_manifest(&mf, &io).await?;
             Ok((mf, m))
         })
     }))
-    // Two at a time: a decoded manifest of 70,000 entries is about 100 MiB.
-    .buffered(2);
+    .buffered(MANIFESTS_DECODED_AT_ONCE)
+}
+
+/// The live files of the current snapshot whose path `keep` accepts, read manifest by
+/// manifest: memory follows what is kept, not the table.
+pub async fn live_files_where(table: &Table, keep: impl Fn(&str) -> bool) -> Result<Vec<LiveFile>> {
+    let manifests = current_manifests(table).await?;
+    let mut loads = std::pin::pin!(decoded(table, manifests));
     let mut out = Vec::new();
     while let Some(loaded) = loads.next().await {
         let (mf, m) = loaded?;

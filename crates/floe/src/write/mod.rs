@@ -84,12 +84,20 @@ struct WriterFiles {
 
 /// Parquet writer properties from table properties.
 pub fn parquet_properties(table: &Table) -> Result<WriterProperties> {
-    let props = table.metadata().properties();
     let row_group_bytes = properties::table_u64_prop(
         table,
         properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES.key,
         properties::WRITE_PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT,
     )?;
+    parquet_properties_from(table.metadata().properties(), row_group_bytes)
+}
+
+/// Parquet writer properties from table properties `props` (compression codec and level)
+/// with row groups of about `row_group_bytes` (`write.parquet.row-group-size-bytes`).
+pub fn parquet_properties_from(
+    props: &std::collections::HashMap<String, String>,
+    row_group_bytes: u64,
+) -> Result<WriterProperties> {
     let compression = match props
         .get(properties::WRITE_PARQUET_COMPRESSION_CODEC.key)
         .map(|s| s.to_ascii_lowercase())

@@ -419,7 +419,7 @@ impl CompactBuilder {
     /// batches stay committed.
     async fn apply_spilled(
         self,
-        metrics: CompactMetrics,
+        mut metrics: CompactMetrics,
         snapshot_id: Option<i64>,
         p: Prepared,
         spill: Box<spill::TaskSpill>,
@@ -427,13 +427,16 @@ impl CompactBuilder {
     ) -> Result<CompactMetrics> {
         let started = Instant::now();
         let lineage = p.table.metadata().format_version() >= iceberg::spec::FormatVersion::V3;
-        let batches = batch_groups(&metrics.plan.groups, batch_files);
+        // Each batch's report is the run's with only its groups (taken out once, not cloned
+        // with every batch) and the whole plan is put back at the end.
+        let all = std::mem::take(&mut metrics.plan.groups);
+        let batches = batch_groups(&all, batch_files);
         let mut total = Vec::with_capacity(batches.len());
         for batch in &batches {
             let mut groups: Vec<FileGroup> = Vec::with_capacity(batch.len());
             let mut indexes = Vec::new();
             for &g in batch {
-                let mut group = metrics.plan.groups[g].clone();
+                let mut group = all[g].clone();
                 let first = indexes.len();
                 indexes.extend(group.files.iter().copied());
                 group.files = (first..indexes.len()).collect();
@@ -454,7 +457,6 @@ impl CompactBuilder {
             };
             let mut report = metrics.clone();
             report.plan.groups = groups;
-            report.plan.candidate_files = 0;
             let prepared = Prepared {
                 table: p.table.clone(),
                 effective: p.effective.clone(),
@@ -473,6 +475,7 @@ impl CompactBuilder {
             total.push(self.clone().apply_boxed(planned).await?);
         }
         let mut m = CompactMetrics::of_batches(total)?;
+        metrics.plan.groups = all;
         m.plan = metrics.plan;
         let elapsed = started.elapsed() + p.planning;
         m.duration_ms = elapsed.as_millis() as u64;

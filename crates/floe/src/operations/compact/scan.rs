@@ -9,14 +9,14 @@
 //!   unpartitioned spec applies to every data file ("global").
 //!
 //! Why not the crate's scan: it spawns a task and sends two channel messages per manifest entry,
-//! which at 1,000,000 files costs about as much as decoding the manifests themselves. Here each
-//! manifest is decoded on its own tokio task, [`MANIFESTS_AT_ONCE`] at a time (a decoded
-//! manifest of 70,000 entries is about 100 MiB), and its entries become tasks in one loop.
+//! which at 1,000,000 files costs about as much as decoding the manifests themselves. Here the
+//! manifests are decoded as [`crate::table::manifests::decoded`] does (each on its own tokio
+//! task, two at a time), and each one's entries become tasks in one loop.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use iceberg::scan::{FileScanTask, FileScanTaskDeleteFile};
 use iceberg::spec::{
     DataContentType, ManifestContentType, ManifestEntryRef, ManifestFile, NameMapping, Struct,
@@ -24,9 +24,7 @@ use iceberg::spec::{
 use iceberg::table::Table;
 
 use crate::base::error::{Error, Result};
-
-/// Manifests decoded at once.
-const MANIFESTS_AT_ONCE: usize = 2;
+use crate::table::manifests::decoded;
 
 /// Live delete files by what they apply to.
 #[derive(Default)]
@@ -105,26 +103,6 @@ impl DeleteIndex {
         }
         out
     }
-}
-
-/// `manifests` decoded, each on its own task, [`MANIFESTS_AT_ONCE`] at a time, in order.
-fn decoded(
-    table: &Table,
-    manifests: Vec<ManifestFile>,
-) -> impl Stream<Item = Result<(ManifestFile, iceberg::spec::Manifest)>> {
-    let io = table.file_io().clone();
-    futures::stream::iter(manifests.into_iter().map(move |mf| {
-        let io = io.clone();
-        tokio::spawn(async move {
-            let m = crate::table::opaque::load_manifest(&mf, &io).await;
-            (mf, m)
-        })
-    }))
-    .buffered(MANIFESTS_AT_ONCE)
-    .map(|joined| {
-        let (mf, m) = joined.map_err(Error::task("reading a manifest"))?;
-        Ok((mf, m.map_err(Error::from)?))
-    })
 }
 
 /// Calls `each` with a scan task for every live data file of the current snapshot of `table`
