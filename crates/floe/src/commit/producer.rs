@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 use futures::StreamExt;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot, MAIN_BRANCH,
+    ManifestListWriter, Snapshot, MAIN_BRANCH,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
@@ -21,6 +21,7 @@ use uuid::Uuid;
 use crate::base::error::{Error, Result};
 use crate::base::properties;
 use crate::commit::{summary, validate, Conflict, Ledger, LiveFile, SnapshotUpdate};
+use crate::table::manifest_writer::ManifestWriter;
 use crate::table::manifests::{
     current_manifests, live_file, live_file_as, load_manifests, MANIFEST_READ_CONCURRENCY,
 };
@@ -143,7 +144,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn manifest_writer(
+    async fn manifest_writer(
         &mut self,
         content: ManifestContentType,
         spec_id: i32,
@@ -172,30 +173,26 @@ impl<'a> Ctx<'a> {
         self.manifest_counter += 1;
         self.written.push(path.clone());
         let output = self.table.file_io().new_output(&path)?;
-        let builder = ManifestWriterBuilder::new(
+        // Format v1 (spec "Manifests", v1 columns): no sequence numbers, no delete files.
+        // Format v3 (spec "Row Lineage"): the manifest list assigns data manifests their
+        // first_row_id; carried entries hold theirs explicitly (`carry_existing`).
+        if let (FormatVersion::V1, ManifestContentType::Deletes) = (md.format_version(), content) {
+            return Err(Error::Refused {
+                operation: format!("commit delete files to '{}'", self.name),
+                reason: "it is an Iceberg format v1 table, which has no row-level deletes \
+                             (`floe table upgrade` it to format 2 first)"
+                    .to_string(),
+            });
+        }
+        Ok(ManifestWriter::new(
             output,
             Some(self.snapshot_id),
             md.current_schema().clone(),
             spec,
-        );
-        Ok(match (md.format_version(), content) {
-            // Format v1 (spec "Manifests", v1 columns): no sequence numbers, no delete files.
-            (FormatVersion::V1, ManifestContentType::Data) => builder.build_v1(),
-            (FormatVersion::V1, ManifestContentType::Deletes) => {
-                return Err(Error::Refused {
-                    operation: format!("commit delete files to '{}'", self.name),
-                    reason: "it is an Iceberg format v1 table, which has no row-level deletes \
-                             (`floe table upgrade` it to format 2 first)"
-                        .to_string(),
-                })
-            }
-            (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
-            (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-            // Format v3 (spec "Row Lineage"): the manifest list assigns data manifests their
-            // first_row_id; carried entries hold theirs explicitly (`carry_existing`).
-            (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
-            (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
-        })
+            md.format_version(),
+            content,
+        )
+        .await?)
     }
 }
 
@@ -317,7 +314,7 @@ async fn produce(
             let slot = match writers.entry(key) {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert((ctx.manifest_writer(mf.content, spec_id)?, 0))
+                    v.insert((ctx.manifest_writer(mf.content, spec_id).await?, 0))
                 }
             };
             let (entries, _) = manifest.into_parts();
@@ -325,7 +322,7 @@ async fn produce(
                 lineage::inherited_first_row_ids(&mf, entries.iter().map(|e| e.data_file()));
             for (e, row_id) in entries.iter().zip(row_ids).filter(|(e, _)| e.is_alive()) {
                 if slot.1 >= MANIFEST_ROLL_ENTRIES {
-                    let next = ctx.manifest_writer(mf.content, spec_id)?;
+                    let next = ctx.manifest_writer(mf.content, spec_id).await?;
                     let full = std::mem::replace(&mut slot.0, next);
                     new_manifests.push(full.write_manifest_file().await?);
                     slot.1 = 0;
@@ -408,7 +405,9 @@ async fn produce(
 
     let default_spec = md.default_partition_spec_id();
     if !update.added_data_files.is_empty() {
-        let mut writer = ctx.manifest_writer(ManifestContentType::Data, default_spec)?;
+        let mut writer = ctx
+            .manifest_writer(ManifestContentType::Data, default_spec)
+            .await?;
         let seq = update.data_sequence_number.unwrap_or(-1);
         for f in &update.added_data_files {
             if f.content_type() != DataContentType::Data {
@@ -442,7 +441,9 @@ async fn produce(
             by_spec.entry(spec).or_default().push((f, seq));
         }
         for (spec, files) in by_spec {
-            let mut writer = ctx.manifest_writer(ManifestContentType::Deletes, spec)?;
+            let mut writer = ctx
+                .manifest_writer(ManifestContentType::Deletes, spec)
+                .await?;
             for (f, seq) in files {
                 writer.add_file(f.clone(), seq)?;
             }
@@ -688,7 +689,7 @@ async fn merge_small_manifests(
             continue;
         }
         let loaded = load_manifests(ctx.table, &bin).await?;
-        let mut writer = ctx.manifest_writer(ManifestContentType::Data, spec)?;
+        let mut writer = ctx.manifest_writer(ManifestContentType::Data, spec).await?;
         for (mf, manifest) in bin.iter().zip(&loaded) {
             let entries = manifest.entries();
             let row_ids =
@@ -756,7 +757,7 @@ async fn rewrite_manifests(
         replaced += group.len() as u64;
         entries += live.len() as u64;
         for chunk in live.chunks(per_manifest) {
-            let mut writer = ctx.manifest_writer(content, spec_id)?;
+            let mut writer = ctx.manifest_writer(content, spec_id).await?;
             for (_, e, row_id) in chunk {
                 carry_existing(&mut writer, e, spec_id, *row_id)?;
             }

@@ -2,6 +2,8 @@
 //!
 //! - [`ident`]: `ns.table` identifiers and the name rule (names become directories).
 //! - [`manifests`]: manifest lists and manifests of a snapshot; live data and delete files.
+//! - [`manifest_reader`], [`manifest_writer`] (on [`avro`]): manifest entries decoded from and
+//!   encoded to their Avro bytes directly, in the iceberg crate's file layout.
 //! - [`reach`]: every file a set of snapshots needs (reachability, for expiry and orphans).
 //! - [`watermarks`]: writer watermarks kept in snapshot summaries (floe, Flink).
 //! - [`exactly_once`]: a floe writer's positions in its commits, the fence against a
@@ -16,10 +18,13 @@
 //! - [`rows`]: the rows of planned scan tasks with every delete applied (vectors included).
 //! - [`read_metadata`], [`refs`], [`default_spec`]: table metadata helpers.
 
+pub(crate) mod avro;
 pub mod deletion_vector;
 pub mod exactly_once;
 pub mod ident;
 pub mod lineage;
+pub mod manifest_reader;
+pub mod manifest_writer;
 pub mod manifests;
 pub mod metadata_json;
 pub mod opaque;

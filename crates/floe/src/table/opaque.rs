@@ -25,6 +25,7 @@ use iceberg::spec::{
 };
 use serde_json::{json, Map, Value};
 
+use super::avro::put_long;
 use crate::base::error::{Error, Result};
 
 /// The prefix of a masked field's `doc`; the JSON after it holds the field's original `type`,
@@ -244,32 +245,89 @@ pub fn metadata_bytes(md: &TableMetadata) -> std::result::Result<Vec<u8>, serde_
     serde_json::to_vec(&v)
 }
 
-/// Reads a manifest as [`ManifestFile::load_manifest`] does; when the iceberg crate cannot parse
-/// the schema in its Avro header (a column of a type it does not know), the header's schema is
-/// masked and the manifest parsed again, with the manifest list's snapshot id and sequence
-/// numbers inherited as the spec requires ("Sequence Number Inheritance").
+/// Reads a manifest as [`ManifestFile::load_manifest`] does, with floe's reader
+/// ([`super::manifest_reader`]) when it follows the file and the iceberg crate's otherwise;
+/// when the crate cannot parse the schema in the Avro header (a column of a type it does not
+/// know), the header's schema is masked and the manifest parsed again. Snapshot ids and
+/// sequence numbers are inherited from the manifest list as the spec requires ("Sequence
+/// Number Inheritance").
 pub async fn load_manifest(mf: &ManifestFile, io: &FileIO) -> iceberg::Result<Manifest> {
-    let first = match mf.load_manifest(io).await {
-        Ok(m) => return Ok(m),
-        Err(e) => e,
-    };
-    if mf.key_metadata.is_some() || !schema_error(&first) {
-        return Err(first);
+    if mf.key_metadata.is_some() {
+        // encrypted manifests: the crate decrypts them
+        return mf.load_manifest(io).await;
     }
     let bytes = io.new_input(&mf.manifest_path)?.read().await?;
-    let Some(patched) = mask_avro_header_schema(&bytes) else {
+    if let Some((metadata, entries)) = super::manifest_reader::read(&bytes) {
+        let ours = inherited(metadata, entries, mf);
+        if verify_manifest_reader() {
+            let theirs = crate_manifest(&bytes, mf)?;
+            if theirs != ours {
+                return Err(iceberg::Error::new(
+                    iceberg::ErrorKind::DataInvalid,
+                    format!(
+                        "floe's manifest reader and the iceberg crate's disagree on {}",
+                        mf.manifest_path
+                    ),
+                ));
+            }
+        }
+        return Ok(ours);
+    }
+    crate_manifest(&bytes, mf)
+}
+
+/// `FLOE_VERIFY_MANIFEST_READER=1`: every manifest floe's reader decodes is decoded by the
+/// iceberg crate as well, and a difference is an error (CI runs with it).
+fn verify_manifest_reader() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("FLOE_VERIFY_MANIFEST_READER").is_ok_and(|v| !v.is_empty() && v != "0")
+    })
+}
+
+/// The manifest in `bytes` read by the iceberg crate; when it cannot parse the schema in the
+/// Avro header (a column of a type it does not know), the header's schema is masked and the
+/// manifest parsed again.
+fn crate_manifest(bytes: &[u8], mf: &ManifestFile) -> iceberg::Result<Manifest> {
+    let first = match Manifest::parse_avro(bytes) {
+        Ok(m) => {
+            let (entries, metadata) = m.into_parts();
+            return Ok(inherited(
+                metadata,
+                entries.into_iter().map(std::sync::Arc::unwrap_or_clone),
+                mf,
+            ));
+        }
+        Err(e) => e,
+    };
+    if !schema_error(&first) {
+        return Err(first);
+    }
+    let Some(patched) = mask_avro_header_schema(bytes) else {
         return Err(first);
     };
     let (entries, metadata) = Manifest::parse_avro(&patched)?.into_parts();
+    Ok(inherited(
+        metadata,
+        entries.into_iter().map(std::sync::Arc::unwrap_or_clone),
+        mf,
+    ))
+}
+
+/// The manifest of `entries` with snapshot ids and sequence numbers inherited from `mf`.
+fn inherited(
+    metadata: iceberg::spec::ManifestMetadata,
+    entries: impl IntoIterator<Item = iceberg::spec::ManifestEntry>,
+    mf: &ManifestFile,
+) -> Manifest {
     let entries = entries
         .into_iter()
-        .map(|e| {
-            let mut e = std::sync::Arc::unwrap_or_clone(e);
+        .map(|mut e| {
             inherit(&mut e, mf);
             e
         })
         .collect();
-    Ok(Manifest::new(metadata, entries))
+    Manifest::new(metadata, entries)
 }
 
 fn schema_error(e: &iceberg::Error) -> bool {
@@ -304,7 +362,7 @@ fn inherit(e: &mut iceberg::spec::ManifestEntry, mf: &ManifestFile) {
 /// followed by the block's byte size, then key/value pairs each a length-prefixed byte string,
 /// ended by a zero count), then the 16-byte sync marker and the data blocks.
 pub fn mask_avro_header_schema(bytes: &[u8]) -> Option<Vec<u8>> {
-    let mut r = AvroCursor { bytes, at: 4 };
+    let mut r = super::avro::Cursor { bytes, at: 4 };
     if bytes.get(..4)? != b"Obj\x01" {
         return None;
     }
@@ -342,48 +400,6 @@ pub fn mask_avro_header_schema(bytes: &[u8]) -> Option<Vec<u8>> {
     put_long(&mut out, 0);
     out.extend_from_slice(rest);
     Some(out)
-}
-
-struct AvroCursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> AvroCursor<'a> {
-    /// A zigzag-encoded variable-length long.
-    fn long(&mut self) -> Option<i64> {
-        let mut n: u64 = 0;
-        let mut shift = 0;
-        loop {
-            let b = *self.bytes.get(self.at)?;
-            self.at += 1;
-            n |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-            if shift > 63 {
-                return None;
-            }
-        }
-        Some((n >> 1) as i64 ^ -((n & 1) as i64))
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let len = usize::try_from(self.long()?).ok()?;
-        let out = self.bytes.get(self.at..self.at.checked_add(len)?)?;
-        self.at += len;
-        Some(out)
-    }
-}
-
-fn put_long(out: &mut Vec<u8>, v: i64) {
-    let mut n = ((v << 1) ^ (v >> 63)) as u64;
-    while n >= 0x80 {
-        out.push((n as u8 & 0x7f) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
 }
 
 #[cfg(test)]
@@ -482,7 +498,7 @@ mod tests {
         );
         let patched = mask_avro_header_schema(&file).expect("masked");
         assert!(patched.ends_with(&rest));
-        let mut r = AvroCursor {
+        let mut r = super::super::avro::Cursor {
             bytes: &patched,
             at: 4,
         };
@@ -503,14 +519,5 @@ mod tests {
         let plain = ocf(&[("schema", br#"{"type":"struct","fields":[]}"#)], &rest);
         assert!(mask_avro_header_schema(&plain).is_none());
         assert!(mask_avro_header_schema(b"PAR1").is_none());
-    }
-
-    #[test]
-    fn zigzag_longs_round_trip() {
-        for v in [0i64, 1, -1, 63, -64, 64, 300, -300, i64::MAX, i64::MIN] {
-            let mut buf = Vec::new();
-            put_long(&mut buf, v);
-            assert_eq!(AvroCursor { bytes: &buf, at: 0 }.long(), Some(v));
-        }
     }
 }
