@@ -19,6 +19,7 @@
 
 mod commit;
 pub mod dangling;
+mod dictionary;
 pub mod distributed;
 pub mod filter;
 mod multi_file;

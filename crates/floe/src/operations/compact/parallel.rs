@@ -356,6 +356,7 @@ async fn rewrite_inner(
     let iceberg_schema = md.current_schema().clone();
     let schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(&iceberg_schema)?);
     let props = crate::write::parquet_properties(table)?;
+    let props = super::dictionary::for_group(table, &members, props).await;
     let rows_per_group = props
         .max_row_group_row_count()
         .unwrap_or(DEFAULT_ROW_GROUP_ROWS)
