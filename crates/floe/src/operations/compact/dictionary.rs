@@ -97,7 +97,7 @@ pub(crate) fn distinct_columns(footers: &[ParquetMetaData]) -> Vec<ColumnPath> {
         .filter(|(_, (yes, seen))| *yes * 2 > *seen)
         .map(|(p, _)| p)
         .collect();
-    out.sort_by(|a, b| a.string().cmp(&b.string()));
+    out.sort_by_key(ColumnPath::string);
     out
 }
 
