@@ -721,6 +721,21 @@ mod tests {
         b.build().unwrap()
     }
 
+    /// Every (format, partitioned, content) a manifest can have (v1 has no delete manifests).
+    fn shapes() -> Vec<(FormatVersion, bool, ManifestContentType)> {
+        let mut out = Vec::new();
+        for version in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
+            for partitioned in [true, false] {
+                for content in [ManifestContentType::Data, ManifestContentType::Deletes] {
+                    if version != FormatVersion::V1 || content == ManifestContentType::Data {
+                        out.push((version, partitioned, content));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Writes manifests with the iceberg crate's writer (every format, data and deletes,
     /// partitioned or not, added, existing and deleted entries) and reads each both ways.
     #[tokio::test]
@@ -729,53 +744,40 @@ mod tests {
         let io = FileIO::new_with_fs();
         let schema = Arc::new(schema());
         let mut read = 0;
-        for version in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
-            for partitioned in [true, false] {
-                for content in [ManifestContentType::Data, ManifestContentType::Deletes] {
-                    if version == FormatVersion::V1 && content == ManifestContentType::Deletes {
-                        continue;
-                    }
-                    let spec = spec(&schema, partitioned);
-                    let path = format!(
-                        "{}/m-{version}-{partitioned}-{content}.avro",
-                        dir.path().display()
-                    );
-                    let b = ManifestWriterBuilder::new(
-                        io.new_output(&path).unwrap(),
-                        Some(77),
-                        schema.clone(),
-                        spec.clone(),
-                    );
-                    let mut w = match (version, content) {
-                        (FormatVersion::V1, _) => b.build_v1(),
-                        (FormatVersion::V2, ManifestContentType::Data) => b.build_v2_data(),
-                        (FormatVersion::V2, _) => b.build_v2_deletes(),
-                        (FormatVersion::V3, ManifestContentType::Data) => b.build_v3_data(),
-                        (FormatVersion::V3, _) => b.build_v3_deletes(),
-                    };
-                    for i in 0..60i64 {
-                        let kind = match content {
-                            ManifestContentType::Data => DataContentType::Data,
-                            _ if i % 3 == 0 => DataContentType::EqualityDeletes,
-                            _ => DataContentType::PositionDeletes,
-                        };
-                        let f = data_file(i, spec.spec_id(), partitioned, kind);
-                        match i % 3 {
-                            0 => w.add_file(f, 5).unwrap(),
-                            1 => w.add_existing_file(f, 11, 2, Some(2)).unwrap(),
-                            _ => w.add_delete_file(f, 3, Some(3)).unwrap(),
-                        }
-                    }
-                    w.write_manifest_file().await.unwrap();
-                    let bytes = std::fs::read(&path).unwrap();
-                    let theirs = Manifest::parse_avro(&bytes).unwrap();
-                    let (metadata, entries) = super::read(&bytes).expect("floe reads it");
-                    assert_eq!(entries.len(), 60);
-                    let ours = Manifest::new(metadata, entries);
-                    assert_eq!(ours, theirs, "{path}");
-                    read += 1;
+        for (version, partitioned, content) in shapes() {
+            let spec = spec(&schema, partitioned);
+            let path = format!(
+                "{}/m-{version}-{partitioned}-{content}.avro",
+                dir.path().display()
+            );
+            let b = ManifestWriterBuilder::new(
+                io.new_output(&path).unwrap(),
+                Some(77),
+                schema.clone(),
+                spec.clone(),
+            );
+            let mut w = crate::table::manifest_writer::crate_writer(b, version, content);
+            for i in 0..60i64 {
+                let kind = match content {
+                    ManifestContentType::Data => DataContentType::Data,
+                    _ if i % 3 == 0 => DataContentType::EqualityDeletes,
+                    _ => DataContentType::PositionDeletes,
+                };
+                let f = data_file(i, spec.spec_id(), partitioned, kind);
+                match i % 3 {
+                    0 => w.add_file(f, 5).unwrap(),
+                    1 => w.add_existing_file(f, 11, 2, Some(2)).unwrap(),
+                    _ => w.add_delete_file(f, 3, Some(3)).unwrap(),
                 }
             }
+            w.write_manifest_file().await.unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let theirs = Manifest::parse_avro(&bytes).unwrap();
+            let (metadata, entries) = super::read(&bytes).expect("floe reads it");
+            assert_eq!(entries.len(), 60);
+            let ours = Manifest::new(metadata, entries);
+            assert_eq!(ours, theirs, "{path}");
+            read += 1;
         }
         assert_eq!(read, 10);
     }
@@ -789,98 +791,85 @@ mod tests {
         let io = FileIO::new_with_fs();
         let schema = Arc::new(schema());
         let mut compared = 0;
-        for version in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
-            for partitioned in [true, false] {
-                for content in [ManifestContentType::Data, ManifestContentType::Deletes] {
-                    if version == FormatVersion::V1 && content == ManifestContentType::Deletes {
-                        continue;
+        for (version, partitioned, content) in shapes() {
+            let spec = spec(&schema, partitioned);
+            let theirs_path = format!(
+                "{}/c-{version}-{partitioned}-{content}.avro",
+                dir.path().display()
+            );
+            let ours_path = format!(
+                "{}/f-{version}-{partitioned}-{content}.avro",
+                dir.path().display()
+            );
+            let b = ManifestWriterBuilder::new(
+                io.new_output(&theirs_path).unwrap(),
+                Some(77),
+                schema.clone(),
+                spec.clone(),
+            );
+            let mut theirs = crate::table::manifest_writer::crate_writer(b, version, content);
+            let mut ours = ManifestWriter::new(
+                io.new_output(&ours_path).unwrap(),
+                Some(77),
+                schema.clone(),
+                spec.clone(),
+                version,
+                content,
+            )
+            .await
+            .unwrap();
+            assert!(
+                matches!(ours, ManifestWriter::Ours(_)),
+                "floe's encoder, not the fallback"
+            );
+            // enough entries for several Avro blocks
+            for i in 0..900i64 {
+                let kind = match content {
+                    ManifestContentType::Data => DataContentType::Data,
+                    _ if i % 3 == 0 => DataContentType::EqualityDeletes,
+                    _ => DataContentType::PositionDeletes,
+                };
+                let f = data_file(i % 97, spec.spec_id(), partitioned, kind);
+                match i % 3 {
+                    0 => {
+                        theirs
+                            .add_file(f.clone(), if i % 2 == 0 { 5 } else { -1 })
+                            .unwrap();
+                        ours.add_file(f, if i % 2 == 0 { 5 } else { -1 }).unwrap();
                     }
-                    let spec = spec(&schema, partitioned);
-                    let theirs_path = format!(
-                        "{}/c-{version}-{partitioned}-{content}.avro",
-                        dir.path().display()
-                    );
-                    let ours_path = format!(
-                        "{}/f-{version}-{partitioned}-{content}.avro",
-                        dir.path().display()
-                    );
-                    let b = ManifestWriterBuilder::new(
-                        io.new_output(&theirs_path).unwrap(),
-                        Some(77),
-                        schema.clone(),
-                        spec.clone(),
-                    );
-                    let mut theirs = match (version, content) {
-                        (FormatVersion::V1, _) => b.build_v1(),
-                        (FormatVersion::V2, ManifestContentType::Data) => b.build_v2_data(),
-                        (FormatVersion::V2, _) => b.build_v2_deletes(),
-                        (FormatVersion::V3, ManifestContentType::Data) => b.build_v3_data(),
-                        (FormatVersion::V3, _) => b.build_v3_deletes(),
-                    };
-                    let mut ours = ManifestWriter::new(
-                        io.new_output(&ours_path).unwrap(),
-                        Some(77),
-                        schema.clone(),
-                        spec.clone(),
-                        version,
-                        content,
-                    )
-                    .await
-                    .unwrap();
-                    assert!(
-                        matches!(ours, ManifestWriter::Ours(_)),
-                        "floe's encoder, not the fallback"
-                    );
-                    // enough entries for several Avro blocks
-                    for i in 0..900i64 {
-                        let kind = match content {
-                            ManifestContentType::Data => DataContentType::Data,
-                            _ if i % 3 == 0 => DataContentType::EqualityDeletes,
-                            _ => DataContentType::PositionDeletes,
-                        };
-                        let f = data_file(i % 97, spec.spec_id(), partitioned, kind);
-                        match i % 3 {
-                            0 => {
-                                theirs
-                                    .add_file(f.clone(), if i % 2 == 0 { 5 } else { -1 })
-                                    .unwrap();
-                                ours.add_file(f, if i % 2 == 0 { 5 } else { -1 }).unwrap();
-                            }
-                            1 => {
-                                theirs
-                                    .add_existing_file(f.clone(), 11, 2 + i, Some(2))
-                                    .unwrap();
-                                ours.add_existing_file(f, 11, 2 + i, Some(2)).unwrap();
-                            }
-                            _ => {
-                                theirs.add_delete_file(f.clone(), 3, Some(3)).unwrap();
-                                ours.add_delete_file(f, 3, Some(3)).unwrap();
-                            }
-                        }
+                    1 => {
+                        theirs
+                            .add_existing_file(f.clone(), 11, 2 + i, Some(2))
+                            .unwrap();
+                        ours.add_existing_file(f, 11, 2 + i, Some(2)).unwrap();
                     }
-                    let mut theirs_mf = theirs.write_manifest_file().await.unwrap();
-                    let mut ours_mf = ours.write_manifest_file().await.unwrap();
-                    let theirs_bytes = std::fs::read(&theirs_path).unwrap();
-                    let ours_bytes = std::fs::read(&ours_path).unwrap();
-                    assert_eq!(ours_mf.manifest_length as usize, ours_bytes.len());
-                    let read_back =
-                        Manifest::parse_avro(&ours_bytes).expect("the crate reads floe's manifest");
-                    assert_eq!(
-                        read_back,
-                        Manifest::parse_avro(&theirs_bytes).unwrap(),
-                        "{ours_path}"
-                    );
-                    let (md, entries) = super::read(&ours_bytes).unwrap();
-                    assert_eq!(Manifest::new(md, entries), read_back);
-                    assert_eq!(read_back.entries().len(), 900);
-                    for mf in [&mut theirs_mf, &mut ours_mf] {
-                        mf.manifest_path.clear();
-                        mf.manifest_length = 0;
+                    _ => {
+                        theirs.add_delete_file(f.clone(), 3, Some(3)).unwrap();
+                        ours.add_delete_file(f, 3, Some(3)).unwrap();
                     }
-                    assert_eq!(ours_mf, theirs_mf, "{ours_path}");
-                    compared += 1;
                 }
             }
+            let mut theirs_mf = theirs.write_manifest_file().await.unwrap();
+            let mut ours_mf = ours.write_manifest_file().await.unwrap();
+            let theirs_bytes = std::fs::read(&theirs_path).unwrap();
+            let ours_bytes = std::fs::read(&ours_path).unwrap();
+            assert_eq!(ours_mf.manifest_length as usize, ours_bytes.len());
+            let read_back =
+                Manifest::parse_avro(&ours_bytes).expect("the crate reads floe's manifest");
+            assert_eq!(
+                read_back,
+                Manifest::parse_avro(&theirs_bytes).unwrap(),
+                "{ours_path}"
+            );
+            let (md, entries) = super::read(&ours_bytes).unwrap();
+            assert_eq!(Manifest::new(md, entries), read_back);
+            assert_eq!(read_back.entries().len(), 900);
+            for mf in [&mut theirs_mf, &mut ours_mf] {
+                mf.manifest_path.clear();
+                mf.manifest_length = 0;
+            }
+            assert_eq!(ours_mf, theirs_mf, "{ours_path}");
+            compared += 1;
         }
         assert_eq!(compared, 10);
     }

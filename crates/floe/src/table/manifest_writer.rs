@@ -53,13 +53,7 @@ impl ManifestWriter {
         version: FormatVersion,
         content: ManifestContentType,
     ) -> R<Self> {
-        let build = |b: ManifestWriterBuilder| match (version, content) {
-            (FormatVersion::V1, _) => b.build_v1(),
-            (FormatVersion::V2, ManifestContentType::Data) => b.build_v2_data(),
-            (FormatVersion::V2, ManifestContentType::Deletes) => b.build_v2_deletes(),
-            (FormatVersion::V3, ManifestContentType::Data) => b.build_v3_data(),
-            (FormatVersion::V3, ManifestContentType::Deletes) => b.build_v3_deletes(),
-        };
+        let build = |b| crate_writer(b, version, content);
         // The crate's header for this schema, spec, format and content: an empty manifest
         // written to memory.
         let memory = FileIO::new_with_memory();
@@ -164,6 +158,21 @@ impl ManifestWriter {
             Self::Ours(e) => e.finish().await,
             Self::Crate(w) => w.write_manifest_file().await,
         }
+    }
+}
+
+/// The iceberg crate's writer of a manifest of `version` holding `content`.
+pub(crate) fn crate_writer(
+    b: ManifestWriterBuilder,
+    version: FormatVersion,
+    content: ManifestContentType,
+) -> iceberg::spec::ManifestWriter {
+    match (version, content) {
+        (FormatVersion::V1, _) => b.build_v1(),
+        (FormatVersion::V2, ManifestContentType::Data) => b.build_v2_data(),
+        (FormatVersion::V2, ManifestContentType::Deletes) => b.build_v2_deletes(),
+        (FormatVersion::V3, ManifestContentType::Data) => b.build_v3_data(),
+        (FormatVersion::V3, ManifestContentType::Deletes) => b.build_v3_deletes(),
     }
 }
 
