@@ -174,8 +174,6 @@ impl<'a> Ctx<'a> {
         self.written.push(path.clone());
         let output = self.table.file_io().new_output(&path)?;
         // Format v1 (spec "Manifests", v1 columns): no sequence numbers, no delete files.
-        // Format v3 (spec "Row Lineage"): the manifest list assigns data manifests their
-        // first_row_id; carried entries hold theirs explicitly (`carry_existing`).
         if let (FormatVersion::V1, ManifestContentType::Deletes) = (md.format_version(), content) {
             return Err(Error::Refused {
                 operation: format!("commit delete files to '{}'", self.name),
@@ -184,6 +182,8 @@ impl<'a> Ctx<'a> {
                     .to_string(),
             });
         }
+        // Format v3 (spec "Row Lineage"): the manifest list assigns data manifests their
+        // first_row_id; carried entries hold theirs explicitly (`carry_existing`).
         Ok(ManifestWriter::new(
             output,
             Some(self.snapshot_id),

@@ -161,6 +161,43 @@ pub(crate) fn put_long(out: &mut Vec<u8>, v: i64) {
     out.push(n as u8);
 }
 
+/// The header metadata of an object container file (the magic `Obj\x01`, then a
+/// `map<bytes>`: blocks of a zigzag count, negative when followed by the block's byte size,
+/// then key/value pairs, ended by a zero count) and where the sync marker after it starts.
+#[allow(clippy::type_complexity)]
+pub(crate) fn header_metadata(bytes: &[u8]) -> Option<(Vec<(&str, &[u8])>, usize)> {
+    if bytes.get(..4)? != b"Obj\x01" {
+        return None;
+    }
+    let mut r = Cursor { bytes, at: 4 };
+    let mut metadata = Vec::new();
+    loop {
+        let n = r.block_count()?;
+        if n == 0 {
+            return Some((metadata, r.at));
+        }
+        for _ in 0..n {
+            let key = r.str()?;
+            let value = r.bytes()?;
+            metadata.push((key, value));
+        }
+    }
+}
+
+/// Appends the magic and `metadata` as a container file header, up to (not including) the
+/// sync marker.
+pub(crate) fn put_header_metadata(out: &mut Vec<u8>, metadata: &[(&str, &[u8])]) {
+    out.extend_from_slice(b"Obj\x01");
+    put_long(out, metadata.len() as i64);
+    for (k, v) in metadata {
+        put_long(out, k.len() as i64);
+        out.extend_from_slice(k.as_bytes());
+        put_long(out, v.len() as i64);
+        out.extend_from_slice(v);
+    }
+    put_long(out, 0);
+}
+
 /// A writer schema, with named types resolved in place and logical types dropped (they do not
 /// change the encoding).
 #[derive(Debug, Clone, PartialEq)]
@@ -326,22 +363,8 @@ impl<'a> Container<'a> {
     /// Parses the header; `None` when this is not a container file, or it uses a codec or a
     /// schema this module does not read (the caller then uses a general reader).
     pub fn open(bytes: &'a [u8]) -> Option<Self> {
-        if bytes.get(..4)? != b"Obj\x01" {
-            return None;
-        }
-        let mut r = Cursor { bytes, at: 4 };
-        let mut metadata = Vec::new();
-        loop {
-            let n = r.block_count()?;
-            if n == 0 {
-                break;
-            }
-            for _ in 0..n {
-                let key = r.str()?;
-                let value = r.bytes()?;
-                metadata.push((key, value));
-            }
-        }
+        let (metadata, sync_at) = header_metadata(bytes)?;
+        let mut r = Cursor { bytes, at: sync_at };
         let sync = r.fixed(16)?;
         let get = |k: &str| metadata.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
         let codec = match get("avro.codec") {

@@ -879,7 +879,7 @@ mod tests {
     /// uncompressed one.
     #[tokio::test]
     async fn compressed_blocks_read_as_uncompressed_ones() {
-        use crate::table::avro::{put_long, Container};
+        use crate::table::avro::{put_header_metadata, put_long, Container};
         use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
         let io = FileIO::new_with_fs();
@@ -906,29 +906,22 @@ mod tests {
             blocks.push((n, b.into_owned()));
         }
         for codec in ["deflate", "zstandard"] {
-            let mut out = b"Obj\x01".to_vec();
-            let meta: Vec<(&str, Vec<u8>)> = file
+            let meta: Vec<(&str, &[u8])> = file
                 .metadata
                 .iter()
                 .map(|(k, v)| {
                     (
                         *k,
                         if *k == "avro.codec" {
-                            codec.as_bytes().to_vec()
+                            codec.as_bytes()
                         } else {
-                            v.to_vec()
+                            *v
                         },
                     )
                 })
                 .collect();
-            put_long(&mut out, meta.len() as i64);
-            for (k, v) in &meta {
-                put_long(&mut out, k.len() as i64);
-                out.extend_from_slice(k.as_bytes());
-                put_long(&mut out, v.len() as i64);
-                out.extend_from_slice(v);
-            }
-            put_long(&mut out, 0);
+            let mut out = Vec::new();
+            put_header_metadata(&mut out, &meta);
             out.extend_from_slice(file.sync());
             for (n, b) in &blocks {
                 let packed = match codec {

@@ -435,11 +435,10 @@ impl Encoder {
     }
 
     fn data_file_bytes(&self, b: &mut Vec<u8>, ty: &AvroType, f: &DataFile) -> Option<()> {
-        if !matches!(ty, AvroType::Record(_)) {
-            let (i, record) = non_null_branch(ty)?;
-            put_long(b, i as i64);
-            return self.data_file_bytes(b, record, f);
-        }
+        // a record, or an optional one: its non-null branch
+        let AvroType::Record(_) = some_branch(b, ty)? else {
+            return None;
+        };
         for (kind, ty) in &self.file {
             match kind {
                 FileField::Content => put_int(b, ty, f.content_type() as i32)?,
@@ -486,11 +485,10 @@ impl Encoder {
     }
 
     fn partition_bytes(&self, b: &mut Vec<u8>, ty: &AvroType, f: &DataFile) -> Option<()> {
-        if !matches!(ty, AvroType::Record(_)) {
-            let (i, record) = non_null_branch(ty)?;
-            put_long(b, i as i64);
-            return self.partition_bytes(b, record, f);
-        }
+        // a record, or an optional one: its non-null branch
+        let AvroType::Record(_) = some_branch(b, ty)? else {
+            return None;
+        };
         let values: Vec<Option<&Literal>> = f.partition().iter().collect();
         let target = self.partition_type.fields();
         for (at, ty) in &self.partition {

@@ -25,7 +25,6 @@ use iceberg::spec::{
 };
 use serde_json::{json, Map, Value};
 
-use super::avro::put_long;
 use crate::base::error::{Error, Result};
 
 /// The prefix of a masked field's `doc`; the JSON after it holds the field's original `type`,
@@ -355,56 +354,28 @@ fn inherit(e: &mut iceberg::spec::ManifestEntry, mf: &ManifestFile) {
 /// header metadata masked ([`mask_schema`]); `None` when it is not such a file or nothing was
 /// masked.
 ///
-/// Written by hand: the header is the only part that changes (the Avro schema of the entries,
-/// `avro.schema`, and every data block stay byte for byte), and the Avro crates rewrite whole
-/// files. The layout is the Avro specification's "Object Container Files": the magic
-/// `Obj\x01`, the metadata as a `map<bytes>` (blocks of a zigzag-varint count, negative when
-/// followed by the block's byte size, then key/value pairs each a length-prefixed byte string,
-/// ended by a zero count), then the 16-byte sync marker and the data blocks.
+/// Written by hand (on [`super::avro`]'s header reader and writer): the header is the only
+/// part that changes (the Avro schema of the entries, `avro.schema`, and every data block stay
+/// byte for byte), and the Avro crates rewrite whole files.
 pub fn mask_avro_header_schema(bytes: &[u8]) -> Option<Vec<u8>> {
-    let mut r = super::avro::Cursor { bytes, at: 4 };
-    if bytes.get(..4)? != b"Obj\x01" {
-        return None;
-    }
-    let mut pairs: Vec<(&[u8], Vec<u8>)> = Vec::new();
-    loop {
-        let count = r.long()?;
-        if count == 0 {
-            break;
-        }
-        if count < 0 {
-            r.long()?; // the block's size in bytes
-        }
-        for _ in 0..count.unsigned_abs() {
-            let key = r.bytes()?;
-            let value = r.bytes()?.to_vec();
-            pairs.push((key, value));
-        }
-    }
-    let rest = &bytes[r.at..];
-    let (_, schema) = pairs.iter_mut().find(|(k, _)| *k == b"schema")?;
+    let (mut pairs, sync_at) = super::avro::header_metadata(bytes)?;
+    let (_, schema) = pairs.iter_mut().find(|(k, _)| *k == "schema")?;
     let mut json: Value = serde_json::from_slice(schema).ok()?;
     if !mask_schema(&mut json) {
         return None;
     }
-    *schema = serde_json::to_vec(&json).ok()?;
+    let masked = serde_json::to_vec(&json).ok()?;
+    *schema = &masked;
     let mut out = Vec::with_capacity(bytes.len() + 256);
-    out.extend_from_slice(b"Obj\x01");
-    put_long(&mut out, pairs.len() as i64);
-    for (k, v) in &pairs {
-        put_long(&mut out, k.len() as i64);
-        out.extend_from_slice(k);
-        put_long(&mut out, v.len() as i64);
-        out.extend_from_slice(v);
-    }
-    put_long(&mut out, 0);
-    out.extend_from_slice(rest);
+    super::avro::put_header_metadata(&mut out, &pairs);
+    out.extend_from_slice(&bytes[sync_at..]);
     Some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::avro::put_long;
 
     fn schema_json() -> Value {
         json!({

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
@@ -42,7 +42,9 @@ pub(crate) async fn for_group(
 ) -> WriterProperties {
     let mut footers = Vec::new();
     for task in members.iter().take(SAMPLE) {
-        if let Ok(f) = footer(table, &task.data_file_path).await {
+        let footer =
+            super::row_group_merge::read_footer(table, &task.data_file_path, PageIndexPolicy::Skip);
+        if let Ok(f) = footer.await {
             footers.push(f);
         }
     }
@@ -55,16 +57,6 @@ pub(crate) async fn for_group(
         b = b.set_column_dictionary_enabled(path, false);
     }
     b.build()
-}
-
-async fn footer(table: &Table, path: &str) -> crate::base::error::Result<ParquetMetaData> {
-    let input = table.file_io().new_input(path)?;
-    let meta = input.metadata().await?;
-    let size = meta.size;
-    let mut reader = iceberg::arrow::ArrowFileReader::new(meta, input.reader().await?);
-    Ok(ParquetMetaDataReader::new()
-        .load_and_finish(&mut reader, size)
-        .await?)
 }
 
 /// The columns near-distinct in most of `footers` (see the module docs).

@@ -194,6 +194,22 @@ impl MergeInput {
 
 /// Reads the footer of `task` and decides whether it is merged by row group (module docs).
 /// `Ok(None)`: decode it.
+/// The footer of the Parquet file at `path` (page indexes as `page_index` says), read alone.
+pub(super) async fn read_footer(
+    table: &Table,
+    path: &str,
+    page_index: PageIndexPolicy,
+) -> Result<ParquetMetaData> {
+    let input = table.file_io().new_input(path)?;
+    let meta = input.metadata().await?;
+    let size = meta.size;
+    let mut reader = iceberg::arrow::ArrowFileReader::new(meta, input.reader().await?);
+    Ok(ParquetMetaDataReader::new()
+        .with_page_index_policy(page_index)
+        .load_and_finish(&mut reader, size)
+        .await?)
+}
+
 pub async fn examine(
     table: &Table,
     task: &FileScanTask,
@@ -203,17 +219,9 @@ pub async fn examine(
     let Some(nans) = nan_counts(table.metadata().current_schema(), config, task) else {
         return Ok(None);
     };
-    let input = table.file_io().new_input(&task.data_file_path)?;
-    let meta = input.metadata().await?;
-    let size = meta.size;
-    let mut reader = iceberg::arrow::ArrowFileReader::new(meta, input.reader().await?);
     // The page indexes too (when the file has them), so the copy keeps them.
-    let footer = Arc::new(
-        ParquetMetaDataReader::new()
-            .with_page_index_policy(PageIndexPolicy::Optional)
-            .load_and_finish(&mut reader, size)
-            .await?,
-    );
+    let footer =
+        Arc::new(read_footer(table, &task.data_file_path, PageIndexPolicy::Optional).await?);
     if !same_schema(footer.file_metadata().schema_descr(), output) {
         return Ok(None);
     }
