@@ -2,9 +2,9 @@
 //! stage on one core, each stage's fastest of several runs:
 //!
 //! 1. splitting the file into lines (`memchr`-speed, the floor of any reader);
-//! 2. JSON to Arrow with floe's strict decoder ([`floe::records::decode::decode_records`]: the
-//!    record rule, checked conversions, dead letters), and with arrow-json's as a reference
-//!    (no duplicate-key or exactness checks);
+//! 2. JSON to Arrow with floe's strict decoder on one thread
+//!    ([`floe::records::decode::decode_run`]: the record rule, checked conversions, dead
+//!    letters), and with arrow-json's as a reference (no duplicate-key or exactness checks);
 //! 3. Parquet encoding of those batches with floe's default writer settings (zstd level 1,
 //!    row groups as `write.parquet.row-group-size-bytes` gives), into memory.
 //!
@@ -52,7 +52,7 @@ pub fn run(input: PathBuf, schema: String, batch: usize, runs: usize) -> Result<
     let (floe_s, batches) = fastest(runs, || {
         let mut out: Vec<RecordBatch> = Vec::new();
         for chunk in lines.chunks(batch.max(1)) {
-            let d = floe::records::decode::decode_records(&arrow_schema, chunk);
+            let d = floe::records::decode::decode_run(&arrow_schema, chunk);
             if let Some((i, reason)) = d.bad.first() {
                 bail!("record {i} of a chunk is bad: {reason:?}");
             }

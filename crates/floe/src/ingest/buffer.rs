@@ -14,12 +14,12 @@ use std::path::PathBuf;
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
-use iceberg::arrow::RecordBatchPartitionSplitter;
-use iceberg::spec::{DataFile, Schema};
+use iceberg::spec::DataFile;
 
 use iceberg::table::Table;
 
 use crate::base::error::{Error, Result};
+use crate::write::partition::PartitionSplitter;
 use crate::write::{TableWriter, WriteOptions};
 
 struct PartBuf {
@@ -40,51 +40,37 @@ pub struct PartData {
 /// Splits batches by the table's default partition spec, labelling each piece with its
 /// partition path (`ts_day=2026-01-01`; empty when unpartitioned).
 pub struct PartitionRouter {
-    splitter: Option<RecordBatchPartitionSplitter>,
-    spec: iceberg::spec::PartitionSpecRef,
-    schema: iceberg::spec::SchemaRef,
+    splitter: Option<PartitionSplitter>,
 }
 
 impl PartitionRouter {
     /// A router for `table`'s current schema and default spec.
     pub fn new(table: &Table) -> Result<Self> {
         let md = table.metadata();
-        let spec = md.default_partition_spec().clone();
-        let schema: iceberg::spec::SchemaRef = md.current_schema().clone();
-        let splitter = if spec.is_unpartitioned() {
-            None
-        } else {
-            Some(RecordBatchPartitionSplitter::try_new_with_computed_values(
-                schema.clone(),
-                spec.clone(),
-            )?)
-        };
+        let spec = md.default_partition_spec();
         Ok(Self {
-            splitter,
-            spec,
-            schema,
+            splitter: match spec.is_unpartitioned() {
+                true => None,
+                false => Some(PartitionSplitter::new(
+                    spec.clone(),
+                    md.current_schema().clone(),
+                )?),
+            },
         })
     }
 
-    /// The batch's rows grouped by partition.
+    /// The batch's rows grouped by partition, in the order each partition first appears.
     pub fn split(&self, batch: RecordBatch) -> Result<Vec<(String, RecordBatch)>> {
         if batch.num_rows() == 0 {
             return Ok(vec![]);
         }
-        Ok(match &self.splitter {
-            None => vec![(String::new(), batch)],
-            Some(s) => s
-                .split(&batch)?
-                .into_iter()
-                .map(|(k, b)| {
-                    let schema: &Schema = &self.schema;
-                    let label = self
-                        .spec
-                        .partition_to_path(k.data(), std::sync::Arc::new(schema.clone()));
-                    (label, b)
-                })
-                .collect(),
-        })
+        let Some(s) = &self.splitter else {
+            return Ok(vec![(String::new(), batch)]);
+        };
+        Ok(s.split(&batch)?
+            .into_iter()
+            .map(|(key, piece)| (s.label(&key), piece))
+            .collect())
     }
 }
 

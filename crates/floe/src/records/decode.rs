@@ -27,11 +27,45 @@ const RECORDS_PER_THREAD: usize = 2048;
 /// contiguous run per core, decoded at once on scoped threads, and put back together in
 /// order: the same batch and the same bad records (by index) as decoding it in one piece.
 pub fn decode_records(target: &SchemaRef, payloads: &[&[u8]]) -> Decoded {
+    let runs = decode_runs(target, payloads);
+    let mut out = Decoded {
+        batch: None,
+        bad: runs.bad,
+    };
+    let mut batches = runs.batches;
+    match batches.len() {
+        0 => {}
+        1 => out.batch = batches.pop(),
+        _ => match arrow::compute::concat_batches(&batches[0].schema(), &batches) {
+            Ok(b) => out.batch = Some(b),
+            // The runs' batches share one schema; should it fail, decode in one piece.
+            Err(_) => return decode_run(target, payloads),
+        },
+    }
+    out
+}
+
+/// A decoded micro-batch whose good records stay in the runs they were decoded in.
+#[derive(Debug, Default)]
+pub struct DecodedRuns {
+    /// The good records, in input order, a batch per run.
+    pub batches: Vec<RecordBatch>,
+    /// The index and reason of every bad record.
+    pub bad: Vec<(usize, BadValue)>,
+}
+
+/// [`decode_records`] without joining the runs into one batch (a copy of every value), for
+/// callers that take batches one after the other anyway (the ingest's partition router).
+pub fn decode_runs(target: &SchemaRef, payloads: &[&[u8]]) -> DecodedRuns {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(payloads.len() / RECORDS_PER_THREAD);
     if threads <= 1 {
-        return decode_run(target, payloads);
+        let d = decode_run(target, payloads);
+        return DecodedRuns {
+            batches: d.batch.into_iter().collect(),
+            bad: d.bad,
+        };
     }
     let run = payloads.len().div_ceil(threads);
     let parts: Vec<Decoded> = std::thread::scope(|s| {
@@ -46,46 +80,30 @@ pub fn decode_records(target: &SchemaRef, payloads: &[&[u8]]) -> Decoded {
         }
         parts
     });
-    let mut out = Decoded::default();
-    let mut batches = Vec::with_capacity(parts.len());
+    let mut out = DecodedRuns::default();
     for (k, part) in parts.into_iter().enumerate() {
         out.bad
             .extend(part.bad.into_iter().map(|(i, b)| (i + k * run, b)));
-        batches.extend(part.batch);
-    }
-    match batches.len() {
-        0 => {}
-        1 => out.batch = batches.pop(),
-        _ => match arrow::compute::concat_batches(&batches[0].schema(), &batches) {
-            Ok(b) => out.batch = Some(b),
-            // The runs' batches share one schema; should it fail, decode in one piece.
-            Err(_) => return decode_run(target, payloads),
-        },
+        out.batches.extend(part.batch);
     }
     out
 }
 
-/// [`decode_records`] on the calling thread.
-fn decode_run(target: &SchemaRef, payloads: &[&[u8]]) -> Decoded {
+/// [`decode_records`] on the calling thread (however large the micro-batch).
+pub fn decode_run(target: &SchemaRef, payloads: &[&[u8]]) -> Decoded {
     let plan = Plan::new(target);
-    let mut out = Decoded::default();
-    let mut rows = Vec::with_capacity(payloads.len());
-    let mut index = Vec::with_capacity(payloads.len());
-    for (i, p) in payloads.iter().enumerate() {
-        match plan.decode_record(p) {
-            Ok(r) => {
-                rows.push(r);
-                index.push(i);
-            }
-            Err(b) => out.bad.push((i, b)),
-        }
-    }
-    if rows.is_empty() {
+    let mut cells = plan.decode_many(payloads);
+    let mut out = Decoded {
+        batch: None,
+        bad: std::mem::take(&mut cells.bad),
+    };
+    if cells.kept.is_empty() {
         return out;
     }
-    match plan.build(&rows) {
+    match plan.build_columns(&cells) {
         Ok(b) => out.batch = Some(b),
         Err(_) => {
+            let (rows, index) = (cells.rows(), cells.kept);
             // Values that convert but do not build together (should not happen): find the
             // records that cannot be stored, one by one, and keep the rest.
             let mut batches = Vec::new();

@@ -238,22 +238,18 @@ impl InputReader {
             self.done = true;
             return Ok(None);
         }
-        let mut rows = Vec::with_capacity(lines.len());
-        for (line_no, line) in &lines {
-            match self.plan.decode_record(line) {
-                Ok(r) => rows.push(r),
-                Err(bad) => {
-                    return Err(Error::BadRecord {
-                        file: self.path.display().to_string(),
-                        location: format!("line {line_no}"),
-                        column: bad.column,
-                        value: bad.value,
-                        reason: bad.reason,
-                    })
-                }
-            }
+        let payloads: Vec<&[u8]> = lines.iter().map(|(_, l)| l.as_slice()).collect();
+        let mut cells = self.plan.decode_many(&payloads);
+        if let Some((i, bad)) = std::mem::take(&mut cells.bad).into_iter().next() {
+            return Err(Error::BadRecord {
+                file: self.path.display().to_string(),
+                location: format!("line {}", lines[i].0),
+                column: bad.column,
+                value: bad.value,
+                reason: bad.reason,
+            });
         }
-        Ok(Some(self.plan.build(&rows)?))
+        Ok(Some(self.plan.build_columns(&cells)?))
     }
 }
 

@@ -192,6 +192,88 @@ pub fn parse_record(bytes: &[u8]) -> Result<Vec<(Cow<'_, str>, Json<'_>)>, Strin
     Ok(members)
 }
 
+/// One record read member by member, for decoders that match keys to columns as they go (see
+/// [`crate::records::value`]'s columnar reader) instead of building the member list that
+/// [`parse_record`] returns. It applies the same grammar with the same token parsers, but says
+/// only *whether* the record is well formed: on `Err(())` the caller asks [`parse_record`] for
+/// the reason, so every message comes from one place.
+pub(crate) struct ObjectReader<'a> {
+    p: Parser<'a>,
+    first: bool,
+}
+
+impl<'a> ObjectReader<'a> {
+    /// The record's object, opened: `None` when the record is not valid UTF-8, holds a NUL
+    /// byte or does not start (after whitespace) with `{`.
+    pub(crate) fn open(bytes: &'a [u8]) -> Option<Self> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        if memchr::memchr(0, bytes).is_some() {
+            return None;
+        }
+        let mut p = Parser {
+            s: text,
+            b: bytes,
+            i: 0,
+            depth: 0,
+        };
+        p.ws();
+        if p.b.get(p.i) != Some(&b'{') {
+            return None;
+        }
+        p.enter().ok()?;
+        p.i += 1;
+        Some(Self { p, first: true })
+    }
+
+    /// The next member's key (the reader then stands before its value), or `None` after the
+    /// closing brace.
+    pub(crate) fn key(&mut self) -> Result<Option<Cow<'a, str>>, ()> {
+        let p = &mut self.p;
+        p.ws();
+        if self.first {
+            self.first = false;
+            if p.b.get(p.i) == Some(&b'}') {
+                p.i += 1;
+                return Ok(None);
+            }
+        } else {
+            match p.b.get(p.i) {
+                Some(b',') => {
+                    p.i += 1;
+                    p.ws();
+                }
+                Some(b'}') => {
+                    p.i += 1;
+                    return Ok(None);
+                }
+                _ => return Err(()),
+            }
+        }
+        if p.b.get(p.i) != Some(&b'"') {
+            return Err(());
+        }
+        let key = p.string().map_err(drop)?;
+        p.ws();
+        if p.b.get(p.i) != Some(&b':') {
+            return Err(());
+        }
+        p.i += 1;
+        p.ws();
+        Ok(Some(key))
+    }
+
+    /// The value of the member whose key was just read.
+    pub(crate) fn value(&mut self) -> Result<Json<'a>, ()> {
+        self.p.value().map_err(drop)
+    }
+
+    /// After the closing brace: true when only whitespace follows.
+    pub(crate) fn at_end(&mut self) -> bool {
+        self.p.ws();
+        self.p.i == self.p.b.len()
+    }
+}
+
 struct Parser<'a> {
     s: &'a str,
     b: &'a [u8],
@@ -372,21 +454,25 @@ impl<'a> Parser<'a> {
     fn string(&mut self) -> Result<Cow<'a, str>, String> {
         self.i += 1; // the opening quote
         let start = self.i;
-        // Fast path: no escapes.
-        loop {
-            match self.b.get(self.i) {
-                None => return Err(self.err("unterminated string")),
-                Some(b'"') => {
-                    let s = &self.s[start..self.i];
-                    self.i += 1;
-                    return Ok(Cow::Borrowed(s));
-                }
-                Some(b'\\') => break,
-                Some(&c) if c < 0x20 => {
-                    return Err(self.err("unescaped control character in a string"))
-                }
-                Some(_) => self.i += 1,
+        // Fast path: no escapes. The end (a quote) or the first escape is found with memchr;
+        // a control character before it is the first problem, as a byte-by-byte scan finds.
+        let rest = &self.b[start..];
+        let stop = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+        let plain = &rest[..stop];
+        // An OR over the run vectorizes; the position is looked for only when there is one.
+        if plain.iter().fold(false, |any, &c| any | (c < 0x20)) {
+            self.i = start + plain.iter().position(|&c| c < 0x20).expect("found");
+            return Err(self.err("unescaped control character in a string"));
+        }
+        self.i = start + stop;
+        match self.b.get(self.i) {
+            None => return Err(self.err("unterminated string")),
+            Some(b'"') => {
+                let s = &self.s[start..self.i];
+                self.i += 1;
+                return Ok(Cow::Borrowed(s));
             }
+            _ => {} // an escape
         }
         let mut out = String::from(&self.s[start..self.i]);
         loop {

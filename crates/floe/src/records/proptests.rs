@@ -178,6 +178,106 @@ fn object() -> impl Strategy<Value = String> {
     })
 }
 
+/// A value of any JSON kind, fitting or not.
+fn any_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<i64>().prop_map(|v| v.to_string()),
+        "-?[0-9]{1,3}\\.[0-9]{0,4}(e-?[0-9])?",
+        "[a-z ]{0,6}".prop_map(|s| format!("\"{s}\"")),
+        Just("\"a\\\"b\\u00e9\"".to_string()),
+        Just("\"2026-13-01\"".to_string()),
+        Just("null".to_string()),
+        Just("true".to_string()),
+        Just("[1, {\"a\": [2]}]".to_string()),
+        Just("{\"a\": 1}".to_string()),
+    ]
+}
+
+/// A value that fits column `key` of [`schema`] (mostly; some are out of range).
+fn fitting(key: &str) -> BoxedStrategy<String> {
+    match key {
+        "id" | "l" => any::<i64>().prop_map(|v| v.to_string()).boxed(),
+        "n" => any::<i32>().prop_map(|v| v.to_string()).boxed(),
+        "d" | "w" => "-?[0-9]{1,4}(\\.[0-9]{0,3})?".boxed(),
+        "z" => "[0-9]{1,6}".boxed(),
+        "f" => "-?[0-9]{1,3}\\.[0-9]{1,3}".boxed(),
+        "s" => prop_oneof![
+            "[a-z ]{0,6}".prop_map(|s| format!("\"{s}\"")),
+            Just("\"a\\\"b\\u00e9\\n\"".to_string()),
+        ]
+        .boxed(),
+        "ts" => "2026-0[1-9]-[0-2][1-9]T[01][0-9]:[0-5][0-9]:[0-5][0-9](Z|\\+02:00)?"
+            .prop_map(|t| format!("\"{t}\""))
+            .boxed(),
+        _ => prop_oneof![
+            Just("[\"x\", null, \"y\"]".to_string()),
+            Just("[]".to_string()),
+            Just("null".to_string()),
+        ]
+        .boxed(),
+    }
+}
+
+/// One member of a generated record: a key that selects a column (exactly, up to ASCII case,
+/// or with an escape) with a value that mostly fits it, or an unknown key, and any spacing.
+fn member() -> impl Strategy<Value = String> {
+    let columns = vec!["id", "l", "n", "d", "w", "z", "f", "s", "ts", "tags"];
+    let known = prop::sample::select(columns).prop_flat_map(|k| {
+        let v = prop_oneof![4 => fitting(k), 1 => any_value().boxed()];
+        (Just(format!("\"{k}\"")), v)
+    });
+    let folded = prop::sample::select(vec!["ID", "Ts", "S", "TAGS"])
+        .prop_flat_map(|k| (Just(format!("\"{k}\"")), fitting(&k.to_ascii_lowercase())));
+    let escaped = (Just("\"\\u0069d\"".to_string()), fitting("id"));
+    let unknown = ("[a-z]{1,3}".prop_map(|k| format!("\"{k}\"")), any_value());
+    let pair = prop_oneof![8 => known, 1 => folded, 1 => escaped, 1 => unknown];
+    (pair, "[ \t]{0,2}").prop_map(|((k, v), ws)| format!("{k}{ws}:{ws}{v}"))
+}
+
+/// A generated record: members in any order, then maybe damaged (cut short, a byte changed,
+/// something appended, no `id`), so that good and bad records of every kind mix.
+fn record() -> impl Strategy<Value = Vec<u8>> {
+    (
+        fitting("id"),
+        prop::collection::vec(member(), 0..7),
+        0usize..12,
+        any::<usize>(),
+        any::<u8>(),
+    )
+        .prop_map(|(id, mut members, damage, at, byte)| {
+            // Mostly with the required column, at any place.
+            if damage != 4 {
+                members.insert(at % (members.len() + 1), format!("\"id\": {id}"));
+            }
+            let mut r = format!("{{{}}}", members.join(",")).into_bytes();
+            let at = at % r.len();
+            match damage {
+                0 => r.truncate(at),
+                1 => r[at] = byte,
+                2 => r.extend_from_slice(b" {}"),
+                3 => r.insert(0, b' '),
+                _ => {}
+            }
+            r
+        })
+}
+
+#[test]
+fn generated_records_are_good_and_bad_in_fair_shares() {
+    // The differential test below compares kept values only where records are good: the
+    // generator must make plenty of both.
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let plan = Plan::new(&schema());
+    let (mut good, mut all) = (0, 0);
+    for _ in 0..2000 {
+        let r = record().new_tree(&mut runner).unwrap().current();
+        good += plan.decode_record(&r).is_ok() as usize;
+        all += 1;
+    }
+    assert!(good * 5 > all && good * 5 < all * 4, "{good} good of {all}");
+}
+
 fn read_all(path: &std::path::Path, format: InputFormat) -> crate::base::error::Result<usize> {
     let mut r = InputReader::open(path, Some(format), schema())?;
     let mut rows = 0;
@@ -209,6 +309,28 @@ proptest! {
         c.write_all(b"id,l,s\n").unwrap();
         c.write_all(&records.concat()).unwrap();
         let _ = read_all(c.path(), InputFormat::Csv);
+    }
+
+    #[test]
+    fn many_records_at_once_decode_as_each_does_alone(
+        records in prop::collection::vec(record(), 1..40),
+    ) {
+        // The batch decoder (member by member into columns, key hints carried from record to
+        // record) against the one-record decoder, record by record.
+        let payloads: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
+        let d = decode_records(&schema(), &payloads);
+        let plan = Plan::new(&schema());
+        let mut rows = Vec::new();
+        let mut bad = Vec::new();
+        for (i, p) in payloads.iter().enumerate() {
+            match plan.decode_record(p) {
+                Ok(r) => rows.push(r),
+                Err(b) => bad.push((i, b)),
+            }
+        }
+        prop_assert_eq!(&d.bad, &bad);
+        let alone = (!rows.is_empty()).then(|| plan.build(&rows).unwrap());
+        prop_assert_eq!(d.batch, alone);
     }
 
     #[test]

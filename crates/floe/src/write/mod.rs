@@ -1,10 +1,11 @@
 //! The write stage: Arrow batches in the table schema -> partitioned, size-rolled Parquet data
 //! files (not yet committed).
 //!
-//! Stack (iceberg crate): `RecordBatchPartitionSplitter` -> `FanoutWriter` (one writer per
-//! partition) -> `DataFileWriter` -> `RollingFileWriter` (rolls at `write.target-file-size-bytes`)
-//! -> `ParquetWriter` (zstd, row groups per `write.parquet.row-group-size-bytes`). File names
-//! carry a fresh UUID per writer, so no path is ever reused.
+//! Stack: floe's [`partition::PartitionSplitter`], then the iceberg crate's `FanoutWriter` (one
+//! writer per partition) -> `DataFileWriter` -> `RollingFileWriter` (rolls at
+//! `write.target-file-size-bytes`) -> `ParquetWriter` (zstd, row groups per
+//! `write.parquet.row-group-size-bytes`). File names carry a fresh UUID per writer, so no path
+//! is ever reused.
 //!
 //! Invariant: on failure the caller calls [`TableWriter::abort`], which deletes every file this
 //! writer completed; a crash leaves only unreferenced files (orphans).
@@ -13,14 +14,14 @@ pub mod conform;
 pub mod deletes;
 pub mod deletion_vectors;
 pub mod parquet_stats;
+pub mod partition;
 pub mod rewrite;
 pub mod staged;
 
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use iceberg::arrow::RecordBatchPartitionSplitter;
-use iceberg::spec::{DataFile, DataFileFormat, PartitionKey};
+use iceberg::spec::{DataFile, DataFileFormat};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
@@ -46,7 +47,7 @@ type Builder =
 enum Inner {
     Unpartitioned(Box<<Builder as IcebergWriterBuilder>::R>),
     Partitioned {
-        splitter: Box<RecordBatchPartitionSplitter>,
+        splitter: Box<partition::PartitionSplitter>,
         fanout: Box<FanoutWriter<Builder>>,
     },
 }
@@ -211,10 +212,7 @@ impl TableWriter {
             Inner::Unpartitioned(Box::new(writer))
         } else {
             Inner::Partitioned {
-                splitter: Box::new(RecordBatchPartitionSplitter::try_new_with_computed_values(
-                    schema.clone(),
-                    spec,
-                )?),
+                splitter: Box::new(partition::PartitionSplitter::new(spec, schema.clone())?),
                 fanout: Box::new(FanoutWriter::new(builder)),
             }
         };
@@ -271,8 +269,7 @@ impl TableWriter {
             Inner::Unpartitioned(w) => w.write(batch).await?,
             Inner::Partitioned { splitter, fanout } => {
                 for (key, part) in splitter.split(&batch)? {
-                    let key: PartitionKey = key;
-                    fanout.write(key, part).await?;
+                    fanout.write(splitter.key(key), part).await?;
                 }
             }
         }

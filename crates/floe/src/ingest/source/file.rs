@@ -14,11 +14,12 @@ use tokio::sync::mpsc;
 
 use super::follow::Follower;
 use super::lines::{matching, read_lines, Unit};
-use super::{recv_batch, Positions, Source, SourceRecord};
+use super::{recv_chunks, Positions, Source, SourceRecord};
 use crate::base::error::{Error, Result};
 
-/// Lines buffered between the reader thread and the engine.
-const CHANNEL: usize = 16 * 1024;
+/// Chunks of lines ([`super::lines::CHUNK`] each) buffered between the reader thread and the
+/// engine.
+const CHANNEL: usize = 16;
 /// How often a followed source looks for more data.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
@@ -35,7 +36,9 @@ enum Input {
 pub struct FileSource {
     input: Input,
     uri: String,
-    rx: Option<mpsc::Receiver<Result<SourceRecord>>>,
+    rx: Option<mpsc::Receiver<Result<Vec<SourceRecord>>>>,
+    /// Records of the last chunk beyond what the engine asked for.
+    rest: std::collections::VecDeque<SourceRecord>,
 }
 
 pub use crate::storage::listing::glob_match;
@@ -47,6 +50,7 @@ impl FileSource {
             input: Input::Stdin,
             uri: "stdin".into(),
             rx: None,
+            rest: Default::default(),
         }
     }
 
@@ -91,6 +95,7 @@ impl FileSource {
                 follow,
             },
             rx: None,
+            rest: Default::default(),
         })
     }
 }
@@ -141,7 +146,7 @@ impl Source for FileSource {
     async fn next(&mut self, max: usize, wait: Duration) -> Result<Option<Vec<SourceRecord>>> {
         match &mut self.rx {
             None => Err(Error::invalid_option("source", &self.uri, "not started")),
-            Some(rx) => recv_batch(rx, max, wait).await,
+            Some(rx) => recv_chunks(rx, &mut self.rest, max, wait).await,
         }
     }
 }

@@ -30,11 +30,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
-use super::lines::{input_error, matching, read_lines, Unit};
-use super::{Positions, SourceRecord};
-use crate::base::error::Result;
+use super::lines::{input_error, matching, read_lines, Chunks, Unit};
+use super::Positions;
 
 /// Bytes of a first line the fingerprint covers at most.
 pub const FINGERPRINT_BYTES: usize = 1024;
@@ -228,10 +225,7 @@ impl Follower {
 
     /// Reads what the files hold now; `Err` once the receiver is gone or reading failed (the
     /// error sent first).
-    pub(crate) fn poll(
-        &mut self,
-        tx: &mpsc::Sender<Result<SourceRecord>>,
-    ) -> std::result::Result<(), ()> {
+    pub(crate) fn poll(&mut self, tx: &Chunks) -> std::result::Result<(), ()> {
         let final_read = !self.follow;
         let mut found = Vec::new();
         for path in matching(&self.dir, &self.pattern) {
@@ -404,11 +398,7 @@ impl Follower {
 }
 
 /// Reads complete lines of `r` from its offset through its open handle; returns the new offset.
-fn read_from(
-    r: &Reading,
-    final_read: bool,
-    tx: &mpsc::Sender<Result<SourceRecord>>,
-) -> std::result::Result<i64, ()> {
+fn read_from(r: &Reading, final_read: bool, tx: &Chunks) -> std::result::Result<i64, ()> {
     let mut f = &r.file;
     if let Err(e) = f.seek(SeekFrom::Start(r.offset.max(0) as u64)) {
         let _ = tx.blocking_send(Err(input_error(&r.path, e)));
@@ -429,14 +419,17 @@ fn read_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::error::Result;
+    use crate::ingest::source::SourceRecord;
     use std::collections::BTreeMap;
     use std::io::Write;
+    use tokio::sync::mpsc;
 
     /// A follower of `dir/pattern` and what it sent: payloads in order, positions per stream.
     struct Probe {
         files: Follower,
-        tx: mpsc::Sender<Result<SourceRecord>>,
-        rx: mpsc::Receiver<Result<SourceRecord>>,
+        tx: Chunks,
+        rx: mpsc::Receiver<Result<Vec<SourceRecord>>>,
         lines: Vec<String>,
         positions: Positions,
     }
@@ -455,11 +448,12 @@ mod tests {
 
         fn poll(&mut self) {
             self.files.poll(&self.tx).unwrap();
-            while let Ok(r) = self.rx.try_recv() {
-                let r = r.unwrap();
-                self.lines
-                    .push(String::from_utf8(r.payload.clone()).unwrap());
-                self.positions.insert(r.stream.to_string(), r.next_position);
+            while let Ok(chunk) = self.rx.try_recv() {
+                for r in chunk.unwrap() {
+                    self.lines
+                        .push(String::from_utf8(r.payload.clone()).unwrap());
+                    self.positions.insert(r.stream.to_string(), r.next_position);
+                }
             }
         }
 

@@ -2,7 +2,7 @@
 //! ([`super::follow`]): the glob of input files, the position unit, and the line reader that
 //! turns every non-blank line into a record.
 
-use std::io::BufRead;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -44,18 +44,37 @@ pub(super) fn input_error(origin: &Path, e: impl ToString) -> Error {
     }
 }
 
+/// Records per message to the engine: one message per record cost the reader thread more than
+/// reading the line.
+pub(super) const CHUNK: usize = 1024;
+
+/// What a line reader sends: records in order, a chunk at a time, or the error that ended it.
+pub(super) type Chunks = mpsc::Sender<Result<Vec<SourceRecord>>>;
+
 /// Sends every non-blank line of `reader` (see [`crate::records::ndjson::is_blank`]) as a record, counting positions from `start` in
 /// `unit`; returns the position after the last consumed line (`Err` once the receiver is gone
 /// or reading failed, the error sent first).
-pub(super) fn read_lines(
-    mut reader: impl BufRead,
+///
+/// Records go in chunks of up to [`CHUNK`]. A chunk also leaves whenever the reader's buffer is
+/// empty, before the next read that might wait (standard input, a followed file): a record is
+/// never held back waiting for the next one.
+pub(super) fn read_lines<R: std::io::Read>(
+    mut reader: BufReader<R>,
     stream: Arc<str>,
     origin: &Path,
     start: i64,
     final_read: bool,
     unit: Unit,
-    tx: &mpsc::Sender<Result<SourceRecord>>,
+    tx: &Chunks,
 ) -> std::result::Result<i64, ()> {
+    let send = |chunk: &mut Vec<SourceRecord>| -> std::result::Result<(), ()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(chunk, Vec::with_capacity(CHUNK));
+        tx.blocking_send(Ok(full)).map_err(drop)
+    };
+    let mut chunk = Vec::with_capacity(CHUNK);
     let mut pos = start;
     let mut line = Vec::new();
     loop {
@@ -63,15 +82,18 @@ pub(super) fn read_lines(
         let n = match reader.read_until(b'\n', &mut line) {
             Ok(n) => n,
             Err(e) => {
+                send(&mut chunk)?;
                 let _ = tx.blocking_send(Err(input_error(origin, e)));
                 return Err(());
             }
         };
         if n == 0 {
+            send(&mut chunk)?;
             return Ok(pos);
         }
         let complete = line.last() == Some(&b'\n');
         if !complete && !final_read {
+            send(&mut chunk)?;
             return Ok(pos);
         }
         let (position, next) = match unit {
@@ -82,19 +104,18 @@ pub(super) fn read_lines(
         let body = trim_newline(&line);
         // The record rule `floe append` uses too: only JSON whitespace makes a line blank; any
         // other content is a record (and a bad one if it is not exactly one JSON object).
-        if crate::records::ndjson::is_blank(body) {
-            continue;
+        if !crate::records::ndjson::is_blank(body) {
+            chunk.push(SourceRecord {
+                stream: stream.clone(),
+                next_position: next,
+                position,
+                payload: body.to_vec(),
+                key: None,
+                marker: false,
+            });
         }
-        let rec = SourceRecord {
-            stream: stream.clone(),
-            next_position: next,
-            position,
-            payload: body.to_vec(),
-            key: None,
-            marker: false,
-        };
-        if tx.blocking_send(Ok(rec)).is_err() {
-            return Err(());
+        if chunk.len() >= CHUNK || reader.buffer().is_empty() {
+            send(&mut chunk)?;
         }
     }
 }

@@ -176,17 +176,9 @@ pub fn open(uri: &str, follow: bool) -> Result<Box<dyn Source>> {
 /// nothing a commit interval would notice.
 const LINGER: Duration = Duration::from_millis(5);
 
-/// Receives from a background reader, batching up to `max` records.
-pub(crate) async fn recv_batch(
-    rx: &mut tokio::sync::mpsc::Receiver<Result<SourceRecord>>,
-    max: usize,
-    wait: Duration,
-) -> Result<Option<Vec<SourceRecord>>> {
-    recv_batch_until(rx, max, wait, Some).await
-}
-
-/// [`recv_batch`] over a channel of items that are records or not: `take` turns an item into a
-/// record, or keeps it (a control event) and answers `None`, which ends the batch there.
+/// Receives from a background reader, batching up to `max` records, over a channel of items
+/// that are records or not: `take` turns an item into a record, or keeps it (a control event)
+/// and answers `None`, which ends the batch there.
 pub(crate) async fn recv_batch_until<T>(
     rx: &mut tokio::sync::mpsc::Receiver<Result<T>>,
     max: usize,
@@ -223,6 +215,49 @@ pub(crate) async fn recv_batch_until<T>(
     Ok(Some(out))
 }
 
+/// Receives from a background reader that sends records in chunks (the line reader of
+/// [`mod@file`] and [`follow`]), batching up to `max` records; what a chunk holds beyond `max`
+/// waits in `rest` for the next call. Waits as [`recv_batch_until`] does.
+pub(crate) async fn recv_chunks(
+    rx: &mut tokio::sync::mpsc::Receiver<Result<Vec<SourceRecord>>>,
+    rest: &mut std::collections::VecDeque<SourceRecord>,
+    max: usize,
+    wait: Duration,
+) -> Result<Option<Vec<SourceRecord>>> {
+    use tokio::sync::mpsc::error::TryRecvError;
+    let max = max.max(1);
+    let take = |rest: &mut std::collections::VecDeque<SourceRecord>, out: &mut Vec<_>| {
+        let n = (max - out.len()).min(rest.len());
+        out.extend(rest.drain(..n));
+    };
+    let mut out = Vec::new();
+    take(rest, &mut out);
+    if out.is_empty() {
+        match tokio::time::timeout(wait, rx.recv()).await {
+            Err(_) => return Ok(Some(Vec::new())),
+            Ok(None) => return Ok(None),
+            Ok(Some(chunk)) => rest.extend(chunk?),
+        }
+        take(rest, &mut out);
+    }
+    let linger_until = tokio::time::Instant::now() + LINGER;
+    while out.len() < max {
+        let chunk = match rx.try_recv() {
+            Ok(c) => c?,
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {
+                match tokio::time::timeout_at(linger_until, rx.recv()).await {
+                    Ok(Some(c)) => c?,
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        };
+        rest.extend(chunk);
+        take(rest, &mut out);
+    }
+    Ok(Some(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +269,48 @@ mod tests {
             high_watermark: hw,
             start,
         }
+    }
+
+    #[tokio::test]
+    async fn chunks_are_cut_to_the_batch_size_and_nothing_is_lost_or_reordered() {
+        let rec = |i: i64| SourceRecord {
+            stream: Arc::from("s"),
+            next_position: i + 1,
+            position: i,
+            payload: i.to_string().into_bytes(),
+            key: None,
+            marker: false,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        // Chunks of 7, 1 and 12 records, then the reader ends.
+        let mut next = 0;
+        for size in [7, 1, 12] {
+            tx.send(Ok((next..next + size).map(rec).collect()))
+                .await
+                .unwrap();
+            next += size;
+        }
+        drop(tx);
+        let mut rest = std::collections::VecDeque::new();
+        let wait = Duration::from_secs(5);
+        let mut sizes = Vec::new();
+        let mut got = Vec::new();
+        while let Some(batch) = recv_chunks(&mut rx, &mut rest, 5, wait).await.unwrap() {
+            assert!(!batch.is_empty() && batch.len() <= 5, "{}", batch.len());
+            sizes.push(batch.len());
+            got.extend(batch.into_iter().map(|r| r.position));
+        }
+        assert_eq!(got, (0..20).collect::<Vec<_>>());
+        assert_eq!(sizes, vec![5, 5, 5, 5]);
+        // An error from the reader reaches the engine; an idle reader gives an empty batch.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        tx.send(Err(Error::invalid_option("x", "y", "z")))
+            .await
+            .unwrap();
+        assert!(recv_chunks(&mut rx, &mut rest, 5, wait).await.is_err());
+        let short = Duration::from_millis(10);
+        let idle = recv_chunks(&mut rx, &mut rest, 5, short).await.unwrap();
+        assert_eq!(idle.map(|b| b.len()), Some(0));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::ingest::range::RangeDistributor;
 use crate::ingest::report::IngestMetrics;
 use crate::ingest::source::{Positions, SourceRecord};
 use crate::ingest::trigger::Window;
-use crate::records::decode::decode_records;
+use crate::records::decode::{decode_runs, DecodedRuns};
 
 /// The writer tasks' buffers and how rows reach them.
 pub(super) struct Writers {
@@ -134,8 +134,14 @@ impl IngestBuilder {
         }
         let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
         let decoded = match &mut self.changes {
-            Some(c) => c.decode(records)?,
-            None => decode_records(&writers.arrow_schema, &payloads),
+            Some(c) => {
+                let d = c.decode(records)?;
+                DecodedRuns {
+                    batches: d.batch.into_iter().collect(),
+                    bad: d.bad,
+                }
+            }
+            None => decode_runs(&writers.arrow_schema, &payloads),
         };
         let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
         self.metrics
@@ -178,9 +184,11 @@ impl IngestBuilder {
             }
         }
         advance(pending, records);
-        if let Some(batch) = decoded.batch {
-            since.records += batch.num_rows() as u64;
+        if !decoded.batches.is_empty() {
             since.bytes += bytes;
+        }
+        for batch in decoded.batches {
+            since.records += batch.num_rows() as u64;
             let spilled = writers.route(batch)?;
             self.metrics.spilled_bytes.store(spilled, Ordering::Relaxed);
         }

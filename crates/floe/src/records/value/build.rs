@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use arrow::array::{
     new_null_array, ArrayRef, BinaryArray, BinaryViewArray, BooleanArray, FixedSizeBinaryArray,
-    LargeBinaryArray, LargeListArray, LargeStringArray, ListArray, MapArray, PrimitiveArray,
-    StringArray, StringViewArray, StructArray,
+    GenericStringArray, GenericStringBuilder, LargeBinaryArray, LargeListArray, ListArray,
+    MapArray, OffsetSizeTrait, PrimitiveArray, StringViewArray, StructArray,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{
@@ -100,8 +100,8 @@ fn build_leaf(dt: &DataType, cells: &[&Cell]) -> Result<ArrayRef> {
                 _ => None,
             });
             match dt {
-                DataType::Utf8 => Arc::new(it.collect::<StringArray>()),
-                DataType::LargeUtf8 => Arc::new(it.collect::<LargeStringArray>()),
+                DataType::Utf8 => Arc::new(strings::<i32>(cells)),
+                DataType::LargeUtf8 => Arc::new(strings::<i64>(cells)),
                 _ => Arc::new(it.collect::<StringViewArray>()),
             }
         }
@@ -134,6 +134,26 @@ fn build_leaf(dt: &DataType, cells: &[&Cell]) -> Result<ArrayRef> {
             new_null_array(other, cells.len())
         }
     })
+}
+
+/// A string array of `cells`, its buffers sized once (collecting grows the value buffer by
+/// doubling, copying it each time).
+fn strings<O: OffsetSizeTrait>(cells: &[&Cell]) -> GenericStringArray<O> {
+    let bytes = cells
+        .iter()
+        .map(|c| match c {
+            Cell::Str(s) => s.len(),
+            _ => 0,
+        })
+        .sum();
+    let mut b = GenericStringBuilder::<O>::with_capacity(cells.len(), bytes);
+    for c in cells {
+        match c {
+            Cell::Str(s) => b.append_value(s),
+            _ => b.append_null(),
+        }
+    }
+    b.finish()
 }
 
 /// Builds the array of `node` from one cell per row.

@@ -56,7 +56,7 @@ fn json_struct<'a>(
 }
 
 /// One JSON value into `node`'s type (a null into a required column is bad).
-fn json_value<'a>(node: &Node, v: Json<'a>) -> std::result::Result<Cell<'a>, BadValue> {
+pub(super) fn json_value<'a>(node: &Node, v: Json<'a>) -> std::result::Result<Cell<'a>, BadValue> {
     if matches!(v, Json::Null) {
         return if node.field.is_nullable() {
             Ok(Cell::Null)
