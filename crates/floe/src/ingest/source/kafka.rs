@@ -37,6 +37,7 @@
 //! gives up after `--source-timeout`. A failure retrying cannot fix (credentials, TLS, ACLs)
 //! stops the reader with one line naming the broker and the setting.
 
+use futures::FutureExt;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -733,7 +734,14 @@ impl Reader {
             path: uri.clone().into(),
             reason,
         };
-        let send = |item: Item| tx.send(Ok(item));
+        // Without waiting while the channel has room (the common case), else waiting for it.
+        let send = |item: Item| async {
+            match tx.try_send(Ok(item)) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::TrySendError::Full(item)) => tx.send(item).await.map_err(drop),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+            }
+        };
         loop {
             if stop.load(Ordering::Relaxed) {
                 return;
@@ -742,7 +750,12 @@ impl Reader {
                 let _ = tx.send(Err(fail(line))).await;
                 return;
             }
-            let got = tokio::time::timeout(IDLE, consumer.recv()).await;
+            // A message already fetched is taken without a timer (a timer per message cost
+            // this thread more than the message did); the timer only runs when it waits.
+            let got = match consumer.recv().now_or_never() {
+                Some(m) => Ok(m),
+                None => tokio::time::timeout(IDLE, consumer.recv()).await,
+            };
             // A rebalance runs inside the poll: its changes apply before the message it
             // returned (possibly the first of a partition just assigned).
             for (p, offset) in inbox.lock().expect("not poisoned").drain(..) {
