@@ -145,12 +145,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<Vec<(Cow<'_, str>, Json<'_>)>, Strin
     if let Some(at) = bytes.iter().position(|&b| b == 0) {
         return Err(format!("contains a NUL byte at offset {at}"));
     }
-    let mut p = Parser {
-        s: text,
-        b: bytes,
-        i: 0,
-        depth: 0,
-    };
+    let mut p = Parser::new(text, bytes);
     p.ws();
     if p.i == bytes.len() {
         return Err("empty record".into());
@@ -210,12 +205,7 @@ impl<'a> ObjectReader<'a> {
         if memchr::memchr(0, bytes).is_some() {
             return None;
         }
-        let mut p = Parser {
-            s: text,
-            b: bytes,
-            i: 0,
-            depth: 0,
-        };
+        let mut p = Parser::new(text, bytes);
         p.ws();
         if p.b.get(p.i) != Some(&b'{') {
             return None;
@@ -282,6 +272,15 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
+    fn new(s: &'a str, b: &'a [u8]) -> Self {
+        Self {
+            s,
+            b,
+            i: 0,
+            depth: 0,
+        }
+    }
+
     fn ws(&mut self) {
         while self.i < self.b.len() && is_ws(self.b[self.i]) {
             self.i += 1;
