@@ -82,6 +82,8 @@ pub struct Landed<'a> {
     pub positions: &'a Positions,
     pub data_files: u64,
     pub records: u64,
+    /// `records_in` at the end of the window it committed (later records are pending).
+    pub records_in: u64,
 }
 
 /// Where the ingest loop is.
@@ -184,7 +186,7 @@ impl Metrics {
     /// A commit of `c.data_files` files holding `c.records` records landed. A group worker's
     /// hand-off is not a commit ([`Metrics::handed_off`]).
     pub fn commit_landed(&self, c: &Landed<'_>) {
-        self.handed_off();
+        self.handed_off(c.records_in);
         self.last_commit_duration_ms
             .store(c.duration_ms, Ordering::Relaxed);
         self.last_commit_epoch_ms
@@ -209,12 +211,12 @@ impl Metrics {
         s.positions = positions.clone();
     }
 
-    /// The read records are out of this process's hands: committed, or (a group worker) handed
-    /// off to the coordinator. Nothing of them is pending here.
-    pub fn handed_off(&self) {
+    /// The records read up to `records_in` are out of this process's hands: committed, or (a
+    /// group worker) handed off to the coordinator. Nothing of them is pending here.
+    pub fn handed_off(&self, records_in: u64) {
         self.commit_started_ms.store(0, Ordering::Relaxed);
         self.committed_records_in
-            .store(self.records_in.load(Ordering::Relaxed), Ordering::Relaxed);
+            .store(records_in, Ordering::Relaxed);
     }
 
     /// A commit failed with `error`.
@@ -719,6 +721,7 @@ mod tests {
             positions: &after,
             data_files: 2,
             records: 40,
+            records_in: 40,
         });
         assert_eq!(m.pending_records(), 0);
         let text = m.render();

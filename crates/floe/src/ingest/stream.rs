@@ -41,7 +41,7 @@ use crate::ingest::source::{committed_lag, Rebalance, Source};
 use crate::ingest::trigger::{Trigger, Window};
 use crate::ingest::upsert::ChangeState;
 use batch::Writers;
-use flush::After;
+use flush::{land, After, InFlight};
 
 pub use crate::ingest::options::{Distribution, IngestOptions, POSITION_PREFIX, SOURCE_KEY};
 
@@ -223,118 +223,168 @@ impl IngestBuilder {
         let mut trigger = Trigger::new(&self.options, Instant::now());
         // Streams taken away from this worker: answered once what was read is handed off.
         let mut revoked: Vec<tokio::sync::oneshot::Sender<()>> = Vec::new();
-        loop {
-            let (wait, max) = (trigger.wait(Instant::now()), trigger.max_read(&since));
-            let got = tokio::select! {
-                biased;
-                _ = &mut shutdown => None,
-                got = self.source.next(max, wait) => Some(got?),
-            };
-            let mut stop = match got {
-                None => Some("signal"),
-                Some(None) => Some("end of input"),
-                Some(Some(records)) if records.is_empty() => None,
-                Some(Some(records)) => {
-                    trigger.record_arrived(Instant::now());
-                    let (w, p, s) = (&mut writers, &mut pending, &mut since);
-                    self.accept(&records, w, p, s, &mut summary, &uri).await?;
-                    None
+        let lander = self.lander(&uri);
+        // The window landing while the next one is read (at most one: see `InFlight`).
+        let mut inflight: Option<InFlight> = None;
+        macro_rules! after {
+            () => {
+                After {
+                    name: &name,
+                    maintenance: maintenance.as_mut(),
+                    limits: &limits,
+                    trigger: &mut trigger,
+                    summary: &mut summary,
+                    progress: &mut progress,
                 }
             };
-            while let Some(change) = self.source.rebalance() {
-                match change {
-                    Rebalance::Assigned(streams) => {
-                        for (s, p) in streams {
-                            tracing::info!(table = %name, stream = %s, position = ?p, "stream assigned to this worker");
-                            match p {
-                                Some(p) => {
-                                    committed.insert(s.clone(), p);
-                                    pending.insert(s, p);
-                                }
-                                None => {
-                                    committed.remove(&s);
-                                    pending.remove(&s);
+        }
+        let run: Result<()> = async {
+            loop {
+                let (wait, max) = (trigger.wait(Instant::now()), trigger.max_read(&since));
+                let got = tokio::select! {
+                    biased;
+                    _ = &mut shutdown => None,
+                    got = self.source.next(max, wait) => Some(got?),
+                };
+                let mut stop = match got {
+                    None => Some("signal"),
+                    Some(None) => Some("end of input"),
+                    Some(Some(records)) if records.is_empty() => None,
+                    Some(Some(records)) => {
+                        trigger.record_arrived(Instant::now());
+                        let (w, p, s) = (&mut writers, &mut pending, &mut since);
+                        self.accept(&records, w, p, s, &mut summary, &uri).await?;
+                        None
+                    }
+                };
+                // A window that landed in the background is reported as soon as it did (and a
+                // failed one stops the ingest now, not at the next window's end).
+                if inflight.as_ref().is_some_and(|f| f.is_finished()) {
+                    let f = inflight.take().expect("in flight");
+                    let (report, table) = self.landed(f.outcome().await, &mut committed)?;
+                    self.after_commit(report, table, &mut writers, after!()).await?;
+                }
+                while let Some(change) = self.source.rebalance() {
+                    match change {
+                        Rebalance::Assigned(streams) => {
+                            for (s, p) in streams {
+                                tracing::info!(table = %name, stream = %s, position = ?p, "stream assigned to this worker");
+                                match p {
+                                    Some(p) => {
+                                        committed.insert(s.clone(), p);
+                                        pending.insert(s, p);
+                                    }
+                                    None => {
+                                        committed.remove(&s);
+                                        pending.remove(&s);
+                                    }
                                 }
                             }
                         }
-                    }
-                    Rebalance::Revoked { streams, done } => {
-                        tracing::info!(table = %name, streams = ?streams, "streams taken from this worker: handing off what was read");
-                        revoked.push(done);
-                    }
-                }
-            }
-            let lag = self.source.lag();
-            self.metrics
-                .set_lag_committed(committed_lag(&lag, &committed));
-            self.metrics.set_lag(lag);
-            let seen = outage.observe(self.source.unreachable(), Instant::now());
-            self.metrics.set_source_unreachable(
-                seen.down
-                    .map(|d| chrono::Utc::now().timestamp_millis() - d.as_millis() as i64),
-            );
-            if let Some(status) = &seen.status {
-                self.report_source(status);
-            }
-            if seen.give_up {
-                // Commits what was read, then stops with the error below.
-                stop.get_or_insert("source unreachable");
-            }
-            let now = Instant::now();
-            let idle = trigger.idle(now);
-            let full = self.changes.as_ref().is_some_and(|c| c.full());
-            if trigger.due(now, &since, full) || stop.is_some() || idle || !revoked.is_empty() {
-                let window = self.changes.as_ref().is_some_and(|c| c.has_changes());
-                if window || !writers.is_empty() {
-                    let seq = summary.commits + 1;
-                    let (w, p, c) = (&mut writers, &pending, &mut committed);
-                    self.metrics.commit_started();
-                    let (report, table) = match self.commit(w, p, c, &uri, &since, seq).await {
-                        Ok(done) => done,
-                        Err(e) => {
-                            self.metrics.commit_failed(&e.to_string());
-                            return Err(e);
+                        Rebalance::Revoked { streams, done } => {
+                            tracing::info!(table = %name, streams = ?streams, "streams taken from this worker: handing off what was read");
+                            revoked.push(done);
                         }
-                    };
-                    let after = After {
-                        name: &name,
-                        maintenance: maintenance.as_mut(),
-                        limits: &limits,
-                        trigger: &mut trigger,
-                        summary: &mut summary,
-                        progress: &mut progress,
-                    };
-                    self.after_commit(report, table, &mut writers, after)
-                        .await?;
+                    }
                 }
-                // The coordinator's turn (whichever worker of the group holds its lease),
-                // also when this worker had nothing to hand off.
-                if let Some(g) = &self.group {
-                    match g.coordinate(&self.catalog, &self.ident, &uri).await {
-                        Ok(Some(c)) if c.snapshot_id != 0 || !c.refused.is_empty() => {
-                            if let Some(f) = &self.on_coordinate {
-                                f(&c);
+                let lag = self.source.lag();
+                self.metrics
+                    .set_lag_committed(committed_lag(&lag, &committed));
+                self.metrics.set_lag(lag);
+                let seen = outage.observe(self.source.unreachable(), Instant::now());
+                self.metrics.set_source_unreachable(
+                    seen.down
+                        .map(|d| chrono::Utc::now().timestamp_millis() - d.as_millis() as i64),
+                );
+                if let Some(status) = &seen.status {
+                    self.report_source(status);
+                }
+                if seen.give_up {
+                    // Commits what was read, then stops with the error below.
+                    stop.get_or_insert("source unreachable");
+                }
+                let now = Instant::now();
+                let idle = trigger.idle(now);
+                let full = self.changes.as_ref().is_some_and(|c| c.full());
+                if trigger.due(now, &since, full) || stop.is_some() || idle || !revoked.is_empty() {
+                    let window = self.changes.as_ref().is_some_and(|c| c.has_changes());
+                    let taking = window || !writers.is_empty();
+                    // The window lands in the background while the next one is read, unless the
+                    // loop stops or waits for it: a stop, a hand-off of revoked streams, a group
+                    // worker's hand-off (which needs the group).
+                    let wait = stop.is_some() || idle || !revoked.is_empty();
+                    // Windows land in their order: the one before lands first (and before the
+                    // loop stops or answers a revocation, whether or not a window follows).
+                    if taking || wait {
+                        if let Some(f) = inflight.take() {
+                            let (report, table) = self.landed(f.outcome().await, &mut committed)?;
+                            self.after_commit(report, table, &mut writers, after!())
+                                .await?;
+                        }
+                    }
+                    if taking {
+                        let seq = summary.commits + 1;
+                        let positions = (&pending, &committed);
+                        let taken = self.take_window(&mut writers, positions, &since, seq).await?;
+                        let done = match &self.group {
+                            Some(g) => Some(land(&lander, taken, Some(g)).await),
+                            None => {
+                                let f = InFlight::spawn(lander.clone(), taken);
+                                match wait {
+                                    true => Some(f.outcome().await),
+                                    false => {
+                                        inflight = Some(f);
+                                        None
+                                    }
+                                }
+                            }
+                        };
+                        if let Some(done) = done {
+                            let (report, table) = self.landed(done, &mut committed)?;
+                            self.after_commit(report, table, &mut writers, after!()).await?;
+                        }
+                    }
+                    // The coordinator's turn (whichever worker of the group holds its lease),
+                    // also when this worker had nothing to hand off.
+                    if let Some(g) = &self.group {
+                        match g.coordinate(&self.catalog, &self.ident, &uri).await {
+                            Ok(Some(c)) if c.snapshot_id != 0 || !c.refused.is_empty() => {
+                                if let Some(f) = &self.on_coordinate {
+                                    f(&c);
+                                }
+                            }
+                            Ok(_) => {}
+                            // Another coordinator, an unreachable store: the hand-offs wait.
+                            Err(e) => {
+                                tracing::warn!(table = %name, "coordinating the group: {e}");
+                                self.metrics.error(&format!("coordinating the group: {e}"));
                             }
                         }
-                        Ok(_) => {}
-                        // Another coordinator, an unreachable store: the hand-offs wait.
-                        Err(e) => {
-                            tracing::warn!(table = %name, "coordinating the group: {e}");
-                            self.metrics.error(&format!("coordinating the group: {e}"));
-                        }
+                    }
+                    since = Window::default();
+                    trigger.window_ended(Instant::now());
+                    for done in revoked.drain(..) {
+                        let _ = done.send(());
                     }
                 }
-                since = Window::default();
-                trigger.window_ended(Instant::now());
-                for done in revoked.drain(..) {
-                    let _ = done.send(());
+                if let Some(why) = stop.or(idle.then_some("idle")) {
+                    summary.stopped_by = why.to_string();
+                    break Ok(());
                 }
-            }
-            if let Some(why) = stop.or(idle.then_some("idle")) {
-                summary.stopped_by = why.to_string();
-                break;
             }
         }
+        .await;
+        // A window still landing when the loop failed lands (or fails) before the loop's error
+        // is returned: the process never leaves a commit running behind it. (A loop that
+        // stopped landed every window.)
+        if let Some(f) = inflight.take() {
+            if let Ok((report, table)) = self.landed(f.outcome().await, &mut committed) {
+                let _ = self
+                    .after_commit(report, table, &mut writers, after!())
+                    .await;
+            }
+        }
+        run?;
         self.metrics.stopped();
         if let Some(sink) = &mut self.dead_letter {
             sink.sync().await?;

@@ -500,6 +500,121 @@ async fn a_second_process_under_the_same_writer_id_is_refused() {
     assert_eq!(count_distinct(&fx, "s.fence").await.0, 10, "no duplicate");
 }
 
+/// A window lands (writes its files, commits) in the background while the next window is
+/// read; windows still commit in their order, each snapshot the child of the window before.
+#[tokio::test]
+async fn the_next_window_is_read_while_one_lands_and_windows_commit_in_order() {
+    let fx = Fixture::new().await;
+    fx.table("s.pipe", Some("day(ts)")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    std::fs::write(&input, (0..40).map(|i| line(i) + "\n").collect::<String>()).unwrap();
+    let ident = floe::catalog::parse_table_ident("s.pipe").unwrap();
+    let mut o = opts("pipe");
+    o.commit_records = Some(10);
+    o.pause_before_commit = Some(Duration::from_millis(400));
+    let metrics = Metrics::new();
+    let seen = metrics.clone();
+    // Each report with the records read when it was made.
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let s = IngestBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+        source::open(&input.display().to_string(), false).unwrap(),
+        o,
+    )
+    .with_metrics(metrics)
+    .on_commit(move |r| {
+        let read = seen.records_in.load(std::sync::atomic::Ordering::Relaxed);
+        sink.lock().unwrap().push((r.clone(), read));
+    })
+    .execute()
+    .await
+    .unwrap();
+    let reports = reports.lock().unwrap().clone();
+    assert_eq!(s.commits, 4);
+    assert_eq!(
+        reports.iter().map(|(r, _)| r.commit).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
+    assert_eq!(reports.iter().map(|(r, _)| r.records).sum::<u64>(), 40);
+    // While the first window waited 400 ms before its commit, the next one was read.
+    assert!(
+        reports[0].1 > 10,
+        "records read when the first window landed: {}",
+        reports[0].1
+    );
+    let table = fx.catalog.load_table(&ident).await.unwrap();
+    let md = table.metadata();
+    let mut last: Option<(i64, i64)> = None;
+    for (r, _) in &reports {
+        let position = *r.positions.values().next().unwrap();
+        let snap = md.snapshot_by_id(r.snapshot_id).unwrap();
+        if let Some((parent, before)) = last {
+            assert_eq!(
+                snap.parent_snapshot_id(),
+                Some(parent),
+                "commit {}",
+                r.commit
+            );
+            assert!(
+                position > before,
+                "commit {} moved positions back",
+                r.commit
+            );
+        }
+        last = Some((r.snapshot_id, position));
+    }
+    assert_eq!(
+        count_distinct(&fx, "s.pipe").await,
+        (40, 40, (0..40).sum::<i64>())
+    );
+}
+
+/// A window that fails to land in the background (another process committed under the same
+/// writer id meanwhile) stops the ingest with that error; the windows read after it are not
+/// committed, and nothing is duplicated.
+#[tokio::test]
+async fn a_window_refused_while_the_next_is_read_stops_the_ingest_without_duplicates() {
+    let fx = Fixture::new().await;
+    fx.table("s.pipefence", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    std::fs::write(&input, (0..30).map(|i| line(i) + "\n").collect::<String>()).unwrap();
+    let ident = floe::catalog::parse_table_ident("s.pipefence").unwrap();
+    let mut o = opts("same");
+    o.commit_records = Some(10);
+    o.pause_before_commit = Some(Duration::from_millis(1500));
+    let metrics = Metrics::new();
+    let a = IngestBuilder::new(
+        &fx.catalog,
+        ident.clone(),
+        source::open(&input.display().to_string(), false).unwrap(),
+        o,
+    )
+    .with_metrics(metrics.clone());
+    let a = tokio::spawn(a.execute());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (s, _) = run_file(&fx, "s.pipefence", &input, opts("same"), None).await;
+    assert_eq!(s.records, 30);
+    let e = a.await.unwrap().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("another process committed under the same writer id"),
+        "{e}"
+    );
+    let failed = metrics
+        .failed_commits
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(failed, 1);
+    assert_eq!(
+        count_distinct(&fx, "s.pipefence").await,
+        (30, 30, (0..30).sum::<i64>()),
+        "no duplicate"
+    );
+}
+
 #[tokio::test]
 async fn an_ingest_plan_shows_where_it_resumes_and_progress_counts_commits() {
     use floe::base::cost::{Phase, Progress};

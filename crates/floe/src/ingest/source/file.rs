@@ -181,13 +181,13 @@ mod tests {
         s.start(&Positions::new()).await.unwrap();
         let got = drain(&mut s).await;
         assert_eq!(got.len(), 3);
-        assert_eq!(got[2].payload, b"{\"id\":3}");
+        assert_eq!(&got[2].payload[..], b"{\"id\":3}");
         let after_first = got[0].next_position;
         let mut s = FileSource::files(&a.display().to_string(), false).unwrap();
         let resume = Positions::from([(got[0].stream.to_string(), after_first)]);
         s.start(&resume).await.unwrap();
         let got = drain(&mut s).await;
         assert_eq!(got.len(), 2);
-        assert_eq!(got[0].payload, b"{\"id\":2}");
+        assert_eq!(&got[0].payload[..], b"{\"id\":2}");
     }
 }

@@ -451,7 +451,7 @@ mod tests {
             while let Ok(chunk) = self.rx.try_recv() {
                 for r in chunk.unwrap() {
                     self.lines
-                        .push(String::from_utf8(r.payload.clone()).unwrap());
+                        .push(String::from_utf8(r.payload.to_vec()).unwrap());
                     self.positions.insert(r.stream.to_string(), r.next_position);
                 }
             }

@@ -781,7 +781,10 @@ impl Reader {
                             stream: stream.clone(),
                             next_position: *n,
                             position: m.offset(),
-                            payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                            payload: m
+                                .payload()
+                                .map(bytes::Bytes::copy_from_slice)
+                                .unwrap_or_default(),
                             key: m.key().map(<[u8]>::to_vec),
                             marker: false,
                         })
@@ -871,7 +874,7 @@ impl Reader {
                                 stream: stream.clone(),
                                 next_position: o,
                                 position: o - 1,
-                                payload: Vec::new(),
+                                payload: bytes::Bytes::new(),
                                 key: None,
                                 marker: true,
                             };

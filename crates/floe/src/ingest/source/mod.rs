@@ -31,8 +31,9 @@ pub struct SourceRecord {
     pub next_position: i64,
     /// This record's own position (Kafka offset, file byte offset, stdin line number).
     pub position: i64,
-    /// The value; empty for a Kafka tombstone (null value).
-    pub payload: Vec<u8>,
+    /// The value; empty for a Kafka tombstone (null value). A slice of a block shared by the
+    /// records read with it (one allocation per chunk of lines).
+    pub payload: bytes::Bytes,
     /// The Kafka message key (upsert tombstones carry their key only there).
     pub key: Option<Vec<u8>>,
     /// Not a record: the source read past positions it delivers nothing for (a Kafka
@@ -277,7 +278,7 @@ mod tests {
             stream: Arc::from("s"),
             next_position: i + 1,
             position: i,
-            payload: i.to_string().into_bytes(),
+            payload: i.to_string().into_bytes().into(),
             key: None,
             marker: false,
         };

@@ -10,7 +10,7 @@ use iceberg::table::Table;
 
 use super::IngestBuilder;
 use crate::base::error::{Error, Result};
-use crate::ingest::buffer::{PartitionBuffers, PartitionRouter};
+use crate::ingest::buffer::{PartData, PartitionBuffers, PartitionRouter};
 use crate::ingest::dead_letter::DeadLetter;
 use crate::ingest::options::Distribution;
 use crate::ingest::range::RangeDistributor;
@@ -21,7 +21,7 @@ use crate::records::decode::{decode_runs, DecodedRuns};
 
 /// The writer tasks' buffers and how rows reach them.
 pub(super) struct Writers {
-    pub(super) buffers: Vec<PartitionBuffers>,
+    buffers: Vec<PartitionBuffers>,
     router: PartitionRouter,
     /// Records are decoded in the table's schema; after a commit that finds another schema
     /// (`evolve-schema` meanwhile), the next records are read in that one.
@@ -67,11 +67,16 @@ impl Writers {
         self.buffers.iter().all(|w| w.is_empty())
     }
 
-    /// After a commit on `table`: the range distribution starts a new window, and records
-    /// from here on are read in the table's schema when it changed (not in an upsert, whose
-    /// decoder keeps the schema it started with).
-    pub(super) fn committed(&mut self, table: &Table, name: &str, upsert: bool) -> Result<()> {
+    /// The window ends: every writer's partitions taken out (the writers start the next
+    /// window empty), and the range distribution starts anew.
+    pub(super) fn take(&mut self) -> Result<Vec<Vec<PartData>>> {
         self.range.end_window();
+        self.buffers.iter_mut().map(|w| w.take()).collect()
+    }
+
+    /// After a commit on `table`: records from here on are read in the table's schema when
+    /// it changed (not in an upsert, whose decoder keeps the schema it started with).
+    pub(super) fn committed(&mut self, table: &Table, name: &str, upsert: bool) -> Result<()> {
         let now_schema = table.metadata().current_schema_id();
         if now_schema != self.decoding_schema && !upsert {
             tracing::info!(
@@ -132,7 +137,7 @@ impl IngestBuilder {
             advance(pending, records);
             return Ok(());
         }
-        let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
+        let payloads: Vec<&[u8]> = records.iter().map(|r| &r.payload[..]).collect();
         let decoded = match &mut self.changes {
             Some(c) => {
                 let d = c.decode(records)?;
@@ -226,7 +231,7 @@ mod tests {
             stream: Arc::from(stream),
             next_position: next,
             position: next - 1,
-            payload: vec![],
+            payload: bytes::Bytes::new(),
             key: None,
             marker: false,
         };
