@@ -146,7 +146,7 @@ impl Source for FileSource {
     async fn next(&mut self, max: usize, wait: Duration) -> Result<Option<Vec<SourceRecord>>> {
         match &mut self.rx {
             None => Err(Error::invalid_option("source", &self.uri, "not started")),
-            Some(rx) => recv_chunks(rx, &mut self.rest, max, wait).await,
+            Some(rx) => recv_chunks(rx, &mut self.rest, max, wait, Some).await,
         }
     }
 }

@@ -51,13 +51,14 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
 use super::kafka_client::{classify, FloeContext, KafkaSettings, RebalanceHandler, Severity};
+use super::lines::CHUNK;
 use super::{
-    recv_batch_until, Positions, Rebalance, Resolver, Source, SourceRecord, StreamLag, Unreachable,
+    recv_chunks, Positions, Rebalance, Resolver, Source, SourceRecord, StreamLag, Unreachable,
 };
 use crate::base::error::{Error, Result};
 
-/// Records buffered between the reader and the engine.
-const CHANNEL: usize = 16 * 1024;
+/// Chunks of records (up to [`CHUNK`] each) buffered between the reader and the engine.
+const CHANNEL: usize = 16;
 /// How long the reader waits for a message before it looks at positions and errors.
 const IDLE: Duration = Duration::from_millis(250);
 /// How long start-up calls (metadata, offsets) may take before floe gives up with an error.
@@ -114,10 +115,34 @@ struct PartitionState {
 type Shared = Arc<Mutex<BTreeMap<String, PartitionState>>>;
 type Consumer_ = StreamConsumer<FloeContext>;
 
-/// What the reader hands the engine: a record, or a change of the partitions it reads.
+/// What the reader hands the engine: records in order, or a change of the partitions it
+/// reads (after every record read before it).
 enum Item {
-    Record(SourceRecord),
+    Records(Vec<SourceRecord>),
     Control(Rebalance),
+}
+
+/// Records the reader took from the client and has not sent yet: the reader sends them when
+/// [`CHUNK`] are held and before it waits for the client; a rebalance, which runs inside the
+/// reader's poll, sends them before its change ([`GroupAssign`]), so the engine hands off
+/// every record read before the partitions moved.
+type Held = Arc<Mutex<Vec<SourceRecord>>>;
+
+/// Takes the held records out, moving each stream's next offset past its last one.
+fn take_held(held: &Held, state: &Shared) -> Vec<SourceRecord> {
+    let records = std::mem::take(&mut *held.lock().expect("not poisoned"));
+    if !records.is_empty() {
+        let mut st = state.lock().expect("not poisoned");
+        for (i, r) in records.iter().enumerate() {
+            let last_of_run = records
+                .get(i + 1)
+                .is_none_or(|next| next.stream != r.stream);
+            if let Some(s) = st.get_mut(r.stream.as_ref()).filter(|_| last_of_run) {
+                s.next = r.next_position;
+            }
+        }
+    }
+    records
 }
 
 /// Partition changes the rebalance callback made (inside the reader's poll), applied by the
@@ -139,6 +164,8 @@ pub struct KafkaSource {
     /// The last positions mirrored to the group (committed again, synchronously, at the end).
     mirrored: Option<TopicPartitionList>,
     rx: Option<mpsc::Receiver<Result<Item>>>,
+    /// Records of a chunk received beyond what the engine asked for.
+    rest: std::collections::VecDeque<SourceRecord>,
     /// A partition change the engine has not taken yet ([`Source::rebalance`]).
     control: Option<Rebalance>,
     /// `--group NAME` with partitions assigned by Kafka's consumer group: the group, and how
@@ -355,6 +382,7 @@ impl KafkaSource {
             consumer: None,
             mirrored: None,
             rx: None,
+            rest: Default::default(),
             control: None,
             by_group: None,
             state: Arc::default(),
@@ -458,6 +486,7 @@ impl Source for KafkaSource {
         }
         let (tx, rx) = mpsc::channel(CHANNEL);
         let inbox = Inbox::default();
+        let held = Held::default();
         if let Some((_, resolver)) = &self.by_group {
             ctx.set_rebalance_handler(Arc::new(GroupAssign {
                 topic: topic.clone(),
@@ -467,6 +496,7 @@ impl Source for KafkaSource {
                 tx: tx.clone(),
                 inbox: inbox.clone(),
                 state: self.state.clone(),
+                held: held.clone(),
             }));
             consumer
                 .subscribe(&[&topic])
@@ -510,6 +540,7 @@ impl Source for KafkaSource {
             topic,
             state: self.state.clone(),
             inbox,
+            held,
             tx,
             uri: self.uri(),
             stop: self.stop.clone(),
@@ -542,12 +573,12 @@ impl Source for KafkaSource {
             return Ok(Some(Vec::new()));
         }
         let uri = self.uri();
-        let (rx, control) = (&mut self.rx, &mut self.control);
+        let (rx, rest, control) = (&mut self.rx, &mut self.rest, &mut self.control);
         match rx {
             None => Err(Error::invalid_option("source", uri, "not started")),
             Some(rx) => {
-                recv_batch_until(rx, max, wait, |item| match item {
-                    Item::Record(r) => Some(r),
+                recv_chunks(rx, rest, max, wait, |item| match item {
+                    Item::Records(r) => Some(r),
                     Item::Control(c) => {
                         *control = Some(c);
                         None
@@ -711,6 +742,7 @@ struct Reader {
     topic: String,
     state: Shared,
     inbox: Inbox,
+    held: Held,
     tx: mpsc::Sender<Result<Item>>,
     uri: String,
     stop: Arc<AtomicBool>,
@@ -724,6 +756,7 @@ impl Reader {
             topic,
             state,
             inbox,
+            held,
             tx,
             uri,
             stop,
@@ -734,9 +767,19 @@ impl Reader {
             path: uri.clone().into(),
             reason,
         };
-        // Without waiting while the channel has room (the common case), else waiting for it.
-        let send = |item: Item| async {
-            match tx.try_send(Ok(item)) {
+        // The held records to the engine (the source answers: the outage ends), without
+        // waiting while the channel has room (the common case), else waiting for it.
+        let flush = || async {
+            let records = take_held(&held, &state);
+            if records.is_empty() {
+                return Ok(());
+            }
+            {
+                let mut ev = ctx.events.lock().expect("not poisoned");
+                ev.down = None;
+                ev.last_up = Some(Instant::now());
+            }
+            match tx.try_send(Ok(Item::Records(records))) {
                 Ok(()) => Ok(()),
                 Err(mpsc::error::TrySendError::Full(item)) => tx.send(item).await.map_err(drop),
                 Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
@@ -751,10 +794,16 @@ impl Reader {
                 return;
             }
             // A message already fetched is taken without a timer (a timer per message cost
-            // this thread more than the message did); the timer only runs when it waits.
+            // this thread more than the message did); the timer only runs when it waits, and
+            // what was read goes to the engine before it does.
             let got = match consumer.recv().now_or_never() {
                 Some(m) => Ok(m),
-                None => tokio::time::timeout(IDLE, consumer.recv()).await,
+                None => {
+                    if flush().await.is_err() {
+                        return;
+                    }
+                    tokio::time::timeout(IDLE, consumer.recv()).await
+                }
             };
             // A rebalance runs inside the poll: its changes apply before the message it
             // returned (possibly the first of a partition just assigned).
@@ -809,19 +858,12 @@ impl Reader {
             };
             match step {
                 Step::Record(rec) => {
-                    {
-                        let mut ev = ctx.events.lock().expect("not poisoned");
-                        ev.down = None;
-                        ev.last_up = Some(Instant::now());
-                    }
-                    if let Some(s) = state
-                        .lock()
-                        .expect("not poisoned")
-                        .get_mut(rec.stream.as_ref())
-                    {
-                        s.next = rec.next_position;
-                    }
-                    if send(Item::Record(rec)).await.is_err() {
+                    let full = {
+                        let mut h = held.lock().expect("not poisoned");
+                        h.push(rec);
+                        h.len() >= CHUNK
+                    };
+                    if full && flush().await.is_err() {
                         return;
                     }
                 }
@@ -870,18 +912,18 @@ impl Reader {
                         };
                         if o > *n {
                             *n = o;
-                            let marker = SourceRecord {
+                            held.lock().expect("not poisoned").push(SourceRecord {
                                 stream: stream.clone(),
                                 next_position: o,
                                 position: o - 1,
                                 payload: bytes::Bytes::new(),
                                 key: None,
                                 marker: true,
-                            };
-                            if send(Item::Record(marker)).await.is_err() {
-                                return;
-                            }
+                            });
                         }
+                    }
+                    if flush().await.is_err() {
+                        return;
                     }
                     let mut st = state.lock().expect("not poisoned");
                     for (p, n) in &next {
@@ -908,9 +950,20 @@ struct GroupAssign {
     tx: mpsc::Sender<Result<Item>>,
     inbox: Inbox,
     state: Shared,
+    held: Held,
 }
 
 impl GroupAssign {
+    /// Sends the records the reader holds, then `control`: every record read before a
+    /// partition change reaches the engine before it. `Err` once the engine is gone.
+    fn send_after_held(&self, control: Rebalance) -> std::result::Result<(), ()> {
+        let records = take_held(&self.held, &self.state);
+        if !records.is_empty() {
+            futures::executor::block_on(self.tx.send(Ok(Item::Records(records)))).map_err(drop)?;
+        }
+        futures::executor::block_on(self.tx.send(Ok(Item::Control(control)))).map_err(drop)
+    }
+
     fn fail(&self, reason: String) {
         let e = Error::InputFile {
             path: format!("kafka topic {}", self.topic).into(),
@@ -976,12 +1029,7 @@ impl RebalanceHandler for GroupAssign {
             offsets.push((p, offset));
         }
         // The engine learns where the streams start before any of their records.
-        if futures::executor::block_on(
-            self.tx
-                .send(Ok(Item::Control(Rebalance::Assigned(assigned)))),
-        )
-        .is_err()
-        {
+        if self.send_after_held(Rebalance::Assigned(assigned)).is_err() {
             return None;
         }
         for (p, o) in offsets {
@@ -1006,11 +1054,11 @@ impl RebalanceHandler for GroupAssign {
         // Everything read from them is in the channel before this: the engine hands it off,
         // then answers (or drops the answer when it stops).
         let (done, handed_off) = tokio::sync::oneshot::channel();
-        let control = Item::Control(Rebalance::Revoked {
+        let control = Rebalance::Revoked {
             streams: streams.clone(),
             done,
-        });
-        if futures::executor::block_on(self.tx.send(Ok(control))).is_ok() {
+        };
+        if self.send_after_held(control).is_ok() {
             let _ = futures::executor::block_on(handed_off);
         }
         let mut state = self.state.lock().expect("not poisoned");

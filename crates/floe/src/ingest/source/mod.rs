@@ -177,53 +177,20 @@ pub fn open(uri: &str, follow: bool) -> Result<Box<dyn Source>> {
 /// nothing a commit interval would notice.
 const LINGER: Duration = Duration::from_millis(5);
 
-/// Receives from a background reader, batching up to `max` records, over a channel of items
-/// that are records or not: `take` turns an item into a record, or keeps it (a control event)
-/// and answers `None`, which ends the batch there.
-pub(crate) async fn recv_batch_until<T>(
-    rx: &mut tokio::sync::mpsc::Receiver<Result<T>>,
-    max: usize,
-    wait: Duration,
-    mut take: impl FnMut(T) -> Option<SourceRecord>,
-) -> Result<Option<Vec<SourceRecord>>> {
-    use tokio::sync::mpsc::error::TryRecvError;
-    let first = match tokio::time::timeout(wait, rx.recv()).await {
-        Err(_) => return Ok(Some(Vec::new())),
-        Ok(None) => return Ok(None),
-        Ok(Some(r)) => r?,
-    };
-    let Some(first) = take(first) else {
-        return Ok(Some(Vec::new()));
-    };
-    let linger_until = tokio::time::Instant::now() + LINGER;
-    let mut out = vec![first];
-    while out.len() < max {
-        let item = match rx.try_recv() {
-            Ok(r) => r?,
-            Err(TryRecvError::Disconnected) => break,
-            Err(TryRecvError::Empty) => {
-                match tokio::time::timeout_at(linger_until, rx.recv()).await {
-                    Ok(Some(r)) => r?,
-                    Ok(None) | Err(_) => break,
-                }
-            }
-        };
-        match take(item) {
-            Some(rec) => out.push(rec),
-            None => break,
-        }
-    }
-    Ok(Some(out))
-}
-
 /// Receives from a background reader that sends records in chunks (the line reader of
-/// [`mod@file`] and [`follow`]), batching up to `max` records; what a chunk holds beyond `max`
-/// waits in `rest` for the next call. Waits as [`recv_batch_until`] does.
-pub(crate) async fn recv_chunks(
-    rx: &mut tokio::sync::mpsc::Receiver<Result<Vec<SourceRecord>>>,
+/// [`mod@file`] and [`follow`], the Kafka reader), batching up to `max` records. `open` turns an
+/// item into its records, or keeps it (a control event) and answers `None`, which ends the
+/// batch there. What a chunk holds beyond `max` waits in `rest` for the next call; a control
+/// item is only taken once `rest` is empty, so it stays behind every record sent before it.
+///
+/// Waits up to `wait` for the first records (an empty batch when none came, `None` once the
+/// reader ended), then lingers [`LINGER`] for more while the batch is not full.
+pub(crate) async fn recv_chunks<T>(
+    rx: &mut tokio::sync::mpsc::Receiver<Result<T>>,
     rest: &mut std::collections::VecDeque<SourceRecord>,
     max: usize,
     wait: Duration,
+    mut open: impl FnMut(T) -> Option<Vec<SourceRecord>>,
 ) -> Result<Option<Vec<SourceRecord>>> {
     use tokio::sync::mpsc::error::TryRecvError;
     let max = max.max(1);
@@ -234,26 +201,33 @@ pub(crate) async fn recv_chunks(
     let mut out = Vec::new();
     take(rest, &mut out);
     if out.is_empty() {
-        match tokio::time::timeout(wait, rx.recv()).await {
+        let first = match tokio::time::timeout(wait, rx.recv()).await {
             Err(_) => return Ok(Some(Vec::new())),
             Ok(None) => return Ok(None),
-            Ok(Some(chunk)) => rest.extend(chunk?),
+            Ok(Some(item)) => item?,
+        };
+        match open(first) {
+            Some(chunk) => rest.extend(chunk),
+            None => return Ok(Some(Vec::new())),
         }
         take(rest, &mut out);
     }
     let linger_until = tokio::time::Instant::now() + LINGER;
     while out.len() < max {
-        let chunk = match rx.try_recv() {
-            Ok(c) => c?,
+        let item = match rx.try_recv() {
+            Ok(item) => item?,
             Err(TryRecvError::Disconnected) => break,
             Err(TryRecvError::Empty) => {
                 match tokio::time::timeout_at(linger_until, rx.recv()).await {
-                    Ok(Some(c)) => c?,
+                    Ok(Some(item)) => item?,
                     Ok(None) | Err(_) => break,
                 }
             }
         };
-        rest.extend(chunk);
+        match open(item) {
+            Some(chunk) => rest.extend(chunk),
+            None => break,
+        }
         take(rest, &mut out);
     }
     Ok(Some(out))
@@ -296,7 +270,10 @@ mod tests {
         let wait = Duration::from_secs(5);
         let mut sizes = Vec::new();
         let mut got = Vec::new();
-        while let Some(batch) = recv_chunks(&mut rx, &mut rest, 5, wait).await.unwrap() {
+        while let Some(batch) = recv_chunks(&mut rx, &mut rest, 5, wait, Some)
+            .await
+            .unwrap()
+        {
             assert!(!batch.is_empty() && batch.len() <= 5, "{}", batch.len());
             sizes.push(batch.len());
             got.extend(batch.into_iter().map(|r| r.position));
@@ -308,10 +285,66 @@ mod tests {
         tx.send(Err(Error::invalid_option("x", "y", "z")))
             .await
             .unwrap();
-        assert!(recv_chunks(&mut rx, &mut rest, 5, wait).await.is_err());
+        assert!(recv_chunks(&mut rx, &mut rest, 5, wait, Some)
+            .await
+            .is_err());
         let short = Duration::from_millis(10);
-        let idle = recv_chunks(&mut rx, &mut rest, 5, short).await.unwrap();
+        let idle = recv_chunks(&mut rx, &mut rest, 5, short, Some)
+            .await
+            .unwrap();
         assert_eq!(idle.map(|b| b.len()), Some(0));
+    }
+
+    /// A control item (a Kafka rebalance) ends the batch and is taken only after every record
+    /// sent before it, even those of a chunk cut by the batch size.
+    #[tokio::test]
+    async fn a_control_item_stays_behind_the_records_sent_before_it() {
+        enum Item {
+            Records(Vec<SourceRecord>),
+            Control(&'static str),
+        }
+        let rec = |i: i64| SourceRecord {
+            stream: Arc::from("s"),
+            next_position: i + 1,
+            position: i,
+            payload: bytes::Bytes::new(),
+            key: None,
+            marker: false,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        for item in [
+            Item::Records((0..7).map(rec).collect()),
+            Item::Control("revoked"),
+            Item::Records((7..10).map(rec).collect()),
+        ] {
+            tx.send(Ok(item)).await.unwrap();
+        }
+        drop(tx);
+        let mut rest = std::collections::VecDeque::new();
+        let wait = Duration::from_secs(5);
+        // (records delivered before the control was seen, the control)
+        let mut seen: Option<(Vec<i64>, &str)> = None;
+        let mut got: Vec<i64> = Vec::new();
+        loop {
+            let mut control = None;
+            let batch = recv_chunks(&mut rx, &mut rest, 5, wait, |item| match item {
+                Item::Records(r) => Some(r),
+                Item::Control(c) => {
+                    control = Some(c);
+                    None
+                }
+            })
+            .await
+            .unwrap();
+            let Some(batch) = batch else { break };
+            got.extend(batch.iter().map(|r| r.position));
+            if let Some(c) = control {
+                assert!(seen.is_none());
+                seen = Some((got.clone(), c));
+            }
+        }
+        assert_eq!(seen, Some(((0..7).collect(), "revoked")));
+        assert_eq!(got, (0..10).collect::<Vec<_>>());
     }
 
     #[test]
