@@ -261,8 +261,8 @@ impl IngestBuilder {
                 // failed one stops the ingest now, not at the next window's end).
                 if inflight.as_ref().is_some_and(|f| f.is_finished()) {
                     let f = inflight.take().expect("in flight");
-                    let (report, table) = self.landed(f.outcome().await, &mut committed)?;
-                    self.after_commit(report, table, &mut writers, after!()).await?;
+                    let (c, w) = (&mut committed, &mut writers);
+                    self.settle(f.outcome().await, c, w, after!()).await?;
                 }
                 while let Some(change) = self.source.rebalance() {
                     match change {
@@ -317,9 +317,8 @@ impl IngestBuilder {
                     // loop stops or answers a revocation, whether or not a window follows).
                     if taking || wait {
                         if let Some(f) = inflight.take() {
-                            let (report, table) = self.landed(f.outcome().await, &mut committed)?;
-                            self.after_commit(report, table, &mut writers, after!())
-                                .await?;
+                            let (c, w) = (&mut committed, &mut writers);
+                            self.settle(f.outcome().await, c, w, after!()).await?;
                         }
                     }
                     if taking {
@@ -340,8 +339,8 @@ impl IngestBuilder {
                             }
                         };
                         if let Some(done) = done {
-                            let (report, table) = self.landed(done, &mut committed)?;
-                            self.after_commit(report, table, &mut writers, after!()).await?;
+                            let (c, w) = (&mut committed, &mut writers);
+                            self.settle(done, c, w, after!()).await?;
                         }
                     }
                     // The coordinator's turn (whichever worker of the group holds its lease),
@@ -378,11 +377,8 @@ impl IngestBuilder {
         // is returned: the process never leaves a commit running behind it. (A loop that
         // stopped landed every window.)
         if let Some(f) = inflight.take() {
-            if let Ok((report, table)) = self.landed(f.outcome().await, &mut committed) {
-                let _ = self
-                    .after_commit(report, table, &mut writers, after!())
-                    .await;
-            }
+            let (c, w) = (&mut committed, &mut writers);
+            let _ = self.settle(f.outcome().await, c, w, after!()).await;
         }
         run?;
         self.metrics.stopped();

@@ -21,7 +21,7 @@ use crate::ingest::buffer::{write_parts, PartData, RowsToWrite};
 use crate::ingest::debt::DebtLimits;
 use crate::ingest::group::Group;
 use crate::ingest::hook::AfterCommit;
-use crate::ingest::metrics::Landed;
+use crate::ingest::metrics::{Landed, Metrics};
 use crate::ingest::report::{CommitReport, IngestMetrics};
 use crate::ingest::source::{committed_lag, Positions};
 use crate::ingest::trigger::{Trigger, Window};
@@ -160,12 +160,26 @@ impl IngestBuilder {
             writer_id: self.options.writer_id.clone(),
             pause: self.options.pause_before_commit,
             uri: uri.to_string(),
+            metrics: self.metrics.clone(),
         }
+    }
+
+    /// After `done` landed: [`Self::landed`], then what follows the commit
+    /// ([`Self::after_commit`]).
+    pub(super) async fn settle(
+        &mut self,
+        done: Result<Done>,
+        committed: &mut Positions,
+        writers: &mut Writers,
+        a: After<'_>,
+    ) -> Result<()> {
+        let (report, table) = self.landed(done, committed)?;
+        self.after_commit(report, table, writers, a).await
     }
 
     /// After `done` landed (or failed): `committed` moves to its positions, the source and
     /// the metrics learn it, and its report is made.
-    pub(super) fn landed(
+    fn landed(
         &mut self,
         done: Result<Done>,
         committed: &mut Positions,
@@ -181,8 +195,6 @@ impl IngestBuilder {
         *committed = taken.pending.clone();
         let lag = self.source.lag();
         let m = &self.metrics;
-        m.last_flush_duration_ms
-            .store(done.flush_ms, Ordering::Relaxed);
         // A hand-off is not a commit: its rows are not readable until the coordinator's.
         if done.handoff.is_none() {
             self.source.committed(committed);
@@ -272,6 +284,7 @@ pub(super) struct Lander {
     writer_id: String,
     pause: Option<Duration>,
     uri: String,
+    metrics: Arc<Metrics>,
 }
 
 /// A window landing in a task of its own while the next window is read: at most one at a
@@ -346,6 +359,9 @@ pub(super) async fn land(lander: &Lander, taken: Taken, group: Option<&Group>) -
         return Err(e);
     }
     let flush_ms = flush_started.elapsed().as_millis() as u64;
+    let m = &lander.metrics;
+    m.last_flush_duration_ms.store(flush_ms, Ordering::Relaxed);
+    m.observe_files(files.iter().map(|f| f.file_size_in_bytes()));
     let records: u64 = files.iter().map(|f| f.record_count()).sum();
     let bytes: u64 = files.iter().map(|f| f.file_size_in_bytes()).sum();
     let data_files = files.len() as u64;
