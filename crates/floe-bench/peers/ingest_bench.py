@@ -5,6 +5,7 @@ file size per commit at commit intervals of 1 s, 10 s and 60 s on a steady strea
 Part 1 (throughput). N generated events (id, ts over 3 days, name, payload; ~230 bytes each)
    - floe ingest --source FILE --commit-records B
    - floe ingest --source kafka://.../topic --commit-records B (records produced beforehand)
+     and, as its floor, the same topic read by librdkafka alone (`floe-bench kafka-consume`)
    - PyIceberg: pyarrow.json reads the file, table.append() per B rows
    Every run must end with N rows; each runs in its own process under GNU time.
 Part 2 (file sizes). A generator appends events at R records/s for T seconds to one file; three
@@ -103,6 +104,10 @@ def main():
     r = subprocess.run([args.floe_bench, "kafka-produce", "--brokers", args.kafka, "--topic", topic,
                         "--partitions", "3", "--file", path], check=True, capture_output=True)
     out["kafka_produce"] = json.loads(r.stdout)
+    # The floor of reading it: the broker and the client alone, on the same cores.
+    r = subprocess.run([args.floe_bench, "kafka-consume", "--brokers", args.kafka, "--topic", topic,
+                        "--partitions", "3", "--records", str(args.records)], check=True, capture_output=True)
+    out["kafka_consume_floor"] = json.loads(r.stdout)
     create(args, wh, "b.kafka")
     idle = 1.0
     s, rss, _ = run_measured(floe_cmd(args, wh, "--json", "ingest", "b.kafka", "--source",

@@ -10,6 +10,7 @@
 //! requests each one issued.
 //! `row-group-merge`: compaction of large-row-group inputs copied without decoding vs decoded.
 //! `equality-deletes`: an equality delete file for the compaction matrix's delete cell.
+//! `ingest-floor`, `kafka-consume`: the physical limits of an ingest on this machine.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -28,6 +29,7 @@ mod backends;
 mod eqdeletes;
 mod floor;
 mod history;
+mod kafka_floor;
 mod merge;
 
 #[derive(Parser)]
@@ -159,6 +161,20 @@ enum Cmd {
         /// NDJSON input.
         #[arg(long)]
         file: PathBuf,
+    },
+    /// Reads every record of a topic with librdkafka under floe's consumer settings and
+    /// nothing else (the floor of a Kafka ingest: broker and client on the same cores).
+    KafkaConsume {
+        /// Broker HOST:PORT.
+        #[arg(long)]
+        brokers: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, default_value_t = 3)]
+        partitions: i32,
+        /// Records to read (the topic's count).
+        #[arg(long)]
+        records: u64,
     },
 }
 
@@ -522,5 +538,16 @@ async fn main() -> Result<()> {
             partitions,
             file,
         } => kafka_produce(brokers, topic, partitions, file).await,
+        Cmd::KafkaConsume {
+            brokers,
+            topic,
+            partitions,
+            records,
+        } => {
+            tokio::task::spawn_blocking(move || {
+                kafka_floor::run(brokers, topic, partitions, records)
+            })
+            .await?
+        }
     }
 }

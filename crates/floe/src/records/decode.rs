@@ -55,38 +55,51 @@ pub struct DecodedRuns {
 }
 
 /// [`decode_records`] without joining the runs into one batch (a copy of every value), for
-/// callers that take batches one after the other anyway (the ingest's partition router).
+/// callers that take batches one after the other anyway.
 pub fn decode_runs(target: &SchemaRef, payloads: &[&[u8]]) -> DecodedRuns {
+    let (batches, bad) = decode_runs_then(target, payloads, |b| b);
+    DecodedRuns { batches, bad }
+}
+
+/// [`decode_runs`] with `then` applied to each run's batch on the thread that decoded it, so
+/// that what follows the decoding (the ingest's partition split) runs in parallel too: the
+/// results in input order (one per run that kept a record), and the index and reason of
+/// every bad record.
+pub fn decode_runs_then<T: Send>(
+    target: &SchemaRef,
+    payloads: &[&[u8]],
+    then: impl Fn(RecordBatch) -> T + Sync,
+) -> (Vec<T>, Vec<(usize, BadValue)>) {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(payloads.len() / RECORDS_PER_THREAD);
+    let one = |c: &[&[u8]]| {
+        let d = decode_run(target, c);
+        (d.batch.map(&then), d.bad)
+    };
     if threads <= 1 {
-        let d = decode_run(target, payloads);
-        return DecodedRuns {
-            batches: d.batch.into_iter().collect(),
-            bad: d.bad,
-        };
+        let (out, bad) = one(payloads);
+        return (out.into_iter().collect(), bad);
     }
     let run = payloads.len().div_ceil(threads);
-    let parts: Vec<Decoded> = std::thread::scope(|s| {
+    let parts = std::thread::scope(|s| {
         let others: Vec<_> = payloads
             .chunks(run)
             .skip(1)
-            .map(|c| s.spawn(move || decode_run(target, c)))
+            .map(|c| s.spawn(|| one(c)))
             .collect();
-        let mut parts = vec![decode_run(target, &payloads[..run])];
+        let mut parts = vec![one(&payloads[..run])];
         for h in others {
             parts.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         }
         parts
     });
-    let mut out = DecodedRuns::default();
-    for (k, part) in parts.into_iter().enumerate() {
-        out.bad
-            .extend(part.bad.into_iter().map(|(i, b)| (i + k * run, b)));
-        out.batches.extend(part.batch);
+    let (mut outs, mut bad) = (Vec::new(), Vec::new());
+    for (k, (out, b)) in parts.into_iter().enumerate() {
+        bad.extend(b.into_iter().map(|(i, b)| (i + k * run, b)));
+        outs.extend(out);
     }
-    out
+    (outs, bad)
 }
 
 /// [`decode_records`] on the calling thread (however large the micro-batch).
@@ -100,19 +113,24 @@ pub fn decode_run(target: &SchemaRef, payloads: &[&[u8]]) -> Decoded {
     if cells.kept.is_empty() {
         return out;
     }
-    match plan.build_columns(&cells) {
+    let kept = cells.kept.clone();
+    match plan.build_columns(cells) {
         Ok(b) => out.batch = Some(b),
         Err(_) => {
-            let (rows, index) = (cells.rows(), cells.kept);
-            // Values that convert but do not build together (should not happen): find the
-            // records that cannot be stored, one by one, and keep the rest.
+            // Values that convert but do not build together (should not happen): decode the
+            // kept records again one by one, find those that cannot be stored, and keep the
+            // rest.
             let mut batches = Vec::new();
-            let mut kept = Vec::new();
-            for (row, i) in rows.iter().zip(index) {
-                match plan.build(std::slice::from_ref(row)) {
+            let mut stored = Vec::new();
+            for i in kept {
+                let one = plan
+                    .decode_record(payloads[i])
+                    .map_err(|b| b.reason)
+                    .and_then(|row| plan.build(&[row]).map_err(|e| e.to_string()));
+                match one {
                     Ok(b) => {
                         batches.push(b);
-                        kept.push(i);
+                        stored.push(i);
                     }
                     Err(e) => out.bad.push((
                         i,
@@ -123,7 +141,7 @@ pub fn decode_run(target: &SchemaRef, payloads: &[&[u8]]) -> Decoded {
             if !batches.is_empty() {
                 match arrow::compute::concat_batches(target, &batches) {
                     Ok(b) => out.batch = Some(b),
-                    Err(e) => out.bad.extend(kept.into_iter().map(|i| {
+                    Err(e) => out.bad.extend(stored.into_iter().map(|i| {
                         (
                             i,
                             BadValue::record(payloads[i], format!("cannot be stored: {e}")),

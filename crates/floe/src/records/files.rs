@@ -249,7 +249,7 @@ impl InputReader {
                 reason: bad.reason,
             });
         }
-        Ok(Some(self.plan.build_columns(&cells)?))
+        Ok(Some(self.plan.build_columns(cells)?))
     }
 }
 

@@ -257,6 +257,43 @@ impl<'a> ObjectReader<'a> {
         self.p.value().map_err(drop)
     }
 
+    /// The value, when it is a string without escapes: its text, as [`Parser::string`] reads
+    /// it (the reader then stands after it). `None`, the reader unmoved, for any other value
+    /// (for [`ObjectReader::value`] to read).
+    #[inline]
+    pub(crate) fn plain_string(&mut self) -> Option<&'a str> {
+        let p = &mut self.p;
+        if p.b.get(p.i) != Some(&b'"') {
+            return None;
+        }
+        let start = p.i + 1;
+        let rest = &p.b[start..];
+        let stop = memchr::memchr2(b'"', b'\\', rest)?;
+        if rest[stop] != b'"' || rest[..stop].iter().fold(false, |any, &c| any | (c < 0x20)) {
+            return None;
+        }
+        p.i = start + stop + 1;
+        Some(&p.s[start..start + stop])
+    }
+
+    /// The value, when it is a well-formed number: its text, as [`Parser::number`] reads it.
+    /// `None`, the reader unmoved, for any other value.
+    #[inline]
+    pub(crate) fn number_text(&mut self) -> Option<&'a str> {
+        let p = &mut self.p;
+        if !matches!(p.b.get(p.i), Some(b'-' | b'0'..=b'9')) {
+            return None;
+        }
+        let at = p.i;
+        match p.number() {
+            Ok(Json::Num(t)) => Some(t),
+            _ => {
+                p.i = at;
+                None
+            }
+        }
+    }
+
     /// After the closing brace: true when only whitespace follows.
     pub(crate) fn at_end(&mut self) -> bool {
         self.p.ws();

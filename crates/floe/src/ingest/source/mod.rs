@@ -198,6 +198,21 @@ pub(crate) async fn recv_chunks<T>(
         let n = (max - out.len()).min(rest.len());
         out.extend(rest.drain(..n));
     };
+    // A chunk that fits whole goes straight into the batch; only what is left over waits in
+    // `rest` (each record moved once, not twice).
+    let add = |chunk: Vec<SourceRecord>,
+               rest: &mut std::collections::VecDeque<SourceRecord>,
+               out: &mut Vec<SourceRecord>| {
+        if rest.is_empty() && out.len() + chunk.len() <= max {
+            match out.is_empty() {
+                true => *out = chunk,
+                false => out.extend(chunk),
+            }
+        } else {
+            rest.extend(chunk);
+            take(rest, out);
+        }
+    };
     let mut out = Vec::new();
     take(rest, &mut out);
     if out.is_empty() {
@@ -207,11 +222,12 @@ pub(crate) async fn recv_chunks<T>(
             Ok(Some(item)) => item?,
         };
         match open(first) {
-            Some(chunk) => rest.extend(chunk),
+            Some(chunk) => add(chunk, rest, &mut out),
             None => return Ok(Some(Vec::new())),
         }
-        take(rest, &mut out);
     }
+    // The batch grows by whole chunks: room for what it may still take, within reason.
+    out.reserve((max - out.len()).min(64 * 1024));
     let linger_until = tokio::time::Instant::now() + LINGER;
     while out.len() < max {
         let item = match rx.try_recv() {
@@ -225,10 +241,9 @@ pub(crate) async fn recv_chunks<T>(
             }
         };
         match open(item) {
-            Some(chunk) => rest.extend(chunk),
+            Some(chunk) => add(chunk, rest, &mut out),
             None => break,
         }
-        take(rest, &mut out);
     }
     Ok(Some(out))
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use arrow::record_batch::RecordBatch;
 use arrow_schema::SchemaRef;
 use iceberg::table::Table;
 
@@ -17,7 +18,14 @@ use crate::ingest::range::RangeDistributor;
 use crate::ingest::report::IngestMetrics;
 use crate::ingest::source::{Positions, SourceRecord};
 use crate::ingest::trigger::Window;
-use crate::records::decode::{decode_runs, DecodedRuns};
+use crate::records::decode::decode_runs_then;
+use crate::records::value::BadValue;
+
+/// A micro-batch decoded: each run's good rows grouped by partition, and the bad records.
+struct Decoded {
+    batches: Vec<Result<Vec<(String, RecordBatch)>>>,
+    bad: Vec<(usize, BadValue)>,
+}
 
 /// The writer tasks' buffers and how rows reach them.
 pub(super) struct Writers {
@@ -94,10 +102,10 @@ impl Writers {
         Ok(())
     }
 
-    /// Routes `batch` to the writers; returns the bytes spilled so far.
-    fn route(&mut self, batch: arrow::record_batch::RecordBatch) -> Result<u64> {
+    /// Routes one batch's `pieces` (its rows grouped by partition, see
+    /// [`PartitionRouter::split`]) to the writers; returns the bytes spilled so far.
+    fn route(&mut self, pieces: Vec<(String, RecordBatch)>) -> Result<u64> {
         let n = self.buffers.len();
-        let pieces = self.router.split(batch)?;
         let target_rr = self.rr;
         self.rr = (self.rr + 1) % n;
         for (label, piece) in pieces {
@@ -138,16 +146,19 @@ impl IngestBuilder {
             return Ok(());
         }
         let payloads: Vec<&[u8]> = records.iter().map(|r| &r.payload[..]).collect();
-        let decoded = match &mut self.changes {
+        // Each run's rows are grouped by partition on the thread that decoded them.
+        let router = &writers.router;
+        let (batches, bad) = match &mut self.changes {
             Some(c) => {
                 let d = c.decode(records)?;
-                DecodedRuns {
-                    batches: d.batch.into_iter().collect(),
-                    bad: d.bad,
-                }
+                (
+                    d.batch.map(|b| router.split(b)).into_iter().collect(),
+                    d.bad,
+                )
             }
-            None => decode_runs(&writers.arrow_schema, &payloads),
+            None => decode_runs_then(&writers.arrow_schema, &payloads, |b| router.split(b)),
         };
+        let decoded = Decoded { batches, bad };
         let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
         self.metrics
             .records_in
@@ -192,9 +203,10 @@ impl IngestBuilder {
         if !decoded.batches.is_empty() {
             since.bytes += bytes;
         }
-        for batch in decoded.batches {
-            since.records += batch.num_rows() as u64;
-            let spilled = writers.route(batch)?;
+        for pieces in decoded.batches {
+            let pieces = pieces?;
+            since.records += pieces.iter().map(|(_, p)| p.num_rows() as u64).sum::<u64>();
+            let spilled = writers.route(pieces)?;
             self.metrics.spilled_bytes.store(spilled, Ordering::Relaxed);
         }
         Ok(())

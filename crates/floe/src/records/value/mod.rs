@@ -340,16 +340,10 @@ impl Plan {
     }
 
     /// The batch of the records [`Plan::decode_many`] kept.
-    pub(crate) fn build_columns(&self, cells: &ColumnCells) -> Result<RecordBatch> {
-        let columns = self
-            .cols
-            .nodes
-            .iter()
-            .zip(&cells.columns)
-            .map(|(n, col)| build(n, &col.iter().collect::<Vec<_>>()))
-            .collect::<Result<Vec<_>>>()?;
-        let opts =
-            arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(cells.kept.len()));
+    pub(crate) fn build_columns(&self, cells: ColumnCells) -> Result<RecordBatch> {
+        let rows = cells.kept.len();
+        let columns = cells.finish(&self.cols)?;
+        let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(RecordBatch::try_new_with_options(
             self.schema.clone(),
             columns,
