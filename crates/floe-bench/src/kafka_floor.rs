@@ -16,6 +16,7 @@ pub fn run(brokers: String, topic: String, partitions: i32, records: u64) -> Res
     let started = Instant::now();
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &brokers)
+        .set("client.id", "floe")
         .set("group.id", "floe-bench-kafka-consume")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -26,7 +27,8 @@ pub fn run(brokers: String, topic: String, partitions: i32, records: u64) -> Res
         .create()?;
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
-        tpl.add_partition_offset(&topic, p, Offset::Beginning)?;
+        // From offset 0, as floe's reader assigns a new table's partitions.
+        tpl.add_partition_offset(&topic, p, Offset::Offset(0))?;
     }
     consumer.assign(&tpl)?;
     let (mut n, mut bytes) = (0u64, 0u64);

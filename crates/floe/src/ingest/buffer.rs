@@ -103,6 +103,11 @@ impl PartitionBuffers {
         })
     }
 
+    /// Spills beyond `budget` bytes from the next push on.
+    pub fn set_budget(&mut self, budget: usize) {
+        self.budget = budget.max(1);
+    }
+
     /// Bytes held in memory.
     pub fn mem_bytes(&self) -> usize {
         self.mem_bytes

@@ -572,6 +572,90 @@ async fn the_next_window_is_read_while_one_lands_and_windows_commit_in_order() {
     );
 }
 
+/// The bytes in `metrics`' `spilledBytes` line.
+fn spilled(metrics: &Metrics) -> u64 {
+    metrics
+        .render()
+        .lines()
+        .find(|l| l.starts_with("spilledBytes "))
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// While a window lands, its buffered bytes still count against `--write-buffer-size`: a
+/// window that fits the budget alone spills once it is read beside a landing one, so memory
+/// stays within the budget rather than reaching twice it.
+#[tokio::test]
+async fn a_landing_window_counts_against_the_buffer_budget() {
+    let fx = Fixture::new().await;
+    let n = 20_000i64;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, records: i64| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            (0..records).map(|i| line(i) + "\n").collect::<String>(),
+        )
+        .unwrap();
+        path
+    };
+    let (one, two) = (write("one.ndjson", n), write("two.ndjson", 2 * n));
+    // The budget: one and a half windows, in the Arrow bytes of a window's rows.
+    let ident = fx.table("s.budget_one", Some("day(ts)")).await;
+    let table = fx.catalog.load_table(&ident).await.unwrap();
+    let schema = Arc::new(
+        floe::iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
+    );
+    let lines: Vec<String> = (0..n).map(line).collect();
+    let payloads: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+    let window = floe::records::decode::decode_records(&schema, &payloads)
+        .batch
+        .unwrap()
+        .get_array_memory_size() as u64;
+    let run = |table: &'static str, input: std::path::PathBuf, pause: Option<Duration>| {
+        let fx = &fx;
+        async move {
+            let mut o = opts(table);
+            o.commit_records = Some(n as u64);
+            o.batch_records = n as usize;
+            o.write_parallelism = 1;
+            o.write_buffer_size = Some(window * 3 / 2);
+            o.pause_before_commit = pause;
+            let metrics = Metrics::new();
+            let s = IngestBuilder::new(
+                &fx.catalog,
+                floe::catalog::parse_table_ident(table).unwrap(),
+                source::open(&input.display().to_string(), false).unwrap(),
+                o,
+            )
+            .with_metrics(metrics.clone())
+            .execute()
+            .await
+            .unwrap();
+            (s, spilled(&metrics))
+        }
+    };
+    let (s, alone) = run("s.budget_one", one, None).await;
+    assert_eq!(
+        (s.commits, alone),
+        (1, 0),
+        "one window alone fits the budget"
+    );
+    fx.table("s.budget_two", Some("day(ts)")).await;
+    let (s, beside) = run("s.budget_two", two, Some(Duration::from_millis(400))).await;
+    assert_eq!(s.commits, 2);
+    assert!(
+        beside > 0,
+        "the second window was read while the first landed: it had to spill"
+    );
+    assert_eq!(
+        count_distinct(&fx, "s.budget_two").await,
+        (2 * n, 2 * n, (0..2 * n).sum::<i64>())
+    );
+}
+
 /// A window that fails to land in the background (another process committed under the same
 /// writer id meanwhile) stops the ingest with that error; the windows read after it are not
 /// committed, and nothing is duplicated.

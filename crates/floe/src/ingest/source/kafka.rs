@@ -863,8 +863,15 @@ impl Reader {
                         h.push(rec);
                         h.len() >= CHUNK
                     };
-                    if full && flush().await.is_err() {
-                        return;
+                    if full {
+                        if flush().await.is_err() {
+                            return;
+                        }
+                        // Stream names of the next chunk's own: their counts of references
+                        // are touched here while the engine drops this chunk's records.
+                        for s in streams.values_mut() {
+                            *s = Arc::from(&**s);
+                        }
                     }
                 }
                 Step::Failed(code, text) => {

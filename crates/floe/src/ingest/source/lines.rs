@@ -126,6 +126,10 @@ impl Lines {
     /// sends their records, each payload a slice of the block; `Err` once the receiver is gone.
     fn send(&mut self, block: Bytes, tx: &Chunks) -> std::result::Result<(), ()> {
         let mut records = Vec::with_capacity(CHUNK);
+        // A stream name of the block's own: its count of references is touched by this thread
+        // while the engine's drops the records of earlier blocks, each on a cache line of its
+        // own (one name shared by every record made the two threads contend on it).
+        let stream: Arc<str> = Arc::from(&*self.stream);
         let mut from = 0;
         while from < block.len() {
             let end = memchr::memchr(b'\n', &block[from..]).map_or(block.len(), |k| from + k + 1);
@@ -140,7 +144,7 @@ impl Lines {
             // object).
             if !crate::records::ndjson::is_blank(body) {
                 records.push(SourceRecord {
-                    stream: self.stream.clone(),
+                    stream: stream.clone(),
                     next_position: next,
                     position,
                     payload: block.slice(from..from + body.len()),

@@ -38,6 +38,10 @@ pub(super) struct Writers {
     distribution: Distribution,
     rr: usize,
     range: RangeDistributor,
+    /// The buffer budget shared by the writers, and the bytes of the window taken out that is
+    /// still landing: they count against the budget until it landed.
+    budget: u64,
+    landing: u64,
 }
 
 impl Writers {
@@ -67,7 +71,25 @@ impl Writers {
             distribution,
             rr: 0,
             range: RangeDistributor::new(n),
+            budget,
+            landing: 0,
         })
+    }
+
+    /// Gives each writer its share of what the budget leaves beside a landing window.
+    fn share_budget(&mut self) {
+        let per = self.budget.saturating_sub(self.landing) / self.buffers.len() as u64;
+        for w in &mut self.buffers {
+            w.set_budget(per as usize);
+        }
+    }
+
+    /// The window taken out last has landed (or failed): its bytes no longer count.
+    pub(super) fn landed(&mut self) {
+        if self.landing > 0 {
+            self.landing = 0;
+            self.share_budget();
+        }
     }
 
     /// Nothing buffered.
@@ -77,8 +99,13 @@ impl Writers {
 
     /// The window ends: every writer's partitions taken out (the writers start the next
     /// window empty), and the range distribution starts anew.
+    ///
+    /// While the window lands, its bytes in memory count against the budget: the next
+    /// window's buffers spill sooner, and memory stays within the budget.
     pub(super) fn take(&mut self) -> Result<Vec<Vec<PartData>>> {
         self.range.end_window();
+        self.landing = self.buffers.iter().map(|w| w.mem_bytes() as u64).sum();
+        self.share_budget();
         self.buffers.iter_mut().map(|w| w.take()).collect()
     }
 

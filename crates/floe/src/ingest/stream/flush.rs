@@ -173,6 +173,7 @@ impl IngestBuilder {
         writers: &mut Writers,
         a: After<'_>,
     ) -> Result<()> {
+        writers.landed();
         let (report, table) = self.landed(done, committed)?;
         self.after_commit(report, table, writers, a).await
     }
