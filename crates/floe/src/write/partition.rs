@@ -151,6 +151,150 @@ mod tests {
         (Arc::new(schema), Arc::new(spec))
     }
 
+    /// Splits `batch` by `spec` with floe's splitter and the iceberg crate's: the same
+    /// partitions, keys and rows (in input order), partitions in order of first appearance;
+    /// returns how many partitions.
+    fn same_as_the_crate(schema: SchemaRef, spec: PartitionSpecRef, batch: &RecordBatch) -> usize {
+        let ours = PartitionSplitter::new(spec.clone(), schema.clone())
+            .unwrap()
+            .split(batch)
+            .unwrap();
+        let theirs = RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)
+            .unwrap()
+            .split(batch)
+            .unwrap();
+        let mut theirs: Vec<(Struct, RecordBatch)> = theirs
+            .into_iter()
+            .map(|(k, b)| (k.data().clone(), b))
+            .collect();
+        assert_eq!(ours.len(), theirs.len());
+        let ids = |b: &RecordBatch| {
+            b.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        };
+        for (key, piece) in &ours {
+            let at = theirs.iter().position(|(k, _)| k == key).expect("same key");
+            let (_, b) = theirs.swap_remove(at);
+            assert_eq!(ids(piece), ids(&b), "rows of {key:?}, in input order");
+            assert_eq!(piece, &b);
+        }
+        let firsts: Vec<i64> = ours.iter().map(|(_, b)| ids(b)[0]).collect();
+        assert!(firsts.windows(2).all(|w| w[0] < w[1]));
+        ours.len()
+    }
+
+    /// Every transform on the source types streams partition by: truncate of strings, longs
+    /// and decimals, hour, month and year, identity of decimals, binary, booleans and dates,
+    /// and a bucket of binary, with nulls.
+    #[test]
+    fn every_transform_and_source_type_groups_as_the_crate_does() {
+        use arrow::array::{
+            BooleanArray, Date32Array, Decimal128Array, LargeBinaryArray, TimestampMicrosecondArray,
+        };
+        let p = |t| Type::Primitive(t);
+        let schema = Arc::new(
+            Schema::builder()
+                .with_fields(vec![
+                    NestedField::required(1, "id", p(PrimitiveType::Long)).into(),
+                    NestedField::optional(2, "ts", p(PrimitiveType::Timestamp)).into(),
+                    NestedField::optional(3, "name", p(PrimitiveType::String)).into(),
+                    NestedField::optional(
+                        4,
+                        "amount",
+                        p(PrimitiveType::Decimal {
+                            precision: 10,
+                            scale: 2,
+                        }),
+                    )
+                    .into(),
+                    NestedField::optional(5, "d", p(PrimitiveType::Date)).into(),
+                    NestedField::optional(6, "blob", p(PrimitiveType::Binary)).into(),
+                    NestedField::optional(7, "flag", p(PrimitiveType::Boolean)).into(),
+                    NestedField::optional(8, "tstz", p(PrimitiveType::Timestamptz)).into(),
+                ])
+                .build()
+                .unwrap(),
+        );
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let n = 600i64;
+        let hour = 3_600_000_000i64;
+        let tz = match arrow.field(7).data_type() {
+            arrow_schema::DataType::Timestamp(_, tz) => tz.clone(),
+            other => panic!("timestamptz is {other}"),
+        };
+        let batch = RecordBatch::try_new(
+            arrow,
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..n)),
+                Arc::new(TimestampMicrosecondArray::from_iter(
+                    (0..n).map(|i| (i % 41 != 0).then_some((i / 60) * hour + i * 1_000)),
+                )),
+                Arc::new(StringArray::from_iter((0..n).map(|i| {
+                    (i % 13 != 0)
+                        .then(|| ["apple", "apricot", "banana", "b", ""][(i / 40) as usize % 5])
+                }))),
+                Arc::new(
+                    Decimal128Array::from_iter(
+                        (0..n).map(|i| (i % 17 != 0).then_some(((i / 30) as i128 - 7) * 1_234)),
+                    )
+                    .with_precision_and_scale(10, 2)
+                    .unwrap(),
+                ),
+                Arc::new(Date32Array::from_iter((0..n).map(|i| {
+                    (i % 19 != 0).then_some(((i / 100) * 400 - 1_000) as i32)
+                }))),
+                Arc::new(LargeBinaryArray::from_iter((0..n).map(|i| {
+                    (i % 23 != 0).then(|| vec![(i / 75) as u8, 0xff, (i % 2) as u8])
+                }))),
+                Arc::new(BooleanArray::from_iter(
+                    (0..n).map(|i| (i % 29 != 0).then_some((i / 200) % 2 == 0)),
+                )),
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter((0..n).map(|i| {
+                        (i % 31 != 0).then_some((i / 50) * 40 * 24 * hour - 90 * 24 * hour)
+                    }))
+                    .with_timezone_opt(tz),
+                ),
+            ],
+        )
+        .unwrap();
+        let spec = |fields: &[(&str, Transform)]| {
+            let mut b = PartitionSpec::builder(schema.as_ref().clone());
+            for (source, t) in fields {
+                b = b
+                    .add_partition_field(*source, format!("{source}_{t}"), *t)
+                    .unwrap();
+            }
+            Arc::new(b.build().unwrap())
+        };
+        let temporal_and_truncate = spec(&[
+            ("name", Transform::Truncate(2)),
+            ("id", Transform::Truncate(100)),
+            ("ts", Transform::Hour),
+            ("d", Transform::Year),
+            ("tstz", Transform::Month),
+        ]);
+        let parts = same_as_the_crate(schema.clone(), temporal_and_truncate, &batch);
+        assert!(parts > 30, "{parts} partitions");
+        let identities = spec(&[
+            ("amount", Transform::Identity),
+            ("blob", Transform::Identity),
+            ("flag", Transform::Identity),
+            ("d", Transform::Identity),
+        ]);
+        let parts = same_as_the_crate(schema.clone(), identities, &batch);
+        assert!(parts > 30, "{parts} partitions");
+        let others = spec(&[
+            ("amount", Transform::Truncate(5_000)),
+            ("blob", Transform::Bucket(3)),
+            ("tstz", Transform::Day),
+        ]);
+        let parts = same_as_the_crate(schema, others, &batch);
+        assert!(parts > 10, "{parts} partitions");
+    }
+
     #[test]
     fn groups_the_rows_the_iceberg_crates_splitter_groups_with_the_same_keys() {
         let (schema, spec) = table();
@@ -171,35 +315,9 @@ mod tests {
             ],
         )
         .unwrap();
-        let ours = PartitionSplitter::new(spec.clone(), schema.clone())
-            .unwrap()
-            .split(&batch)
-            .unwrap();
-        let theirs = RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)
-            .unwrap()
-            .split(&batch)
-            .unwrap();
-        assert!(ours.len() > 20, "{} partitions", ours.len());
-        let mut theirs: Vec<(Struct, RecordBatch)> = theirs
-            .into_iter()
-            .map(|(k, b)| (k.data().clone(), b))
-            .collect();
-        assert_eq!(ours.len(), theirs.len());
-        let ids = |b: &RecordBatch| {
-            b.column(0)
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .values()
-                .to_vec()
-        };
-        for (key, piece) in &ours {
-            let at = theirs.iter().position(|(k, _)| k == key).expect("same key");
-            let (_, b) = theirs.swap_remove(at);
-            assert_eq!(ids(piece), ids(&b), "rows of {key:?}, in input order");
-            assert_eq!(piece, &b);
-        }
-        // In the order partitions first appear.
-        let firsts: Vec<i64> = ours.iter().map(|(_, b)| ids(b)[0]).collect();
-        assert!(firsts.windows(2).all(|w| w[0] < w[1]));
+        // In the order partitions first appear, with the crate's keys and rows.
+        let parts = same_as_the_crate(schema, spec, &batch);
+        assert!(parts > 20, "{parts} partitions");
         // One partition: the batch itself.
         let one = batch.slice(1, 1);
         let split = PartitionSplitter::new(table().1, table().0)

@@ -515,6 +515,7 @@ async fn the_next_window_is_read_while_one_lands_and_windows_commit_in_order() {
     o.pause_before_commit = Some(Duration::from_millis(400));
     let metrics = Metrics::new();
     let seen = metrics.clone();
+    let seen_after = metrics.clone();
     // Each report with the records read when it was made.
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = reports.clone();
@@ -538,6 +539,18 @@ async fn the_next_window_is_read_while_one_lands_and_windows_commit_in_order() {
         reports.iter().map(|(r, _)| r.commit).collect::<Vec<_>>(),
         vec![1, 2, 3, 4]
     );
+    // The files a background landing wrote are counted, and their sizes observed.
+    let text = seen_after.render();
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    };
+    assert_eq!(line("flushedDataFiles ") as u64, s.data_files);
+    assert_eq!(line("dataFilesSizeHistogram_count") as u64, s.data_files);
+    assert!(line("dataFilesSizeHistogram_sum") > 0.0);
     assert_eq!(reports.iter().map(|(r, _)| r.records).sum::<u64>(), 40);
     // While the first window waited 400 ms before its commit, the next one was read.
     assert!(
