@@ -151,13 +151,8 @@ enum Cmd {
     /// Produces every line of an NDJSON file to a Kafka topic (created with N partitions),
     /// round robin, for the ingest benchmark.
     KafkaProduce {
-        /// Broker HOST:PORT.
-        #[arg(long)]
-        brokers: String,
-        #[arg(long)]
-        topic: String,
-        #[arg(long, default_value_t = 3)]
-        partitions: i32,
+        #[command(flatten)]
+        topic: KafkaTopic,
         /// NDJSON input.
         #[arg(long)]
         file: PathBuf,
@@ -165,17 +160,24 @@ enum Cmd {
     /// Reads every record of a topic with librdkafka under floe's consumer settings and
     /// nothing else (the floor of a Kafka ingest: broker and client on the same cores).
     KafkaConsume {
-        /// Broker HOST:PORT.
-        #[arg(long)]
-        brokers: String,
-        #[arg(long)]
-        topic: String,
-        #[arg(long, default_value_t = 3)]
-        partitions: i32,
+        #[command(flatten)]
+        topic: KafkaTopic,
         /// Records to read (the topic's count).
         #[arg(long)]
         records: u64,
     },
+}
+
+/// The topic a Kafka subcommand produces to or reads.
+#[derive(clap::Args)]
+struct KafkaTopic {
+    /// Broker HOST:PORT.
+    #[arg(long)]
+    brokers: String,
+    #[arg(long)]
+    topic: String,
+    #[arg(long, default_value_t = 3)]
+    partitions: i32,
 }
 
 fn batch(schema: &arrow::datatypes::SchemaRef, from: i64, n: i64) -> RecordBatch {
@@ -532,20 +534,12 @@ async fn main() -> Result<()> {
             batch,
             runs,
         } => floor::run(input, schema, batch, runs),
-        Cmd::KafkaProduce {
-            brokers,
-            topic,
-            partitions,
-            file,
-        } => kafka_produce(brokers, topic, partitions, file).await,
-        Cmd::KafkaConsume {
-            brokers,
-            topic,
-            partitions,
-            records,
-        } => {
+        Cmd::KafkaProduce { topic: t, file } => {
+            kafka_produce(t.brokers, t.topic, t.partitions, file).await
+        }
+        Cmd::KafkaConsume { topic: t, records } => {
             tokio::task::spawn_blocking(move || {
-                kafka_floor::run(brokers, topic, partitions, records)
+                kafka_floor::run(t.brokers, t.topic, t.partitions, records)
             })
             .await?
         }

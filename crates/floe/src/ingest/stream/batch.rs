@@ -19,13 +19,6 @@ use crate::ingest::report::IngestMetrics;
 use crate::ingest::source::{Positions, SourceRecord};
 use crate::ingest::trigger::Window;
 use crate::records::decode::decode_runs_then;
-use crate::records::value::BadValue;
-
-/// A micro-batch decoded: each run's good rows grouped by partition, and the bad records.
-struct Decoded {
-    batches: Vec<Result<Vec<(String, RecordBatch)>>>,
-    bad: Vec<(usize, BadValue)>,
-}
 
 /// The writer tasks' buffers and how rows reach them.
 pub(super) struct Writers {
@@ -185,15 +178,13 @@ impl IngestBuilder {
             }
             None => decode_runs_then(&writers.arrow_schema, &payloads, |b| router.split(b)),
         };
-        let decoded = Decoded { batches, bad };
         let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
         self.metrics
             .records_in
             .fetch_add(records.len() as u64, Ordering::Relaxed);
         summary.records += records.len() as u64;
-        if !decoded.bad.is_empty() {
-            let entries: Vec<DeadLetter> = decoded
-                .bad
+        if !bad.is_empty() {
+            let entries: Vec<DeadLetter> = bad
                 .iter()
                 .map(|(i, b)| {
                     let r = &records[*i];
@@ -227,10 +218,10 @@ impl IngestBuilder {
             }
         }
         advance(pending, records);
-        if !decoded.batches.is_empty() {
+        if !batches.is_empty() {
             since.bytes += bytes;
         }
-        for pieces in decoded.batches {
+        for pieces in batches {
             let pieces = pieces?;
             since.records += pieces.iter().map(|(_, p)| p.num_rows() as u64).sum::<u64>();
             let spilled = writers.route(pieces)?;

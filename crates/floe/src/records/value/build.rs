@@ -1,17 +1,19 @@
 //! Building Arrow arrays from cells: one array per column from one cell per row
 //! ([`build`]), recursively for lists, structs and maps, and a record batch of a table's
-//! columns ([`build_batch`]).
+//! columns ([`build_batch`]). Columns of one value per row (numbers, booleans, dates, times,
+//! timestamps, strings) are built in typed buffers ([`Sink`]), which the NDJSON decoder
+//! also writes straight into as it reads.
 
 use std::sync::Arc;
 
 use arrow::array::{
-    new_null_array, ArrayRef, BinaryArray, BinaryViewArray, BooleanArray, FixedSizeBinaryArray,
-    GenericStringArray, GenericStringBuilder, LargeBinaryArray, LargeListArray, ListArray,
-    MapArray, OffsetSizeTrait, PrimitiveArray, StringViewArray, StructArray,
+    new_null_array, ArrayRef, ArrowPrimitiveType, BinaryArray, BinaryViewArray, BooleanBuilder,
+    FixedSizeBinaryArray, LargeBinaryArray, LargeListArray, LargeStringBuilder, ListArray,
+    MapArray, NullBufferBuilder, PrimitiveArray, StringBuilder, StringViewArray, StructArray,
 };
-use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{
-    ArrowPrimitiveType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
+    Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
     Time64MicrosecondType, Time64NanosecondType, TimestampMicrosecondType,
     TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
 };
@@ -34,77 +36,25 @@ fn nulls_of(cells: &[&Cell]) -> Option<NullBuffer> {
     }
 }
 
-fn prim<T: ArrowPrimitiveType>(
-    cells: &[&Cell],
-    dt: &DataType,
-    f: impl Fn(&Cell) -> Option<T::Native>,
-) -> ArrayRef {
-    Arc::new(
-        cells
-            .iter()
-            .map(|c| f(c))
-            .collect::<PrimitiveArray<T>>()
-            .with_data_type(dt.clone()),
-    )
-}
-
 fn build_leaf(dt: &DataType, cells: &[&Cell]) -> Result<ArrayRef> {
-    let i32_of = |c: &Cell| match c {
-        Cell::I32(v) => Some(*v),
-        _ => None,
-    };
-    let i64_of = |c: &Cell| match c {
-        Cell::I64(v) => Some(*v),
-        _ => None,
-    };
+    // Numbers, booleans, dates, times, timestamps and strings: the decoder's typed buffers.
+    if let Some(mut sink) = Sink::of_type(dt, cells.len()) {
+        for c in cells {
+            // A cell of another kind (the conversions never make one) is stored as null.
+            sink.push_ref(if sink.fits(c) { c } else { &Cell::Null });
+        }
+        return sink.finish_typed(dt);
+    }
     Ok(match dt {
-        DataType::Boolean => Arc::new(
+        DataType::Utf8View => Arc::new(
             cells
                 .iter()
                 .map(|c| match c {
-                    Cell::Bool(b) => Some(*b),
+                    Cell::Str(s) => Some(s.as_ref()),
                     _ => None,
                 })
-                .collect::<BooleanArray>(),
+                .collect::<StringViewArray>(),
         ),
-        DataType::Int32 => prim::<Int32Type>(cells, dt, i32_of),
-        DataType::Date32 => prim::<Date32Type>(cells, dt, i32_of),
-        DataType::Int64 => prim::<Int64Type>(cells, dt, i64_of),
-        DataType::Time64(TimeUnit::Microsecond) => prim::<Time64MicrosecondType>(cells, dt, i64_of),
-        DataType::Time64(TimeUnit::Nanosecond) => prim::<Time64NanosecondType>(cells, dt, i64_of),
-        DataType::Timestamp(TimeUnit::Second, _) => prim::<TimestampSecondType>(cells, dt, i64_of),
-        DataType::Timestamp(TimeUnit::Millisecond, _) => {
-            prim::<TimestampMillisecondType>(cells, dt, i64_of)
-        }
-        DataType::Timestamp(TimeUnit::Microsecond, _) => {
-            prim::<TimestampMicrosecondType>(cells, dt, i64_of)
-        }
-        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-            prim::<TimestampNanosecondType>(cells, dt, i64_of)
-        }
-        DataType::Float32 => prim::<Float32Type>(cells, dt, |c| match c {
-            Cell::F32(v) => Some(*v),
-            _ => None,
-        }),
-        DataType::Float64 => prim::<Float64Type>(cells, dt, |c| match c {
-            Cell::F64(v) => Some(*v),
-            _ => None,
-        }),
-        DataType::Decimal128(..) => prim::<Decimal128Type>(cells, dt, |c| match c {
-            Cell::I128(v) => Some(*v),
-            _ => None,
-        }),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            let it = cells.iter().map(|c| match c {
-                Cell::Str(s) => Some(s.as_ref()),
-                _ => None,
-            });
-            match dt {
-                DataType::Utf8 => Arc::new(strings::<i32>(cells)),
-                DataType::LargeUtf8 => Arc::new(strings::<i64>(cells)),
-                _ => Arc::new(it.collect::<StringViewArray>()),
-            }
-        }
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
             let it = cells.iter().map(|c| match c {
                 Cell::Bytes(b) => Some(b.as_ref()),
@@ -134,26 +84,6 @@ fn build_leaf(dt: &DataType, cells: &[&Cell]) -> Result<ArrayRef> {
             new_null_array(other, cells.len())
         }
     })
-}
-
-/// A string array of `cells`, its buffers sized once (collecting grows the value buffer by
-/// doubling, copying it each time).
-fn strings<O: OffsetSizeTrait>(cells: &[&Cell]) -> GenericStringArray<O> {
-    let bytes = cells
-        .iter()
-        .map(|c| match c {
-            Cell::Str(s) => s.len(),
-            _ => 0,
-        })
-        .sum();
-    let mut b = GenericStringBuilder::<O>::with_capacity(cells.len(), bytes);
-    for c in cells {
-        match c {
-            Cell::Str(s) => b.append_value(s),
-            _ => b.append_null(),
-        }
-    }
-    b.finish()
 }
 
 /// Builds the array of `node` from one cell per row.
@@ -264,4 +194,171 @@ pub(crate) fn build_batch(
         columns,
         &opts,
     )?)
+}
+
+/// One column's values as they are decoded.
+pub(crate) enum Sink<'a> {
+    Bool(BooleanBuilder),
+    I32(Vec<i32>, NullBufferBuilder),
+    I64(Vec<i64>, NullBufferBuilder),
+    F32(Vec<f32>, NullBufferBuilder),
+    F64(Vec<f64>, NullBufferBuilder),
+    I128(Vec<i128>, NullBufferBuilder),
+    Utf8(StringBuilder),
+    LargeUtf8(LargeStringBuilder),
+    /// Nested and binary columns: their cells, built at the end.
+    Cells(Vec<Cell<'a>>),
+}
+
+impl<'a> Sink<'a> {
+    /// The sink of `node`'s column, for about `rows` values.
+    pub(super) fn new(node: &Node, rows: usize) -> Self {
+        match node.kind {
+            Kind::Leaf(_) => Self::of_type(node.field.data_type(), rows),
+            _ => None,
+        }
+        .unwrap_or_else(|| Sink::Cells(Vec::with_capacity(rows)))
+    }
+
+    /// A typed sink for about `rows` values of `dt`, if `dt` has one (not binary, fixed or
+    /// nested types, which keep their cells).
+    fn of_type(dt: &DataType, rows: usize) -> Option<Self> {
+        let nulls = || NullBufferBuilder::new(rows);
+        Some(match dt {
+            DataType::Boolean => Sink::Bool(BooleanBuilder::with_capacity(rows)),
+            DataType::Int32 | DataType::Date32 => Sink::I32(Vec::with_capacity(rows), nulls()),
+            DataType::Int64
+            | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
+            | DataType::Timestamp(..) => Sink::I64(Vec::with_capacity(rows), nulls()),
+            DataType::Float32 => Sink::F32(Vec::with_capacity(rows), nulls()),
+            DataType::Float64 => Sink::F64(Vec::with_capacity(rows), nulls()),
+            DataType::Decimal128(..) => Sink::I128(Vec::with_capacity(rows), nulls()),
+            // The value buffer grows as strings come (a large buffer grows in place).
+            DataType::Utf8 => Sink::Utf8(StringBuilder::with_capacity(rows, 0)),
+            DataType::LargeUtf8 => Sink::LargeUtf8(LargeStringBuilder::with_capacity(rows, 0)),
+            _ => return None,
+        })
+    }
+
+    /// Whether `cell` is a value this sink stores (the conversions give each column type one
+    /// kind of cell, so this holds by construction; it is checked so that a broken rule makes
+    /// a bad record rather than a misplaced or lost value).
+    pub(super) fn fits(&self, cell: &Cell) -> bool {
+        matches!(
+            (self, cell),
+            (Sink::Cells(_), _)
+                | (_, Cell::Null)
+                | (Sink::Bool(_), Cell::Bool(_))
+                | (Sink::I32(..), Cell::I32(_))
+                | (Sink::I64(..), Cell::I64(_))
+                | (Sink::F32(..), Cell::F32(_))
+                | (Sink::F64(..), Cell::F64(_))
+                | (Sink::I128(..), Cell::I128(_))
+                | (Sink::Utf8(_) | Sink::LargeUtf8(_), Cell::Str(_))
+        )
+    }
+
+    /// Appends `cell`, which [`Sink::fits`].
+    pub(super) fn push(&mut self, cell: Cell<'a>) {
+        match self {
+            Sink::Cells(v) => v.push(cell),
+            typed => typed.push_ref(&cell),
+        }
+    }
+
+    /// Appends a copy of `cell`, which [`Sink::fits`], to a typed sink.
+    fn push_ref(&mut self, cell: &Cell) {
+        fn prim<T: Default + Copy>(v: &mut Vec<T>, n: &mut NullBufferBuilder, x: Option<&T>) {
+            match x {
+                Some(x) => {
+                    v.push(*x);
+                    n.append_non_null();
+                }
+                None => {
+                    v.push(T::default());
+                    n.append_null();
+                }
+            }
+        }
+        match (self, cell) {
+            (Sink::Bool(b), Cell::Bool(x)) => b.append_value(*x),
+            (Sink::Bool(b), Cell::Null) => b.append_null(),
+            (Sink::I32(v, n), Cell::I32(x)) => prim(v, n, Some(x)),
+            (Sink::I32(v, n), Cell::Null) => prim(v, n, None),
+            (Sink::I64(v, n), Cell::I64(x)) => prim(v, n, Some(x)),
+            (Sink::I64(v, n), Cell::Null) => prim(v, n, None),
+            (Sink::F32(v, n), Cell::F32(x)) => prim(v, n, Some(x)),
+            (Sink::F32(v, n), Cell::Null) => prim(v, n, None),
+            (Sink::F64(v, n), Cell::F64(x)) => prim(v, n, Some(x)),
+            (Sink::F64(v, n), Cell::Null) => prim(v, n, None),
+            (Sink::I128(v, n), Cell::I128(x)) => prim(v, n, Some(x)),
+            (Sink::I128(v, n), Cell::Null) => prim(v, n, None),
+            (Sink::Utf8(b), Cell::Str(s)) => b.append_value(s),
+            (Sink::Utf8(b), Cell::Null) => b.append_null(),
+            (Sink::LargeUtf8(b), Cell::Str(s)) => b.append_value(s),
+            (Sink::LargeUtf8(b), Cell::Null) => b.append_null(),
+            // Not reached (see `fits`; cells go by `push`); appending nothing makes the
+            // column short, which building the batch refuses, rather than storing a wrong
+            // value.
+            _ => {}
+        }
+    }
+
+    /// The column's array.
+    pub(super) fn finish(self, node: &Node) -> Result<ArrayRef> {
+        match self {
+            Sink::Cells(cells) => build(node, &cells.iter().collect::<Vec<_>>()),
+            typed => typed.finish_typed(node.field.data_type()),
+        }
+    }
+
+    /// The array of a typed sink, of type `dt` (the one it was made for).
+    fn finish_typed(self, dt: &DataType) -> Result<ArrayRef> {
+        fn prim<T: ArrowPrimitiveType>(
+            v: Vec<T::Native>,
+            mut n: NullBufferBuilder,
+            dt: &DataType,
+        ) -> ArrayRef {
+            Arc::new(
+                PrimitiveArray::<T>::new(ScalarBuffer::from(v), n.finish())
+                    .with_data_type(dt.clone()),
+            )
+        }
+        Ok(match (self, dt) {
+            (Sink::Bool(mut b), _) => Arc::new(b.finish()),
+            (Sink::I32(v, n), DataType::Int32) => prim::<Int32Type>(v, n, dt),
+            (Sink::I32(v, n), DataType::Date32) => prim::<Date32Type>(v, n, dt),
+            (Sink::I64(v, n), DataType::Int64) => prim::<Int64Type>(v, n, dt),
+            (Sink::I64(v, n), DataType::Time64(TimeUnit::Microsecond)) => {
+                prim::<Time64MicrosecondType>(v, n, dt)
+            }
+            (Sink::I64(v, n), DataType::Time64(TimeUnit::Nanosecond)) => {
+                prim::<Time64NanosecondType>(v, n, dt)
+            }
+            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Second, _)) => {
+                prim::<TimestampSecondType>(v, n, dt)
+            }
+            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Millisecond, _)) => {
+                prim::<TimestampMillisecondType>(v, n, dt)
+            }
+            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Microsecond, _)) => {
+                prim::<TimestampMicrosecondType>(v, n, dt)
+            }
+            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Nanosecond, _)) => {
+                prim::<TimestampNanosecondType>(v, n, dt)
+            }
+            (Sink::F32(v, n), _) => prim::<Float32Type>(v, n, dt),
+            (Sink::F64(v, n), _) => prim::<Float64Type>(v, n, dt),
+            (Sink::I128(v, n), _) => prim::<Decimal128Type>(v, n, dt),
+            (Sink::Utf8(mut b), _) => Arc::new(b.finish()),
+            (Sink::LargeUtf8(mut b), _) => Arc::new(b.finish()),
+            (_, dt) => {
+                return Err(Error::Arrow(
+                    arrow_schema::ArrowError::InvalidArgumentError(format!(
+                        "a decoded column does not match its type {dt}"
+                    )),
+                ))
+            }
+        })
+    }
 }

@@ -8,7 +8,7 @@
 //! A good record's values go straight into typed column buffers ([`Sink`]): a top-level
 //! column of numbers, booleans, dates, times, timestamps or strings becomes its Arrow buffers
 //! as the records are read, with no cell per value kept in between and no second pass. Other
-//! columns (lists, structs, maps, binary) keep their cells and are built by [`super::build`].
+//! columns (lists, structs, maps, binary) keep their cells and are built by [`super::build()`].
 //!
 //! It accepts exactly what [`super::json::decode_record`] accepts and stores the same values:
 //! it uses the same grammar, token parsers and conversions, and on anything else (malformed
@@ -16,25 +16,14 @@
 //! part of the record and asks [`super::json::decode_record`] for the reason, so every message
 //! comes from one place.
 
-use std::sync::Arc;
+use arrow::array::ArrayRef;
 
-use arrow::array::NullBufferBuilder;
-use arrow::array::{
-    ArrayRef, ArrowPrimitiveType, BooleanBuilder, LargeStringBuilder, PrimitiveArray, StringBuilder,
-};
-use arrow::buffer::ScalarBuffer;
-use arrow::datatypes::{
-    Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
-    Time64MicrosecondType, Time64NanosecondType, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
-};
-use arrow_schema::{DataType, TimeUnit};
-
+use super::build::Sink;
 use super::json::{decode_record, json_value};
 use super::number::{number_to, Number};
 use super::text::text_to;
-use super::{build, BadValue, Cell, Columns, Kind, Leaf, Node};
-use crate::base::error::{Error, Result};
+use super::{BadValue, Cell, Columns, Kind, Leaf, Node};
+use crate::base::error::Result;
 use crate::records::ndjson::{Json, ObjectReader};
 
 /// Records decoded into columns: one value per kept record in each column, the index (into
@@ -43,152 +32,6 @@ pub(crate) struct ColumnCells<'a> {
     pub(crate) columns: Vec<Sink<'a>>,
     pub(crate) kept: Vec<usize>,
     pub(crate) bad: Vec<(usize, BadValue)>,
-}
-
-/// One column's values as they are decoded.
-pub(crate) enum Sink<'a> {
-    Bool(BooleanBuilder),
-    I32(Vec<i32>, NullBufferBuilder),
-    I64(Vec<i64>, NullBufferBuilder),
-    F32(Vec<f32>, NullBufferBuilder),
-    F64(Vec<f64>, NullBufferBuilder),
-    I128(Vec<i128>, NullBufferBuilder),
-    Utf8(StringBuilder),
-    LargeUtf8(LargeStringBuilder),
-    /// Nested and binary columns: their cells, built at the end.
-    Cells(Vec<Cell<'a>>),
-}
-
-impl<'a> Sink<'a> {
-    /// The sink of `node`'s column, for about `rows` values.
-    fn new(node: &Node, rows: usize) -> Self {
-        let nulls = || NullBufferBuilder::new(rows);
-        if !matches!(node.kind, Kind::Leaf(_)) {
-            return Sink::Cells(Vec::with_capacity(rows));
-        }
-        match node.field.data_type() {
-            DataType::Boolean => Sink::Bool(BooleanBuilder::with_capacity(rows)),
-            DataType::Int32 | DataType::Date32 => Sink::I32(Vec::with_capacity(rows), nulls()),
-            DataType::Int64
-            | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
-            | DataType::Timestamp(..) => Sink::I64(Vec::with_capacity(rows), nulls()),
-            DataType::Float32 => Sink::F32(Vec::with_capacity(rows), nulls()),
-            DataType::Float64 => Sink::F64(Vec::with_capacity(rows), nulls()),
-            DataType::Decimal128(..) => Sink::I128(Vec::with_capacity(rows), nulls()),
-            // The value buffer grows as strings come (a large buffer grows in place).
-            DataType::Utf8 => Sink::Utf8(StringBuilder::with_capacity(rows, 0)),
-            DataType::LargeUtf8 => Sink::LargeUtf8(LargeStringBuilder::with_capacity(rows, 0)),
-            _ => Sink::Cells(Vec::with_capacity(rows)),
-        }
-    }
-
-    /// Whether `cell` is a value this sink stores (the conversions give each column type one
-    /// kind of cell, so this holds by construction; it is checked so that a broken rule makes
-    /// a bad record rather than a misplaced or lost value).
-    fn fits(&self, cell: &Cell) -> bool {
-        matches!(
-            (self, cell),
-            (Sink::Cells(_), _)
-                | (_, Cell::Null)
-                | (Sink::Bool(_), Cell::Bool(_))
-                | (Sink::I32(..), Cell::I32(_))
-                | (Sink::I64(..), Cell::I64(_))
-                | (Sink::F32(..), Cell::F32(_))
-                | (Sink::F64(..), Cell::F64(_))
-                | (Sink::I128(..), Cell::I128(_))
-                | (Sink::Utf8(_) | Sink::LargeUtf8(_), Cell::Str(_))
-        )
-    }
-
-    /// Appends `cell`, which [`Sink::fits`].
-    fn push(&mut self, cell: Cell<'a>) {
-        fn prim<T: Default>(v: &mut Vec<T>, n: &mut NullBufferBuilder, x: Option<T>) {
-            match x {
-                Some(x) => {
-                    v.push(x);
-                    n.append_non_null();
-                }
-                None => {
-                    v.push(T::default());
-                    n.append_null();
-                }
-            }
-        }
-        match (self, cell) {
-            (Sink::Cells(v), c) => v.push(c),
-            (Sink::Bool(b), Cell::Bool(x)) => b.append_value(x),
-            (Sink::Bool(b), Cell::Null) => b.append_null(),
-            (Sink::I32(v, n), Cell::I32(x)) => prim(v, n, Some(x)),
-            (Sink::I32(v, n), Cell::Null) => prim(v, n, None),
-            (Sink::I64(v, n), Cell::I64(x)) => prim(v, n, Some(x)),
-            (Sink::I64(v, n), Cell::Null) => prim(v, n, None),
-            (Sink::F32(v, n), Cell::F32(x)) => prim(v, n, Some(x)),
-            (Sink::F32(v, n), Cell::Null) => prim(v, n, None),
-            (Sink::F64(v, n), Cell::F64(x)) => prim(v, n, Some(x)),
-            (Sink::F64(v, n), Cell::Null) => prim(v, n, None),
-            (Sink::I128(v, n), Cell::I128(x)) => prim(v, n, Some(x)),
-            (Sink::I128(v, n), Cell::Null) => prim(v, n, None),
-            (Sink::Utf8(b), Cell::Str(s)) => b.append_value(s),
-            (Sink::Utf8(b), Cell::Null) => b.append_null(),
-            (Sink::LargeUtf8(b), Cell::Str(s)) => b.append_value(s),
-            (Sink::LargeUtf8(b), Cell::Null) => b.append_null(),
-            // Not reached (see `fits`); appending nothing makes the column short, which
-            // building the batch refuses, rather than storing a wrong value.
-            _ => {}
-        }
-    }
-
-    /// The column's array.
-    fn finish(self, node: &Node) -> Result<ArrayRef> {
-        fn prim<T: ArrowPrimitiveType>(
-            v: Vec<T::Native>,
-            mut n: NullBufferBuilder,
-            dt: &DataType,
-        ) -> ArrayRef {
-            Arc::new(
-                PrimitiveArray::<T>::new(ScalarBuffer::from(v), n.finish())
-                    .with_data_type(dt.clone()),
-            )
-        }
-        let dt = node.field.data_type();
-        Ok(match (self, dt) {
-            (Sink::Cells(cells), _) => build(node, &cells.iter().collect::<Vec<_>>())?,
-            (Sink::Bool(mut b), _) => Arc::new(b.finish()),
-            (Sink::I32(v, n), DataType::Int32) => prim::<Int32Type>(v, n, dt),
-            (Sink::I32(v, n), DataType::Date32) => prim::<Date32Type>(v, n, dt),
-            (Sink::I64(v, n), DataType::Int64) => prim::<Int64Type>(v, n, dt),
-            (Sink::I64(v, n), DataType::Time64(TimeUnit::Microsecond)) => {
-                prim::<Time64MicrosecondType>(v, n, dt)
-            }
-            (Sink::I64(v, n), DataType::Time64(TimeUnit::Nanosecond)) => {
-                prim::<Time64NanosecondType>(v, n, dt)
-            }
-            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Second, _)) => {
-                prim::<TimestampSecondType>(v, n, dt)
-            }
-            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Millisecond, _)) => {
-                prim::<TimestampMillisecondType>(v, n, dt)
-            }
-            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Microsecond, _)) => {
-                prim::<TimestampMicrosecondType>(v, n, dt)
-            }
-            (Sink::I64(v, n), DataType::Timestamp(TimeUnit::Nanosecond, _)) => {
-                prim::<TimestampNanosecondType>(v, n, dt)
-            }
-            (Sink::F32(v, n), _) => prim::<Float32Type>(v, n, dt),
-            (Sink::F64(v, n), _) => prim::<Float64Type>(v, n, dt),
-            (Sink::I128(v, n), _) => prim::<Decimal128Type>(v, n, dt),
-            (Sink::Utf8(mut b), _) => Arc::new(b.finish()),
-            (Sink::LargeUtf8(mut b), _) => Arc::new(b.finish()),
-            (_, dt) => {
-                return Err(Error::Arrow(
-                    arrow_schema::ArrowError::InvalidArgumentError(format!(
-                        "a decoded column does not match its type {dt}"
-                    )),
-                ))
-            }
-        })
-    }
 }
 
 /// Appends one record (a cell per column, `None` for null) to the sinks and clears `row`: all
