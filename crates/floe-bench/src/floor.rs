@@ -42,10 +42,15 @@ pub fn run(input: PathBuf, schema: String, batch: usize, runs: usize) -> Result<
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     let (split_s, lines) = fastest(runs, || {
-        Ok(bytes
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<&[u8]>>())
+        let mut lines: Vec<&[u8]> = Vec::new();
+        let mut from = 0;
+        for end in memchr::memchr_iter(b'\n', &bytes).chain([bytes.len()]) {
+            if end > from {
+                lines.push(&bytes[from..end]);
+            }
+            from = end + 1;
+        }
+        Ok(lines)
     })?;
     let records = lines.len();
 

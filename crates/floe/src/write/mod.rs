@@ -4,8 +4,9 @@
 //! Stack: floe's [`partition::PartitionSplitter`], then the iceberg crate's `FanoutWriter` (one
 //! writer per partition) -> `DataFileWriter` -> `RollingFileWriter` (rolls at
 //! `write.target-file-size-bytes`) -> `ParquetWriter` (zstd, row groups per
-//! `write.parquet.row-group-size-bytes`). File names carry a fresh UUID per writer, so no path
-//! is ever reused.
+//! `write.parquet.row-group-size-bytes`; no dictionary for the columns near-distinct in the
+//! first batch written, see [`dictionary`]). File names carry a fresh UUID per writer, so no
+//! path is ever reused.
 //!
 //! Invariant: on failure the caller calls [`TableWriter::abort`], which deletes every file this
 //! writer completed; a crash leaves only unreferenced files (orphans).
@@ -13,6 +14,7 @@
 pub mod conform;
 pub mod deletes;
 pub mod deletion_vectors;
+pub mod dictionary;
 pub mod parquet_stats;
 pub mod partition;
 pub mod rewrite;
@@ -45,11 +47,60 @@ type Builder =
     DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
 enum Inner {
+    /// Nothing written yet: the Parquet writer is made at the first batch, which says which
+    /// columns go without a dictionary ([`dictionary`]).
+    Pending(Box<Pending>),
     Unpartitioned(Box<<Builder as IcebergWriterBuilder>::R>),
     Partitioned {
         splitter: Box<partition::PartitionSplitter>,
         fanout: Box<FanoutWriter<Builder>>,
     },
+}
+
+/// What a writer needs to make its Parquet writers.
+struct Pending {
+    props: WriterProperties,
+    schema: iceberg::spec::SchemaRef,
+    spec: iceberg::spec::PartitionSpecRef,
+    target: usize,
+    file_io: iceberg::io::FileIO,
+    location: DefaultLocationGenerator,
+    names: DefaultFileNameGenerator,
+}
+
+impl Pending {
+    /// The writers for batches like `first`.
+    async fn start(&self, first: &RecordBatch) -> Result<Inner> {
+        let mut props = self.props.clone();
+        let plain = dictionary::near_distinct(first);
+        if !plain.is_empty() {
+            let mut b = props.into_builder();
+            for path in plain {
+                b = b.set_column_dictionary_enabled(path, false);
+            }
+            props = b.build();
+        }
+        let parquet = ParquetWriterBuilder::new(props, self.schema.clone());
+        let rolling = RollingFileWriterBuilder::new(
+            parquet,
+            self.target,
+            self.file_io.clone(),
+            self.location.clone(),
+            self.names.clone(),
+        );
+        let builder = DataFileWriterBuilder::new(rolling);
+        Ok(if self.spec.is_unpartitioned() {
+            Inner::Unpartitioned(Box::new(builder.build(None).await?))
+        } else {
+            Inner::Partitioned {
+                splitter: Box::new(partition::PartitionSplitter::new(
+                    self.spec.clone(),
+                    self.schema.clone(),
+                )?),
+                fanout: Box::new(FanoutWriter::new(builder)),
+            }
+        })
+    }
 }
 
 /// Options of a write.
@@ -189,7 +240,6 @@ impl TableWriter {
                 "must be positive",
             ));
         }
-        let parquet = ParquetWriterBuilder::new(parquet_properties(table)?, schema.clone());
         let location = DefaultLocationGenerator::new(md)?;
         let prefix = format!("00000-{}", uuid::Uuid::now_v7());
         let names = DefaultFileNameGenerator::new(prefix.clone(), None, DataFileFormat::Parquet);
@@ -198,24 +248,21 @@ impl TableWriter {
             .get("write.data.path")
             .cloned()
             .unwrap_or_else(|| format!("{}/data", md.location().trim_end_matches('/')));
-        let rolling = RollingFileWriterBuilder::new(
-            parquet,
-            target as usize,
-            table.file_io().clone(),
+        let spec = md.default_partition_spec();
+        if !spec.is_unpartitioned() {
+            // Made again at the first batch; made here so that a spec the splitter cannot
+            // serve fails the writer's creation, not its first write.
+            partition::PartitionSplitter::new(spec.clone(), schema.clone())?;
+        }
+        let inner = Inner::Pending(Box::new(Pending {
+            props: parquet_properties(table)?,
+            schema: schema.clone(),
+            spec: spec.clone(),
+            target: target as usize,
+            file_io: table.file_io().clone(),
             location,
             names,
-        );
-        let builder = DataFileWriterBuilder::new(rolling);
-        let spec = md.default_partition_spec().clone();
-        let inner = if spec.is_unpartitioned() {
-            let writer = builder.build(None).await?;
-            Inner::Unpartitioned(Box::new(writer))
-        } else {
-            Inner::Partitioned {
-                splitter: Box::new(partition::PartitionSplitter::new(spec, schema.clone())?),
-                fanout: Box::new(FanoutWriter::new(builder)),
-            }
-        };
+        }));
         Ok(Self {
             inner,
             arrow_schema: Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?),
@@ -265,19 +312,26 @@ impl TableWriter {
 
     async fn write_batch(&mut self, batch: RecordBatch) -> Result<()> {
         self.rows += batch.num_rows() as u64;
-        match &mut self.inner {
-            Inner::Unpartitioned(w) => w.write(batch).await?,
-            Inner::Partitioned { splitter, fanout } => {
-                for (key, part) in splitter.split(&batch)? {
-                    fanout.write(splitter.key(key), part).await?;
+        loop {
+            match &mut self.inner {
+                Inner::Pending(pending) => {
+                    let started = pending.start(&batch).await?;
+                    self.inner = started;
+                }
+                Inner::Unpartitioned(w) => return Ok(w.write(batch).await?),
+                Inner::Partitioned { splitter, fanout } => {
+                    for (key, part) in splitter.split(&batch)? {
+                        fanout.write(splitter.key(key), part).await?;
+                    }
+                    return Ok(());
                 }
             }
         }
-        Ok(())
     }
 
     async fn close_files(inner: Inner) -> Result<Vec<DataFile>> {
         Ok(match inner {
+            Inner::Pending(_) => vec![],
             Inner::Unpartitioned(mut w) => w.close().await?,
             Inner::Partitioned { fanout, .. } => fanout.close().await?,
         })

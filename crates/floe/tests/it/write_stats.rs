@@ -272,3 +272,83 @@ async fn a_long_string_in_an_early_row_group_keeps_its_file_findable() {
     let n = crate::common::count_where(&fx.catalog, "db.long", &format!("name = '{long}'")).await;
     assert_eq!(n, 1);
 }
+
+/// A column near-distinct in the first batch is written without a dictionary (`id`, `ts` and
+/// `amount` here), a repetitive one keeps it (`name`, 7 values), and the file's metrics and
+/// rows are those of the same batch written with every dictionary on.
+#[tokio::test]
+async fn near_distinct_columns_go_without_a_dictionary_with_the_same_metrics_and_rows() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let fx = Fixture::new().await;
+    let ident = fx.table("db.plain", None).await;
+    let table = fx.load(&ident).await;
+    let batch = crate::common::make_batch(&table, 0, 20_000);
+
+    let mut writer = TableWriter::new(&table, &WriteOptions::default())
+        .await
+        .unwrap();
+    writer.write(batch.clone()).await.unwrap();
+    let theirs = writer.close().await.unwrap().remove(0);
+
+    let props = floe::write::parquet_properties(&table).unwrap();
+    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    let md = w.finish().unwrap();
+    let size = w.inner().len() as u64;
+    let mut nans = HashMap::new();
+    count_nans(&batch, &mut nans);
+    let ours = data_file_from_parquet(
+        table.metadata().current_schema(),
+        &md,
+        size,
+        FilePlacement {
+            path: "ours.parquet".to_string(),
+            partition: Struct::empty(),
+            spec_id: 0,
+        },
+        nans,
+    )
+    .unwrap();
+    // Column sizes differ with the encoding; every other metric is the same.
+    let without_sizes = |f: &DataFile| {
+        metrics(f)
+            .lines()
+            .filter(|l| !l.starts_with("sizes"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(without_sizes(&theirs), without_sizes(&ours));
+    assert_eq!(theirs.lower_bounds().len(), 4, "{}", metrics(&theirs));
+
+    let bytes = table
+        .file_io()
+        .new_input(theirs.file_path())
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+    let dictionaries: Vec<(String, bool)> = reader.metadata().row_groups()[0]
+        .columns()
+        .iter()
+        .map(|c| {
+            (
+                c.column_path().string(),
+                c.dictionary_page_offset().is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        dictionaries,
+        [
+            ("id".to_string(), false),
+            ("ts".to_string(), false),
+            ("name".to_string(), true),
+            ("amount".to_string(), false),
+        ]
+    );
+    let read: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+    let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+    assert_eq!(read.columns(), batch.columns());
+}

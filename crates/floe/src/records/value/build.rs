@@ -7,9 +7,10 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    new_null_array, ArrayRef, ArrowPrimitiveType, BinaryArray, BinaryViewArray, BooleanBuilder,
-    FixedSizeBinaryArray, LargeBinaryArray, LargeListArray, LargeStringBuilder, ListArray,
-    MapArray, NullBufferBuilder, PrimitiveArray, StringBuilder, StringViewArray, StructArray,
+    new_null_array, ArrayBuilder, ArrayRef, ArrowPrimitiveType, BinaryArray, BinaryViewArray,
+    BooleanBuilder, FixedSizeBinaryArray, GenericStringBuilder, LargeBinaryArray, LargeListArray,
+    LargeStringBuilder, ListArray, MapArray, NullBufferBuilder, OffsetSizeTrait, PrimitiveArray,
+    StringBuilder, StringViewArray, StructArray,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{
@@ -238,6 +239,30 @@ impl<'a> Sink<'a> {
             DataType::LargeUtf8 => Sink::LargeUtf8(LargeStringBuilder::with_capacity(rows, 0)),
             _ => return None,
         })
+    }
+
+    /// Given the first values of about `rows`, sizes a string sink's value buffer for all of
+    /// them at the bytes per value seen so far, plus a sixteenth: the buffer is then not grown
+    /// by doubling, each growth a copy of everything before (a run's strings are megabytes).
+    /// Other sinks were sized for `rows` values when made.
+    pub(super) fn presize(&mut self, rows: usize) {
+        fn again<O: OffsetSizeTrait>(b: &mut GenericStringBuilder<O>, rows: usize) {
+            let (seen, bytes) = (b.len(), b.values_slice().len());
+            if seen == 0 || bytes == 0 || rows <= seen {
+                return;
+            }
+            let want = bytes.saturating_mul(rows) / seen;
+            let mut fresh =
+                GenericStringBuilder::<O>::with_capacity(rows, want.saturating_add(want / 16));
+            let done = b.finish();
+            fresh.extend(done.iter());
+            *b = fresh;
+        }
+        match self {
+            Sink::Utf8(b) => again(b, rows),
+            Sink::LargeUtf8(b) => again(b, rows),
+            _ => {}
+        }
     }
 
     /// Whether `cell` is a value this sink stores (the conversions give each column type one

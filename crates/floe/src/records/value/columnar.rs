@@ -71,6 +71,10 @@ impl ColumnCells<'_> {
     }
 }
 
+/// Records of a run decoded before its string columns are sized for the whole run
+/// ([`Sink::presize`]).
+const PRESIZE_AFTER: usize = 64;
+
 /// What the key at one position of the previous record selected.
 struct Hint {
     key: String,
@@ -95,6 +99,10 @@ pub(crate) fn decode_columns<'a>(cols: &Columns, payloads: &[&'a [u8]]) -> Colum
         row: (0..n).map(|_| None).collect(),
     };
     for (i, p) in payloads.iter().enumerate() {
+        if i == PRESIZE_AFTER && payloads.len() >= 4 * PRESIZE_AFTER {
+            let rows = payloads.len();
+            out.columns.iter_mut().for_each(|s| s.presize(rows));
+        }
         if reader.read(p).is_ok() {
             match push_row(&mut out.columns, &cols.nodes, &mut reader.row) {
                 Ok(()) => out.kept.push(i),
