@@ -6,8 +6,8 @@
 //! UUIDs, free text) that work buys nothing: the dictionary holds every value once, the
 //! indexes are extra bytes on top, and once the dictionary passes its limit (1 MiB in arrow-rs)
 //! the chunk falls back to plain pages anyway. Measured on the ingest benchmark (1M events, an
-//! `id` column of distinct longs), the dictionary's hash table took about a tenth of the
-//! writer's CPU and a third of its page faults.
+//! `id` column of distinct longs), writing `id` plain removed 13,000 of the process's 33,000
+//! page faults (the hash table growing, row group after row group).
 //!
 //! The first batch a writer sees says which columns those are: a top-level column whose first
 //! [`SAMPLE`] rows hold at least [`MIN_VALUES`] non-null values, of which at least nine in ten
