@@ -24,6 +24,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
+use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 /// Rows of the first batch looked at per column.
@@ -48,6 +49,19 @@ pub fn near_distinct(batch: &RecordBatch) -> Vec<ColumnPath> {
         })
         .map(|(field, _)| ColumnPath::from(field.name().as_str()))
         .collect()
+}
+
+/// `props` with the dictionary turned off for the columns at `paths`.
+pub fn without_dictionary(props: WriterProperties, paths: Vec<ColumnPath>) -> WriterProperties {
+    if paths.is_empty() {
+        return props;
+    }
+    paths
+        .into_iter()
+        .fold(props.into_builder(), |b, path| {
+            b.set_column_dictionary_enabled(path, false)
+        })
+        .build()
 }
 
 /// The distinct non-null values of `array` (by a 64-bit hash of each: a collision only makes a

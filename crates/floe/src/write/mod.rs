@@ -61,7 +61,9 @@ enum Inner {
 struct Pending {
     props: WriterProperties,
     schema: iceberg::spec::SchemaRef,
-    spec: iceberg::spec::PartitionSpecRef,
+    /// The table's partition splitter (None when unpartitioned), made with the writer so that
+    /// a spec it cannot serve fails the writer's creation, not its first write.
+    splitter: Option<Box<partition::PartitionSplitter>>,
     target: usize,
     file_io: iceberg::io::FileIO,
     location: DefaultLocationGenerator,
@@ -69,17 +71,11 @@ struct Pending {
 }
 
 impl Pending {
-    /// The writers for batches like `first`.
-    async fn start(&self, first: &RecordBatch) -> Result<Inner> {
-        let mut props = self.props.clone();
-        let plain = dictionary::near_distinct(first);
-        if !plain.is_empty() {
-            let mut b = props.into_builder();
-            for path in plain {
-                b = b.set_column_dictionary_enabled(path, false);
-            }
-            props = b.build();
-        }
+    /// The writers for batches like `first` (the splitter moves into them; nothing can fail
+    /// after it has).
+    async fn start(&mut self, first: &RecordBatch) -> Result<Inner> {
+        let props =
+            dictionary::without_dictionary(self.props.clone(), dictionary::near_distinct(first));
         let parquet = ParquetWriterBuilder::new(props, self.schema.clone());
         let rolling = RollingFileWriterBuilder::new(
             parquet,
@@ -89,16 +85,12 @@ impl Pending {
             self.names.clone(),
         );
         let builder = DataFileWriterBuilder::new(rolling);
-        Ok(if self.spec.is_unpartitioned() {
-            Inner::Unpartitioned(Box::new(builder.build(None).await?))
-        } else {
-            Inner::Partitioned {
-                splitter: Box::new(partition::PartitionSplitter::new(
-                    self.spec.clone(),
-                    self.schema.clone(),
-                )?),
+        Ok(match self.splitter.take() {
+            None => Inner::Unpartitioned(Box::new(builder.build(None).await?)),
+            Some(splitter) => Inner::Partitioned {
+                splitter,
                 fanout: Box::new(FanoutWriter::new(builder)),
-            }
+            },
         })
     }
 }
@@ -249,15 +241,17 @@ impl TableWriter {
             .cloned()
             .unwrap_or_else(|| format!("{}/data", md.location().trim_end_matches('/')));
         let spec = md.default_partition_spec();
-        if !spec.is_unpartitioned() {
-            // Made again at the first batch; made here so that a spec the splitter cannot
-            // serve fails the writer's creation, not its first write.
-            partition::PartitionSplitter::new(spec.clone(), schema.clone())?;
-        }
+        let splitter = match spec.is_unpartitioned() {
+            true => None,
+            false => Some(Box::new(partition::PartitionSplitter::new(
+                spec.clone(),
+                schema.clone(),
+            )?)),
+        };
         let inner = Inner::Pending(Box::new(Pending {
             props: parquet_properties(table)?,
             schema: schema.clone(),
-            spec: spec.clone(),
+            splitter,
             target: target as usize,
             file_io: table.file_io().clone(),
             location,

@@ -157,6 +157,39 @@ fn metrics(f: &DataFile) -> String {
     )
 }
 
+/// The one data file `TableWriter` writes for `batch` (the iceberg crate's writer).
+async fn table_writer_file(table: &floe::iceberg::table::Table, batch: &RecordBatch) -> DataFile {
+    let mut writer = TableWriter::new(table, &WriteOptions::default())
+        .await
+        .unwrap();
+    writer.write(batch.clone()).await.unwrap();
+    writer.close().await.unwrap().remove(0)
+}
+
+/// `batch` through a plain ArrowWriter with the table's Parquet properties (every dictionary
+/// on), its data file's metrics from the footer.
+fn footer_metrics(table: &floe::iceberg::table::Table, batch: &RecordBatch) -> DataFile {
+    let props = floe::write::parquet_properties(table).unwrap();
+    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    let md = w.finish().unwrap();
+    let size = w.inner().len() as u64;
+    let mut nans = HashMap::new();
+    count_nans(batch, &mut nans);
+    data_file_from_parquet(
+        table.metadata().current_schema(),
+        &md,
+        size,
+        FilePlacement {
+            path: "ours.parquet".to_string(),
+            partition: Struct::empty(),
+            spec_id: 0,
+        },
+        nans,
+    )
+    .unwrap()
+}
+
 #[tokio::test]
 async fn compaction_writer_metrics_equal_the_iceberg_writers() {
     let fx = Fixture::new().await;
@@ -186,33 +219,11 @@ async fn compaction_writer_metrics_equal_the_iceberg_writers() {
     .unwrap();
 
     // The iceberg crate's writer.
-    let mut writer = TableWriter::new(&table, &WriteOptions::default())
-        .await
-        .unwrap();
-    writer.write(batch.clone()).await.unwrap();
-    let theirs = writer.close().await.unwrap().remove(0);
+    let theirs = table_writer_file(&table, &batch).await;
 
     // floe's: the same batch through a plain ArrowWriter with the same properties, metrics
     // from the footer.
-    let props = floe::write::parquet_properties(&table).unwrap();
-    let mut w = ArrowWriter::try_new(Vec::new(), arrow_schema, Some(props)).unwrap();
-    w.write(&batch).unwrap();
-    let md = w.finish().unwrap();
-    let size = w.inner().len() as u64;
-    let mut nans = HashMap::new();
-    count_nans(&batch, &mut nans);
-    let ours = data_file_from_parquet(
-        table.metadata().current_schema(),
-        &md,
-        size,
-        FilePlacement {
-            path: "ours.parquet".to_string(),
-            partition: Struct::empty(),
-            spec_id: 0,
-        },
-        nans,
-    )
-    .unwrap();
+    let ours = footer_metrics(&table, &batch);
 
     assert_eq!(metrics(&ours), metrics(&theirs));
     assert_eq!(ours.file_size_in_bytes(), theirs.file_size_in_bytes());
@@ -285,31 +296,9 @@ async fn near_distinct_columns_go_without_a_dictionary_with_the_same_metrics_and
     let table = fx.load(&ident).await;
     let batch = crate::common::make_batch(&table, 0, 20_000);
 
-    let mut writer = TableWriter::new(&table, &WriteOptions::default())
-        .await
-        .unwrap();
-    writer.write(batch.clone()).await.unwrap();
-    let theirs = writer.close().await.unwrap().remove(0);
+    let theirs = table_writer_file(&table, &batch).await;
 
-    let props = floe::write::parquet_properties(&table).unwrap();
-    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props)).unwrap();
-    w.write(&batch).unwrap();
-    let md = w.finish().unwrap();
-    let size = w.inner().len() as u64;
-    let mut nans = HashMap::new();
-    count_nans(&batch, &mut nans);
-    let ours = data_file_from_parquet(
-        table.metadata().current_schema(),
-        &md,
-        size,
-        FilePlacement {
-            path: "ours.parquet".to_string(),
-            partition: Struct::empty(),
-            spec_id: 0,
-        },
-        nans,
-    )
-    .unwrap();
+    let ours = footer_metrics(&table, &batch);
     // Column sizes differ with the encoding; every other metric is the same.
     let without_sizes = |f: &DataFile| {
         metrics(f)

@@ -48,15 +48,7 @@ pub(crate) async fn for_group(
             footers.push(f);
         }
     }
-    let distinct = distinct_columns(&footers);
-    if distinct.is_empty() {
-        return props;
-    }
-    let mut b = props.into_builder();
-    for path in distinct {
-        b = b.set_column_dictionary_enabled(path, false);
-    }
-    b.build()
+    crate::write::dictionary::without_dictionary(props, distinct_columns(&footers))
 }
 
 /// The columns near-distinct in most of `footers` (see the module docs).
