@@ -379,6 +379,13 @@ pub const MAINTAIN_EXPIRE_ENABLED_DEFAULT: bool = true;
 pub const MAINTAIN_EXPIRE_MAX_SNAPSHOTS: Property =
     prop("floe.maintain.expire.max-snapshots", Rule::Count { min: 0 });
 pub const MAINTAIN_EXPIRE_MAX_SNAPSHOTS_DEFAULT: u64 = 0;
+/// `floe.maintain.streaming`: `true` gives the table the streaming defaults under `floe
+/// maintain` (see [`crate::maintain::streaming`]); `false` never; `auto` (the default) sets
+/// `true` on the table once its commits show a stream's cadence.
+pub const MAINTAIN_STREAMING: Property = prop(
+    "floe.maintain.streaming",
+    Rule::OneOf(&["auto", "true", "false"]),
+);
 /// `floe.maintain.orphans.interval` (at least `1d`): time between two orphan file removals.
 pub const MAINTAIN_ORPHANS_INTERVAL: Property = prop(
     "floe.maintain.orphans.interval",
@@ -481,6 +488,7 @@ pub const ALL: &[Property] = &[
     MAINTAIN_ROLL_UP_FAN_IN,
     MAINTAIN_EXPIRE_ENABLED,
     MAINTAIN_EXPIRE_MAX_SNAPSHOTS,
+    MAINTAIN_STREAMING,
     MAINTAIN_ORPHANS_INTERVAL,
     MAINTAIN_ORPHANS_OLDER_THAN,
     MAINTAIN_MIN_MANIFESTS,

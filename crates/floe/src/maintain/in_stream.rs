@@ -34,10 +34,6 @@ use iceberg::table::Table;
 use iceberg::TableIdent;
 
 use crate::base::error::{Error, Result};
-use crate::base::properties::{
-    MAINTAIN_EXPIRE_MAX_SNAPSHOTS, MAINTAIN_ROLL_UP_FAN_IN, METADATA_DELETE_AFTER_COMMIT,
-    METADATA_PREVIOUS_VERSIONS_MAX,
-};
 use crate::catalog::Catalog;
 use crate::coordination::Store;
 use crate::ingest::debt::{over, Debt, DebtLimits};
@@ -52,43 +48,9 @@ use crate::operations::Operation;
 use crate::table::ident_string;
 use crate::table::manifests::live_files;
 
-/// The roll-up fan-in `floe ingest --maintain` uses unless the table sets
-/// `floe.maintain.compact.roll-up-fan-in`.
-pub const ROLL_UP_FAN_IN_DEFAULT: &str = "4";
-/// The maintenance policy of an ingest that maintains its table, where the table sets
-/// nothing: the roll-up on, and the snapshot retention of a streaming table (Paimon's
-/// `snapshot.time-retained` 1 h and `snapshot.num-retained.min` 10) rather than Iceberg's
-/// five days, which at a commit every few seconds is tens of thousands of snapshots in every
-/// `metadata.json`, and at most [`MAX_SNAPSHOTS_DEFAULT`] snapshots (Paimon's
-/// `snapshot.num-retained.max`), so that file stops growing. The writer's newest snapshot
-/// (its recovery point) is always kept.
-pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
-    (MAINTAIN_ROLL_UP_FAN_IN.key, ROLL_UP_FAN_IN_DEFAULT),
-    (
-        crate::base::properties::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS.key,
-        "3600000",
-    ),
-    (
-        crate::base::properties::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP.key,
-        "10",
-    ),
-    (MAINTAIN_EXPIRE_MAX_SNAPSHOTS.key, MAX_SNAPSHOTS_DEFAULT),
-];
-
-/// At most this many snapshots (`floe.maintain.expire.max-snapshots`) for a table an ingest
-/// maintains, where the table sets nothing: at a commit per second, 100 s of time travel, and
-/// a metadata.json that stops growing (the writer's recovery point, tags and branches stay).
-pub const MAX_SNAPSHOTS_DEFAULT: &str = "100";
-
-/// The metadata settings `floe ingest --maintain` sets on its table when the table sets
-/// neither: each commit deletes the metadata.json files the log lets go, and the log keeps 5.
-/// A commit a second otherwise keeps 101 metadata.json files of the whole history each
-/// (Iceberg's `previous-versions-max` 100, nothing deleted): most of the table's bytes. A
-/// table that sets either key keeps both as they are.
-pub const METADATA_DEFAULTS: &[(&str, &str)] = &[
-    (METADATA_DELETE_AFTER_COMMIT.key, "true"),
-    (METADATA_PREVIOUS_VERSIONS_MAX.key, "5"),
-];
+pub use crate::maintain::streaming::{
+    MAX_SNAPSHOTS_DEFAULT, METADATA_DEFAULTS, POLICY_DEFAULTS, ROLL_UP_FAN_IN_DEFAULT,
+};
 
 /// Sets [`METADATA_DEFAULTS`] on `ident` when it sets neither key (one property commit, said
 /// in `log`); returns what was set.

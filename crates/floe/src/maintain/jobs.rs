@@ -49,6 +49,7 @@ use super::partitions::{activity, choose, PartitionActivity, PartitionChoice};
 use super::policy::Policy;
 use super::rates::Rates;
 use super::state::{Decision, TableStatus};
+use super::streaming::{self, Streaming};
 use super::trigger::{evaluate, Candidate, JobKind};
 use crate::base::properties::human_ms;
 use crate::coordination::{LastRuns, Store};
@@ -124,6 +125,8 @@ pub struct TableEvaluation {
     pub policy: Policy,
     pub planned: Vec<Planned>,
     pub partitions: Vec<PartitionChoice>,
+    /// Whether the table gets the streaming defaults, and what the pass records on it.
+    pub streaming: Streaming,
 }
 
 /// Backoff after `failures` consecutive failures: 1 min, doubling, at most 1 h.
@@ -151,7 +154,14 @@ pub async fn evaluate_table(
     let history_scope = format!("{scope}@{}", table.metadata().uuid());
     let last = &store.last_runs(&history_scope).await?;
     let props = table.metadata().properties();
-    let mut with_defaults = defaults.clone();
+    // A stream's table gets the streaming retention beneath its own keys (see
+    // `maintain::streaming`).
+    let streaming = streaming::judge(table.metadata(), props, defaults, now_ms)
+        .map_err(|e| e.for_table(&w.name))?;
+    let mut with_defaults = match streaming.on {
+        true => streaming::with_streaming_defaults(defaults),
+        false => defaults.clone(),
+    };
     with_defaults.extend(props.iter().map(|(k, v)| (k.clone(), v.clone())));
     let policy = Policy::from_properties(&with_defaults).map_err(|e| e.for_table(&w.name))?;
     let compact = CompactBuilder::new(&w.catalog, w.ident.clone());
@@ -187,6 +197,7 @@ pub async fn evaluate_table(
             policy,
             planned: vec![],
             partitions: vec![],
+            streaming,
         });
     }
 
@@ -268,6 +279,7 @@ pub async fn evaluate_table(
         policy,
         planned,
         partitions: choices,
+        streaming,
     })
 }
 

@@ -17,7 +17,9 @@
 //!    storage; per partition its live and small files and when it was last written.
 //! 2. **Triggers** ([`trigger`]): the table's [`policy::Policy`] (`floe.maintain.*`
 //!    properties, compaction triggers named after Flink's `TableMaintenance`) weighed against
-//!    the facts: every job either fired, with its numbers, or skipped, with the reason.
+//!    the facts: every job either fired, with its numbers, or skipped, with the reason. A
+//!    table fed by a stream gets the streaming retention ([`streaming`]: judged from its
+//!    commits, recorded on the table as `floe.maintain.streaming=true`).
 //!    [`partitions::choose`] leaves partitions still being written to their writers and puts
 //!    idle ones first.
 //! 3. **Plan, benefit and cost** ([`jobs`]): each due job's operation builds its `plan()` (the
@@ -55,6 +57,7 @@ pub mod rates;
 pub mod scheduler;
 pub mod service;
 pub mod state;
+pub mod streaming;
 /// The lease and run-history store, now the coordination layer ([`crate::coordination`]).
 pub use crate::coordination as store;
 pub mod trigger;

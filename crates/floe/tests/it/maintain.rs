@@ -517,3 +517,102 @@ async fn maintain_plans_each_job_once_and_applies_that_plan() {
         s.passes
     );
 }
+
+/// The table's properties, as stored.
+async fn props_of(fx: &Fixture, ident: &TableIdent) -> HashMap<String, String> {
+    fx.load(ident).await.metadata().properties().clone()
+}
+
+#[tokio::test]
+async fn a_streaming_table_gets_bounded_history_and_metadata_and_a_bulk_load_keeps_icebergs_defaults(
+) {
+    // (crates/floe/src/maintain/streaming.rs) `stream` says it is one; `bulk` got as many
+    // commits in a few seconds, which is no stream's cadence; `own` is a stream with its own
+    // metadata setting.
+    let fx = Fixture::new().await;
+    let stream = fx.table("s.stream", None).await;
+    let bulk = fx.table("s.bulk", None).await;
+    let own = fx.table("s.own", None).await;
+    fx.set_property(&stream, "floe.maintain.streaming", "true")
+        .await;
+    fx.set_property(&own, "floe.maintain.streaming", "TRUE")
+        .await;
+    fx.set_property(&own, "write.metadata.previous-versions-max", "20")
+        .await;
+    let (mut stream_ids, mut bulk_ids) = (Vec::new(), Vec::new());
+    for i in 0..115 {
+        stream_ids.push(fx.append(&stream, i * 10, i * 10 + 10).await);
+        bulk_ids.push(fx.append(&bulk, i * 10, i * 10 + 10).await);
+    }
+    let kept = |t: floe::iceberg::table::Table, ids: &[i64]| {
+        ids.iter()
+            .filter(|id| t.metadata().snapshot_by_id(**id).is_some())
+            .count()
+    };
+    fx.append(&own, 0, 10).await;
+    let uri = fx.config.uri.clone();
+
+    // A dry run judges and plans, and changes nothing.
+    let dry = MaintainOptions {
+        dry_run: true,
+        ..opts("dry")
+    };
+    let (mut m, _) = maintainer(&fx.catalog, &uri, dry).await;
+    let r = m.pass().await.unwrap();
+    assert_eq!(
+        decision(&r, "s.stream", "expire-snapshots")
+            .fired
+            .as_deref(),
+        Some("115 snapshots > floe.maintain.expire.max-snapshots 100 + 10")
+    );
+    let bulk_expire = decision(&r, "s.bulk", "expire-snapshots");
+    assert!(bulk_expire.fired.is_none(), "{bulk_expire:#?}");
+    assert!(
+        bulk_expire
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("history.expire.max-snapshot-age-ms"),
+        "{bulk_expire:#?}"
+    );
+    for t in [&stream, &bulk] {
+        let p = props_of(&fx, t).await;
+        assert!(!p.contains_key("write.metadata.delete-after-commit.enabled"));
+    }
+
+    // The service records the metadata defaults on the stream's table, says so, and
+    // expires its history to the bound; the bulk load and the stream with its own setting
+    // keep what they have.
+    let (m, lines) = maintainer(&fx.catalog, &uri, opts("m1")).await;
+    m.run_once().await.unwrap();
+    let p = props_of(&fx, &stream).await;
+    assert_eq!(p["write.metadata.delete-after-commit.enabled"], "true");
+    assert_eq!(p["write.metadata.previous-versions-max"], "5");
+    let said = lines.lock().unwrap().clone();
+    assert!(
+        said.iter().any(
+            |l| l.starts_with("s.stream: a stream (floe.maintain.streaming=true)")
+                && l.contains("write.metadata.previous-versions-max=5")
+        ),
+        "{said:#?}"
+    );
+    // The newest 100 snapshots stay: appends, and the snapshots of a compaction or a manifest
+    // rewrite that ran before the expiry (those that ran after it add theirs on top).
+    let t = fx.load(&stream).await;
+    let total = t.metadata().snapshots().count();
+    let appends = kept(t.clone(), &stream_ids);
+    assert!((100..=102).contains(&total), "{total} snapshots");
+    assert!((98..=100).contains(&appends), "{appends} appends kept");
+    assert_eq!(kept(t, &stream_ids[15..]), appends, "the oldest went first");
+    assert_eq!(fx.count_and_sum(&stream).await, (1150, sum_ids(0, 1150)));
+
+    let p = props_of(&fx, &bulk).await;
+    assert!(!p.contains_key("write.metadata.delete-after-commit.enabled"));
+    assert!(!p.contains_key("floe.maintain.streaming"));
+    assert_eq!(kept(fx.load(&bulk).await, &bulk_ids), 115);
+    assert_eq!(fx.count_and_sum(&bulk).await, (1150, sum_ids(0, 1150)));
+
+    let p = props_of(&fx, &own).await;
+    assert_eq!(p["write.metadata.previous-versions-max"], "20");
+    assert!(!p.contains_key("write.metadata.delete-after-commit.enabled"));
+}

@@ -30,6 +30,7 @@ const PROPERTIES: &[(&str, &str)] = &[
     (ROLL_UP_FAN_IN, "0"),
     (p::MAINTAIN_EXPIRE_ENABLED.key, "true"),
     (p::MAINTAIN_EXPIRE_MAX_SNAPSHOTS.key, "0"),
+    (p::MAINTAIN_STREAMING.key, "auto"),
     (ORPHANS_INTERVAL, "1d"),
     (ORPHANS_OLDER_THAN, "3d"),
     (MIN_MANIFESTS, "20"),

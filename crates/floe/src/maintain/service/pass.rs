@@ -15,7 +15,10 @@ use crate::maintain::policy::human_bytes;
 use crate::maintain::rates::{fit, Rates};
 use crate::maintain::scheduler::{schedule, Budget, Proposal, Verdict};
 use crate::maintain::state::Decision;
+use crate::maintain::streaming::Streaming;
 use crate::maintain::trigger::JobKind;
+use crate::operations::alter::AlterPropertiesBuilder;
+use crate::operations::Operation;
 use crate::storage::listing::glob_match as glob;
 use crate::table::ident::ident_string;
 
@@ -138,7 +141,30 @@ impl Maintainer {
             )
             .await
             {
-                Ok(e) => evals.push((w, e)),
+                Ok(e) => {
+                    if !self.opts.dry_run && !e.streaming.to_set.is_empty() {
+                        // Not fatal: the retention applies this pass all the same, and the
+                        // next pass records it again.
+                        if let Err(err) = record_streaming(&w, &e.streaming).await {
+                            let problem = format!("recording its streaming defaults: {err}");
+                            (self.log)(&format!("{}: {problem}", w.name));
+                            self.state.record_problem(&w.name, problem, now);
+                        } else {
+                            (self.log)(&format!(
+                                "{}: a stream ({}): streaming retention where the table sets no key of its own (1 h, 10 to 100 snapshots; writers' recovery points, tags and branches kept); set {} (floe.maintain.streaming=false keeps Iceberg's defaults)",
+                                w.name,
+                                e.streaming.why,
+                                e.streaming
+                                    .to_set
+                                    .iter()
+                                    .map(|(k, v)| format!("{k}={v}"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ));
+                        }
+                    }
+                    evals.push((w, e))
+                }
                 Err(e) => {
                     let problem = format!("skipped: {e}");
                     (self.log)(&format!("{}: {problem}", w.name));
@@ -285,4 +311,19 @@ fn preview(parts: &[String]) -> String {
         s.push_str(", ...");
     }
     s
+}
+
+/// Sets what [`crate::maintain::streaming::judge`] found to record on the table (one property
+/// commit).
+async fn record_streaming(w: &Watched, streaming: &Streaming) -> Result<()> {
+    AlterPropertiesBuilder::new(&w.catalog, w.ident.clone())
+        .with_properties(
+            streaming
+                .to_set
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .execute()
+        .await?;
+    Ok(())
 }
