@@ -11,7 +11,15 @@ appends --rate events/s to each, ts = now, ~100-byte payloads):
   unbounded  `--maintain`, with floe.maintain.expire.max-snapshots=0 and Iceberg's metadata
              settings set on the table (previous-versions-max 100, nothing deleted after
              commit): what `--maintain` did before, a 1-hour retention window;
-  off        no maintenance.
+  off        no maintenance;
+  service    `floe ingest` without `--maintain`, and `floe maintain` (a pass every 30 s) on
+             the warehouse, the table marked floe.maintain.streaming=true: the streaming
+             defaults a `floe maintain` service gives a table another writer feeds;
+  service-auto  the same without the mark: `floe maintain` finds the stream by its cadence
+             (60 commits in the last hour, some in every 10 minutes of it), so this side is
+             only bounded after an hour; run it with --minutes 70 or more.
+
+--sides picks the sides (default bounded,unbounded,off).
 
 Every --sample seconds, per warehouse, read from storage (no floe process, so the sampler
 does not compete with the ingests): snapshots in the current metadata.json, its size (what
@@ -40,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import dir_bytes, local_path, log, need_duckdb  # noqa: E402
 from steady_state import INTEROP, TABLE, Generator, duckdb_measure, events_table, start, stop  # noqa: E402
 
-SIDES = ("bounded", "unbounded", "off")
+SIDES = ("bounded", "unbounded", "off", "service", "service-auto")
 FIELDS = ["side", "t_s", "generated", "snapshots", "metadata_json_bytes", "metadata_json_files",
           "metadata_json_total_bytes", "metadata_dir_bytes", "storage_bytes"]
 
@@ -87,6 +95,7 @@ def main():
     p.add_argument("--minutes", type=float, default=15)
     p.add_argument("--rate", type=int, default=1000, help="events/s per stream")
     p.add_argument("--sample", type=float, default=30, help="seconds between samples")
+    p.add_argument("--sides", default="bounded,unbounded,off", help=f"comma-separated, of {','.join(SIDES)}")
     args = p.parse_args()
     need_duckdb(args, "bounded_metadata.py")
     sys.path.insert(0, INTEROP)
@@ -102,17 +111,25 @@ def main():
     # The unbounded side: no count bound, and Iceberg's metadata settings (nothing deleted).
     unbounded = ("floe.maintain.expire.max-snapshots=0", "write.metadata.previous-versions-max=100",
                  "write.metadata.delete-after-commit.enabled=false")
-    sides = {name: events_table(floe_bin, work, name, unbounded if name == "unbounded" else ())
-             for name in SIDES}
+    marked = ("floe.maintain.streaming=true",)
+    chosen = [n.strip() for n in args.sides.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in SIDES]
+    if unknown or not chosen:
+        p.error(f"--sides: unknown {unknown}; expected some of {','.join(SIDES)}")
+    props = {"unbounded": unbounded, "service": marked}
+    sides = {name: events_table(floe_bin, work, name, props.get(name, ())) for name in chosen}
 
     procs, gen, failed, rows = [], None, [], []
     try:
         for name, s in sides.items():
             argv = ["ingest", TABLE, "--source", s["stream"], "--follow", "--commit-interval", "1s", "--json"]
-            if name != "off":
+            if name in ("bounded", "unbounded"):
                 argv.append("--maintain")
             s["ingest"] = start(s["floe"].argv(*argv), os.path.join(work, f"ingest-{name}.log"), procs,
                                 f"ingest {name}")
+            if name.startswith("service"):
+                s["maintain"] = start(s["floe"].argv("maintain", "--interval", "30s"),
+                                      os.path.join(work, f"maintain-{name}.log"), procs, f"maintain {name}")
         gen = Generator([s["stream"] for s in sides.values()], args.rate)
         t0 = time.monotonic()
         gen.start()
@@ -123,6 +140,8 @@ def main():
             for name, s in sides.items():
                 if s["ingest"].poll() is not None:
                     raise RuntimeError(f"ingest {name} exited early; see {work}/ingest-{name}.log")
+                if "maintain" in s and s["maintain"].poll() is not None:
+                    raise RuntimeError(f"maintain {name} exited early; see {work}/maintain-{name}.log")
                 if k > 0:
                     row = sample(name, s, time.monotonic() - t0, gen.counts[s["stream"]])
                     rows.append(row)
@@ -139,6 +158,10 @@ def main():
             rc = stop(f"ingest {name}", s["ingest"], 120)
             if rc != 0:
                 failed.append(f"ingest {name} exited with rc {rc}")
+            if "maintain" in s:
+                rc = stop(f"maintain {name}", s["maintain"], 120)
+                if rc != 0:
+                    failed.append(f"maintain {name} exited with rc {rc}")
     finally:
         if gen is not None:
             gen.stop_event.set()
@@ -161,7 +184,7 @@ def main():
     print("| side | snapshots (3 min / end) | metadata.json each commit rewrites (3 min / end) | "
           "metadata.json files | metadata on storage / one metadata.json | bytes on storage |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name in SIDES:
+    for name in sides:
         mine = [r for r in rows if r["side"] == name]
         early = next((r for r in mine if r["t_s"] >= 180), mine[0])
         end = mine[-1]
