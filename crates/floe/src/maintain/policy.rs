@@ -49,8 +49,6 @@ pub struct Policy {
     pub min_snapshots_to_keep: u64,
     /// `floe.maintain.expire.max-snapshots` (0: no bound).
     pub max_snapshots: u64,
-    /// `floe.maintain.streaming` (see [`crate::maintain::streaming`]).
-    pub streaming: crate::maintain::streaming::Mode,
     /// `gc.enabled`: when `false`, no orphan removal (Iceberg forbids deleting files then).
     pub gc_enabled: bool,
     pub orphans_interval_ms: u64,
@@ -79,7 +77,6 @@ impl Default for Policy {
             max_snapshot_age_ms: p::HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS_DEFAULT,
             min_snapshots_to_keep: p::HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT,
             max_snapshots: p::MAINTAIN_EXPIRE_MAX_SNAPSHOTS_DEFAULT,
-            streaming: crate::maintain::streaming::Mode::Auto,
             gc_enabled: p::GC_ENABLED_DEFAULT,
             orphans_interval_ms: p::MAINTAIN_ORPHANS_INTERVAL_DEFAULT_MS,
             orphans_older_than_ms: p::MAINTAIN_ORPHANS_OLDER_THAN_DEFAULT_MS,
@@ -95,6 +92,8 @@ impl Policy {
     pub fn from_properties(props: &HashMap<String, String>) -> Result<Policy> {
         let d = Policy::default();
         let c = &d.compact;
+        // Read where it decides (`maintain::streaming::judge`); checked here with the rest.
+        p::check_stored(None, props, &[p::MAINTAIN_STREAMING.key])?;
         Ok(Policy {
             enabled: bool_prop(props, p::MAINTAIN_ENABLED.key, d.enabled)?,
             compact: CompactTriggers {
@@ -156,7 +155,6 @@ impl Policy {
                 d.min_snapshots_to_keep,
             )?,
             max_snapshots: count(props, p::MAINTAIN_EXPIRE_MAX_SNAPSHOTS, d.max_snapshots, 0)?,
-            streaming: crate::maintain::streaming::Mode::of(props)?,
             gc_enabled: bool_prop(props, p::GC_ENABLED.key, d.gc_enabled)?,
             orphans_interval_ms: duration_prop(
                 props,

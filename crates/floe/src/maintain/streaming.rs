@@ -8,8 +8,8 @@
 //! every `metadata.json` and 101 copies of it. The streaming defaults are Paimon's retention
 //! ([`POLICY_DEFAULTS`]: 1 h, at least 10 and at most 100 snapshots; the writers' recovery
 //! points, tags and branches always kept; with the roll-up of written partitions' small
-//! files) and [`METADATA_DEFAULTS`] (each commit deletes the
-//! metadata files the log lets go, and the log keeps 5).
+//! files) and [`METADATA_DEFAULTS`] (each commit deletes the metadata files the log lets go,
+//! and the log keeps 5).
 //!
 //! Which tables: `floe.maintain.streaming` says it.
 //! - `true`: the streaming defaults, under the table's own keys (a key the table sets wins);
@@ -29,9 +29,9 @@ use std::collections::HashMap;
 
 use iceberg::spec::TableMetadata;
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::base::properties::{
-    HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS, HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
+    check_stored, HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS, HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
     MAINTAIN_EXPIRE_MAX_SNAPSHOTS, MAINTAIN_ROLL_UP_FAN_IN, MAINTAIN_STREAMING,
     METADATA_DELETE_AFTER_COMMIT, METADATA_PREVIOUS_VERSIONS_MAX,
 };
@@ -42,9 +42,8 @@ pub const ROLL_UP_FAN_IN_DEFAULT: &str = "4";
 /// The maintenance policy of an ingest that maintains its table, and of a streaming table
 /// under `floe maintain`, where the table sets nothing: the roll-up on, and the snapshot
 /// retention of a stream (Paimon's `snapshot.time-retained` 1 h and
-/// `snapshot.num-retained.min` 10) rather than Iceberg's
-/// five days, which at a commit every few seconds is tens of thousands of snapshots in every
-/// `metadata.json`, and at most [`MAX_SNAPSHOTS_DEFAULT`] snapshots (Paimon's
+/// `snapshot.num-retained.min` 10) rather than Iceberg's five days, which at a commit every
+/// few seconds is tens of thousands of snapshots in every `metadata.json`, and at most [`MAX_SNAPSHOTS_DEFAULT`] snapshots (Paimon's
 /// `snapshot.num-retained.max`), so that file stops growing. The writer's newest snapshot
 /// (its recovery point) is always kept.
 pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
@@ -55,15 +54,17 @@ pub const POLICY_DEFAULTS: &[(&str, &str)] = &[
 ];
 
 /// At most this many snapshots (`floe.maintain.expire.max-snapshots`) for a table an ingest
-/// maintains and a streaming table, where the table sets nothing: at a commit per second, 100 s of time travel, and
-/// a metadata.json that stops growing (the writer's recovery point, tags and branches stay).
+/// maintains and a streaming table, where the table sets nothing: at a commit per second,
+/// 100 s of time travel, and a metadata.json that stops growing (the writer's recovery point,
+/// tags and branches stay).
 pub const MAX_SNAPSHOTS_DEFAULT: &str = "100";
 
 /// The metadata settings `floe ingest --maintain` sets on its table (and `floe maintain` on
-/// a streaming table) when the table sets neither: each commit deletes the metadata.json files the log lets go, and the log keeps 5.
-/// A commit a second otherwise keeps 101 metadata.json files of the whole history each
-/// (Iceberg's `previous-versions-max` 100, nothing deleted): most of the table's bytes. A
-/// table that sets either key keeps both as they are.
+/// a streaming table) when the table sets neither: each commit deletes the metadata.json
+/// files the log lets go, and the log keeps 5. A commit a second otherwise keeps 101
+/// metadata.json files of the whole history each (Iceberg's `previous-versions-max` 100,
+/// nothing deleted): most of the table's bytes. A table that sets either key keeps both as
+/// they are.
 pub const METADATA_DEFAULTS: &[(&str, &str)] = &[
     (METADATA_DELETE_AFTER_COMMIT.key, "true"),
     (METADATA_PREVIOUS_VERSIONS_MAX.key, "5"),
@@ -87,24 +88,18 @@ impl Mode {
     /// The table's setting (`auto` when unset); a bad value names the key.
     pub fn of(props: &HashMap<String, String>) -> Result<Self> {
         let key = MAINTAIN_STREAMING.key;
-        let Some(v) = props.get(key) else {
-            return Ok(Mode::Auto);
-        };
-        let word =
-            MAINTAIN_STREAMING
-                .rule
-                .check(v)
-                .map_err(|expected| Error::InvalidTableProperty {
-                    table: None,
-                    key: key.to_string(),
-                    value: v.clone(),
-                    expected,
-                })?;
-        Ok(match word.to_ascii_lowercase().as_str() {
-            "true" => Mode::On,
-            "false" => Mode::Off,
-            _ => Mode::Auto,
-        })
+        check_stored(None, props, &[key])?;
+        Ok(
+            match props
+                .get(key)
+                .map(|v| v.trim().to_ascii_lowercase())
+                .as_deref()
+            {
+                Some("true") => Mode::On,
+                Some("false") => Mode::Off,
+                _ => Mode::Auto,
+            },
+        )
     }
 }
 
@@ -118,6 +113,24 @@ pub struct Streaming {
     pub to_set: Vec<(String, String)>,
     /// Why it counts as a stream, for the log.
     pub why: String,
+}
+
+impl Streaming {
+    /// The log line of `table` once [`Streaming::to_set`] is recorded.
+    pub fn recorded(&self, table: &str) -> String {
+        let set: Vec<String> = self
+            .to_set
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!(
+            "{table}: a stream ({}): streaming retention where the table sets no key of its own \
+             (1 h, 10 to 100 snapshots; writers' recovery points, tags and branches kept); set {} \
+             (floe.maintain.streaming=false keeps Iceberg's defaults)",
+            self.why,
+            set.join(", ")
+        )
+    }
 }
 
 /// Judges `metadata` at `now_ms` (see the module) with `props` its properties, under the

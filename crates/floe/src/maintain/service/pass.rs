@@ -142,25 +142,16 @@ impl Maintainer {
             .await
             {
                 Ok(e) => {
+                    // Not fatal when it fails: the retention applies this pass all the same,
+                    // and the next pass records it again.
                     if !self.opts.dry_run && !e.streaming.to_set.is_empty() {
-                        // Not fatal: the retention applies this pass all the same, and the
-                        // next pass records it again.
-                        if let Err(err) = record_streaming(&w, &e.streaming).await {
-                            let problem = format!("recording its streaming defaults: {err}");
-                            (self.log)(&format!("{}: {problem}", w.name));
-                            self.state.record_problem(&w.name, problem, now);
-                        } else {
-                            (self.log)(&format!(
-                                "{}: a stream ({}): streaming retention where the table sets no key of its own (1 h, 10 to 100 snapshots; writers' recovery points, tags and branches kept); set {} (floe.maintain.streaming=false keeps Iceberg's defaults)",
-                                w.name,
-                                e.streaming.why,
-                                e.streaming
-                                    .to_set
-                                    .iter()
-                                    .map(|(k, v)| format!("{k}={v}"))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ));
+                        match record_streaming(&w, &e.streaming).await {
+                            Ok(()) => (self.log)(&e.streaming.recorded(&w.name)),
+                            Err(err) => {
+                                let problem = format!("recording its streaming defaults: {err}");
+                                (self.log)(&format!("{}: {problem}", w.name));
+                                self.state.record_problem(&w.name, problem, now);
+                            }
                         }
                     }
                     evals.push((w, e))
