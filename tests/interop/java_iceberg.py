@@ -24,6 +24,15 @@ Subcommands, each one Spark session (local[2]) printing one JSON object on stdou
       Parquet writer (variant values; geometry and geography stay null, as Java 1.10 writes no
       Parquet for them), then the first file deleted and one more append. Registered like
       write-fixtures. Prints {"metadata": M, "rows": N, "snapshots": N}.
+  write-v1-tagged --warehouse DIR [--catalog-db PATH] [--table NS.T]
+      Writes a format-1 table (identity-partitioned by category) as a Spark user makes one:
+      3 INSERTs of 100 rows, `CREATE TAG keep RETAIN 365 DAYS` and `CREATE BRANCH audit` on the
+      third, then a copy-on-write DELETE of every id below 150 (it rewrites files the tag
+      needs). Registered like write-fixtures. Prints {"metadata": M, "rows": N, "tag_rows": N,
+      "refs": {NAME: id}}.
+  metadata-tables --metadata M [--tag NAME ...]
+      Java's own metadata tables of the table at M: {"files": N, "entries": N, "manifests":
+      [[added, existing, deleted], ...], "rows": N, "tags": {NAME: rows read at that tag}}.
   inspect --metadata M [--metadata M2 ...]
       Loads each metadata file with Java's own parser and plans its current snapshot (no row is
       read: Spark 3.5 reads none of those types). Prints {M: {"schema": [[id, name, type], ...],
@@ -269,6 +278,48 @@ def write_fixtures(args) -> None:
     print(json.dumps({"tables": tables}))
 
 
+def write_v1_tagged(args) -> None:
+    warehouse = local_dir(args.warehouse)
+    os.makedirs(warehouse, exist_ok=True)
+    spark = spark_session(args.jars, warehouse)
+    t = f"{CATALOG}.{args.table}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{args.table.split('.')[0]}")
+    spark.sql(f"CREATE TABLE {t} (id bigint, name string, amount double, ts timestamp, category string) "
+              f"USING iceberg PARTITIONED BY (category) TBLPROPERTIES ('format-version'='1')")
+    for i in range(3):
+        spark.sql(f"INSERT INTO {t} {rows_sql(i * 100, (i + 1) * 100, True)}")
+    spark.sql(f"ALTER TABLE {t} CREATE TAG keep RETAIN 365 DAYS")
+    spark.sql(f"ALTER TABLE {t} CREATE BRANCH audit")
+    spark.sql(f"DELETE FROM {t} WHERE id < 150")
+    metadata = current_metadata(spark, t)
+    (rows,) = spark.sql(f"SELECT count(*) FROM {t}").first()
+    (tag_rows,) = spark.sql(f"SELECT count(*) FROM {t} VERSION AS OF 'keep'").first()
+    refs = {r["name"]: r["snapshot_id"] for r in spark.sql(f"SELECT name, snapshot_id FROM {t}.refs").collect()}
+    spark.stop()
+    remove_crc_files(warehouse)
+    if args.catalog_db:
+        cat = open_catalog(os.path.abspath(args.catalog_db), "floe", "file://" + warehouse)
+        cat.create_namespace_if_not_exists(args.table.split(".")[0])
+        cat.register_table(tuple(args.table.split(".")), metadata)
+    print(json.dumps({"metadata": metadata, "rows": rows, "tag_rows": tag_rows, "refs": refs}))
+
+
+def metadata_tables(args) -> None:
+    spark = spark_session(args.jars)
+    path = local_dir(args.metadata)
+    load = lambda suffix="": spark.read.format("iceberg").load(path + suffix)  # noqa: E731
+    out = {
+        "files": load("#files").count(),
+        "entries": load("#entries").count(),
+        "manifests": sorted([r[0], r[1], r[2]] for r in load("#manifests").select(
+            "added_data_files_count", "existing_data_files_count", "deleted_data_files_count").collect()),
+        "rows": load().count(),
+        "tags": {tag: spark.read.format("iceberg").option("tag", tag).load(path).count() for tag in args.tag},
+    }
+    spark.stop()
+    print(json.dumps(out))
+
+
 # (field id, name, Java type factory, required); ids beyond the int range (py4j passes a Python
 # int that fits an int as an Integer, and `id` is a long).
 TYPES_SCHEMA = [
@@ -496,6 +547,15 @@ def main() -> None:
     t.add_argument("--catalog-db", help="SQLite file of a SQL catalog `floe` to register the table in")
     t.add_argument("--table", default="v3.types", help="NS.T")
     t.set_defaults(func=write_types)
+    v = sub.add_parser("write-v1-tagged", help="write a v1 table with a tag and a branch, then a CoW DELETE")
+    v.add_argument("--warehouse", required=True)
+    v.add_argument("--catalog-db", help="SQLite file of a SQL catalog `floe` to register the table in")
+    v.add_argument("--table", default="v1.tagged", help="NS.T")
+    v.set_defaults(func=write_v1_tagged)
+    m = sub.add_parser("metadata-tables", help="Java's files, entries and manifests tables, and reads at tags")
+    m.add_argument("--metadata", required=True, help="a metadata.json file")
+    m.add_argument("--tag", action="append", default=[], help="a tag to read at; repeatable")
+    m.set_defaults(func=metadata_tables)
     i = sub.add_parser("inspect", help="load tables with Java's parser and plan them (no rows read)")
     i.add_argument("--metadata", required=True, action="append", help="a metadata.json file; repeatable")
     i.set_defaults(func=inspect)

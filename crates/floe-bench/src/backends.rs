@@ -148,6 +148,7 @@ pub async fn run(files: usize, commits: usize) -> Result<()> {
             let mut next_id = 0i64;
             let options = floe::write::WriteOptions {
                 target_file_size_bytes: Some(1),
+                ..Default::default()
             };
             for chunk in rows.chunks(per_commit) {
                 let batches: Vec<RecordBatch> = chunk

@@ -403,6 +403,7 @@ async fn small_files(
         // every batch. Commits of 1,000 files keep the history realistic but short.
         let options = floe::write::WriteOptions {
             target_file_size_bytes: Some(1),
+            ..Default::default()
         };
         let mut next_id = 0i64;
         for chunk in rows.chunks(1000) {

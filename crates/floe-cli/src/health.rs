@@ -259,6 +259,19 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                         p.snapshot_id, p.writer
                     ));
                 }
+                for c in &r.plan.chains {
+                    match &c.reason {
+                        None if c.snapshots > 1 => s.push_str(&format!(
+                            "\n  kept {} snapshot(s) from {}'s head down to writer {}'s recovery point (its restart walks them)",
+                            c.snapshots, c.branch, c.writer
+                        )),
+                        None => {}
+                        Some(why) => s.push_str(&format!(
+                            "\n  NOT protected: the chain of writer {} on {}: {why}",
+                            c.writer, c.branch
+                        )),
+                    }
+                }
                 let verb = if r.dry_run { "would delete" } else { "deleted" };
                 for k in &r.files {
                     s.push_str(&format!("\n  {verb} {} {} file(s)", k.files, k.kind));
@@ -447,7 +460,7 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                 let mut s = match r.snapshot_id {
                     Some(id) => format!(
                         "{}: rewrote {} position delete files ({}) into {} ({}); {} of {} deleted \
-                         positions kept ({} pointed at files no longer live), {} file(s) left \
+                         positions kept ({} pointed at files no longer live{}), {} file(s) left \
                          empty; snapshot {id} ({} ms)",
                         r.table,
                         r.rewritten_delete_files_count,
@@ -457,6 +470,14 @@ pub async fn run(catalog: &Catalog, cmd: HealthCmd, out: &Out) -> Result<()> {
                         r.added_deletes,
                         r.rewritten_deletes,
                         r.dangling_deletes_removed,
+                        if r.superseded_by_vectors > 0 {
+                            format!(
+                                ", {} held by the data files' deletion vectors already",
+                                r.superseded_by_vectors
+                            )
+                        } else {
+                            String::new()
+                        },
                         r.emptied_delete_files,
                         r.duration_ms
                     ),

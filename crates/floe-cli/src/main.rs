@@ -209,14 +209,29 @@ the epoch). Spark's VERSION AS OF / TIMESTAMP AS OF spellings work too.")]
     },
 }
 
+/// `KEY=VALUE` pairs, both trimmed. An empty key is refused (the value is not echoed: it may be
+/// a secret), and so is a value of whitespace only, which trimming would store as empty.
 fn parse_kv(items: &[String]) -> Result<HashMap<String, String>> {
     items
         .iter()
         .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| anyhow::anyhow!("invalid property '{kv}': expected KEY=VALUE"))
+            let Some((k, v)) = kv.split_once('=') else {
+                anyhow::bail!(
+                    "invalid property '{}': expected KEY=VALUE",
+                    floe::catalog::config::mask(kv)
+                );
+            };
+            let key = k.trim();
+            if key.is_empty() {
+                anyhow::bail!("invalid property: the key before '=' is empty; expected KEY=VALUE");
+            }
+            if !v.is_empty() && v.trim().is_empty() {
+                anyhow::bail!(
+                    "invalid property {key}: the value is only whitespace (an empty value is \
+                     `{key}=`; --unset {key} removes the property)"
+                );
+            }
+            Ok((key.to_string(), v.trim().to_string()))
         })
         .collect()
 }
@@ -312,6 +327,7 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                     .as_deref()
                     .map(|s| positive_size("--target-file-size", s))
                     .transpose()?,
+                ..Default::default()
             };
             // Every input must be there before anything is written: a missing file (or a
             // pattern the shell did not expand) is an error, not an empty append.
@@ -355,10 +371,15 @@ async fn run(cli: Cli, out: &Out) -> Result<()> {
                 ),
                 Some(id) if m.mode == floe::operations::append::AppendMode::Upsert => format!(
                     "upserted {} key(s) ({}) from {} file(s) into {}: {} row(s) replaced, {} duplicate \
-                     input row(s) dropped; {} data file(s), {} position delete file(s), {} file(s) \
-                     removed whole; snapshot {id} ({} ms)",
+                     input row(s) dropped; {} data file(s), {}, {} file(s) removed whole; \
+                     snapshot {id} ({} ms)",
                     m.rows, m.key.join(", "), m.input_files, m.table, m.replaced_rows,
-                    m.duplicate_rows, m.data_files, m.position_delete_files,
+                    m.duplicate_rows, m.data_files,
+                    if m.deletion_vectors > 0 {
+                        format!("{} deletion vector(s)", m.deletion_vectors)
+                    } else {
+                        format!("{} position delete file(s)", m.position_delete_files)
+                    },
                     m.removed_data_files, m.duration_ms
                 ),
                 Some(id) => format!(

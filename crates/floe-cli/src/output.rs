@@ -248,7 +248,12 @@ pub fn describe_json(t: &Table) -> Value {
         "primary_key": floe::table::schema::primary_key(md.current_schema()),
         "partition_spec_id": spec.spec_id(),
         "partition_spec": partition,
-        "properties": md.properties(),
+        // floe's own bookkeeping (`floe.internal.*`, a v1 table's refs) is not a property.
+        "properties": md
+            .properties()
+            .iter()
+            .filter(|(k, _)| !k.starts_with(floe::base::properties::RESERVED_PREFIX))
+            .collect::<std::collections::BTreeMap<_, _>>(),
         "snapshot_count": md.snapshots().len(),
         "current_snapshot": current,
         "refs": floe::operations::refs::list_refs(t).unwrap_or_default(),

@@ -1076,6 +1076,18 @@ fn set_property_refuses_a_bad_value_and_a_bad_stored_one_is_repaired() {
         );
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+    // An empty key says so (no masked `KEY=****`); a value of whitespace only is not stored
+    // as empty; a reserved key is refused by name.
+    for (kv, needle) in [
+        ("=x", "key before '=' is empty"),
+        ("owner=   ", "only whitespace"),
+        ("floe.internal.head-of-history=true", "reserved"),
+    ] {
+        let out = floe(d, &["table", "set-property", "n.p", kv]);
+        assert!(!out.status.success(), "{kv} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle) && !err.contains("****"), "{kv}: {err}");
+    }
     let described = ok_json(d, &["table", "describe", "n.p"]);
     assert!(described["properties"]
         .get("commit.retry.num-retries")

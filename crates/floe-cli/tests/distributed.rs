@@ -14,26 +14,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{count_and_sum, make_table_with_small_files, ok_json, python_read, Killed};
-
-/// A fresh database on the PostgreSQL `.ci/setup` starts: its URI.
-fn fresh_queue() -> String {
-    let url = std::env::var("FLOE_TEST_POSTGRES_URL")
-        .expect("FLOE_TEST_POSTGRES_URL is not set: run the tests through .ci/test");
-    let name = format!("floe_queue_{}", uuid::Uuid::new_v4().simple());
-    let bin = std::env::var("FLOE_PG_BIN").expect("FLOE_PG_BIN (run .ci/setup)");
-    let out = Command::new(Path::new(&bin).join("createdb"))
-        .args(["--maintenance-db", &url, &name])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "createdb: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (base, _) = url.rsplit_once('/').unwrap();
-    format!("{base}/{name}")
-}
+use common::{
+    count_and_sum, fresh_queue, make_table_with_small_files, ok_json, python_read, Killed,
+};
 
 fn floe_cmd(d: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));

@@ -180,8 +180,13 @@ fn kafka_ingest_is_exactly_once_under_repeated_kill_9() {
 }
 
 fn scrape(addr: &str) -> Option<String> {
+    request(addr, "GET", "/metrics")
+}
+
+/// The whole response (status line, headers, body) to `method path`.
+fn request(addr: &str, method: &str, path: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
         .ok()?;
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
@@ -248,6 +253,23 @@ fn sigterm_commits_what_is_buffered_and_metrics_are_served() {
     );
     assert!(metric(&text, "elapsedSecondsSinceLastSuccessfulCommit").is_some());
     assert!(text.contains("dataFilesSizeHistogram_bucket{le=\"+Inf\"} 0"));
+    // Only its paths answer, and only to reads (as `floe maintain --listen`).
+    let status_line = |m: &str, p: &str| {
+        request(&addr, m, p)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        status_line("GET", "/nope").contains(" 404 "),
+        "{}",
+        status_line("GET", "/nope")
+    );
+    assert!(status_line("POST", "/metrics").contains(" 405 "));
+    assert!(status_line("DELETE", "/api/status").contains(" 405 "));
+    assert!(status_line("GET", "/api/status").contains(" 200 "));
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

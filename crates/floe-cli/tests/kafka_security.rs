@@ -734,3 +734,39 @@ fn ingest_with_aws_msk_iam_logs_in_with_a_token_signed_from_the_default_chain() 
     let after = std::fs::read_to_string(&captured).unwrap().lines().count();
     assert_eq!(after, before, "no login without credentials or region");
 }
+
+#[test]
+fn a_bad_kafka_setting_is_blamed_on_where_it_was_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    common::create_kafka_table(d);
+    // No broker is needed: settings are checked before any connection.
+    let source = "kafka://127.0.0.1:1/events";
+    let (out, _) = ingest(
+        d,
+        source,
+        &[("FLOE_KAFKA__SECURITY__PROTOCOL", "BOGUS".to_string())],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("FLOE_KAFKA__SECURITY__PROTOCOL"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--source"), "{stderr}");
+    let (out, _) = ingest(d, &format!("{source}?security.protocol=BOGUS"), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--source") && stderr.contains("security.protocol"),
+        "{stderr}"
+    );
+    std::fs::write(d.join("floe.toml"), "[kafka]\n\"sasl.username\" = \"u\"\n").unwrap();
+    let (out, _) = ingest(d, source, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("[kafka] sasl.username in floe.toml"),
+        "{stderr}"
+    );
+}

@@ -333,3 +333,22 @@ pub fn chaos_seed(label: &str) -> u64 {
     eprintln!("[chaos {label}] seed {seed} (replay with FLOE_CHAOS_SEED={seed})");
     seed
 }
+
+/// A fresh database on the PostgreSQL `.ci/setup` starts: its URI.
+pub fn fresh_queue() -> String {
+    let url = std::env::var("FLOE_TEST_POSTGRES_URL")
+        .expect("FLOE_TEST_POSTGRES_URL is not set: run the tests through .ci/test");
+    let name = format!("floe_queue_{}", uuid::Uuid::new_v4().simple());
+    let bin = std::env::var("FLOE_PG_BIN").expect("FLOE_PG_BIN (run .ci/setup)");
+    let out = Command::new(Path::new(&bin).join("createdb"))
+        .args(["--maintenance-db", &url, &name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "createdb: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (base, _) = url.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}

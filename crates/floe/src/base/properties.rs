@@ -120,6 +120,14 @@ pub const HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP_DEFAULT: u64 = 1;
 /// Maximum age of branches and tags (not `main`) before expiry removes them.
 pub const HISTORY_EXPIRE_MAX_REF_AGE_MS: Property =
     int("history.expire.max-ref-age-ms", 0, LONG_MAX);
+/// `floe.expire.writer-max-age`: a streaming writer (floe, Flink, Kafka Connect) whose newest
+/// snapshot is younger than this keeps, through expiry, the whole parent chain from each branch
+/// head down to that snapshot: Flink's and Kafka Connect's committers find their recovery point
+/// by walking parent ids from the head and stop at the first missing one. `0s` turns it off.
+pub const EXPIRE_WRITER_MAX_AGE: Property =
+    prop("floe.expire.writer-max-age", Rule::Duration { min_ms: 0 });
+/// Default: 7 days.
+pub const EXPIRE_WRITER_MAX_AGE_DEFAULT_MS: u64 = 7 * DAY_MS;
 
 /// `write.metadata.compression-codec` (metadata.json files; read by iceberg-rust on every
 /// metadata write).
@@ -177,6 +185,11 @@ pub const COMPACT_PREFIX: &str = "floe.compact.";
 pub const INGEST_PREFIX: &str = "floe.ingest.";
 /// Prefix of `floe maintain` table properties (`crate::maintain::policy` reads them).
 pub const MAINTAIN_PREFIX: &str = "floe.maintain.";
+/// Prefix of `expire-snapshots` table properties floe adds to Iceberg's `history.expire.*`.
+pub const EXPIRE_PREFIX: &str = "floe.expire.";
+/// Prefix of the keys floe keeps in metadata in memory and never writes
+/// (`crate::table::reserved`): refused when set, ignored when another engine wrote one.
+pub const RESERVED_PREFIX: &str = "floe.internal.";
 
 /// `floe.ingest.write-buffer-size`: the ingest buffer budget, in bytes.
 pub const INGEST_WRITE_BUFFER_SIZE: Property = int("floe.ingest.write-buffer-size", 1, LONG_MAX);
@@ -441,6 +454,7 @@ pub const ALL: &[Property] = &[
     HISTORY_EXPIRE_MAX_SNAPSHOT_AGE_MS,
     HISTORY_EXPIRE_MIN_SNAPSHOTS_TO_KEEP,
     HISTORY_EXPIRE_MAX_REF_AGE_MS,
+    EXPIRE_WRITER_MAX_AGE,
     METADATA_COMPRESSION_CODEC,
     WRITE_DISTRIBUTION_MODE,
     WRITE_DELETE_MODE,
@@ -569,6 +583,9 @@ pub enum Rule {
     /// A `floe.compact.*`, `floe.ingest.*` or `floe.maintain.*` key floe does not know: refused when set (a typo
     /// would silently do nothing), ignored when stored.
     Unknown(&'static str),
+    /// A `floe.internal.*` key ([`RESERVED_PREFIX`]): floe's own bookkeeping, refused when set
+    /// or unset, ignored (dropped when the metadata is read) when another engine wrote one.
+    Reserved,
 }
 
 /// The rule of a known property, `None` for keys floe neither reads nor owns: the rule of its
@@ -577,10 +594,18 @@ pub fn rule(key: &str) -> Option<Rule> {
     if let Some(p) = ALL.iter().find(|p| p.key == key) {
         return Some(p.rule);
     }
-    [COMPACT_PREFIX, INGEST_PREFIX, MAINTAIN_PREFIX]
-        .into_iter()
-        .find(|prefix| key.starts_with(prefix))
-        .map(Rule::Unknown)
+    if key.starts_with(RESERVED_PREFIX) {
+        return Some(Rule::Reserved);
+    }
+    [
+        COMPACT_PREFIX,
+        INGEST_PREFIX,
+        MAINTAIN_PREFIX,
+        EXPIRE_PREFIX,
+    ]
+    .into_iter()
+    .find(|prefix| key.starts_with(prefix))
+    .map(Rule::Unknown)
 }
 
 impl Rule {
@@ -610,6 +635,10 @@ impl Rule {
                 "not a floe maintain property; expected one of: {}",
                 family_keys(MAINTAIN_PREFIX)
             ),
+            Rule::Unknown(EXPIRE_PREFIX) => format!(
+                "not a floe expire property; expected one of: {}",
+                family_keys(EXPIRE_PREFIX)
+            ),
             Rule::Unknown(COMPACT_PREFIX) => format!(
                 "not a floe compact option; expected one of: {}",
                 family_keys(COMPACT_PREFIX)
@@ -620,6 +649,10 @@ impl Rule {
                     family_keys(INGEST_PREFIX)
                 )
             }
+            Rule::Reserved => format!(
+                "{RESERVED_PREFIX}* keys are reserved for floe's own bookkeeping and cannot be set \
+                 or unset"
+            ),
         }
     }
 
@@ -666,7 +699,7 @@ impl Rule {
                 .ok()
                 .filter(|n| *n != 1 && !v.starts_with('+'))
                 .map(|n| n.to_string()),
-            Rule::Unknown(_) => None,
+            Rule::Unknown(_) | Rule::Reserved => None,
         };
         ok.ok_or_else(|| self.expected())
     }
@@ -713,6 +746,13 @@ pub fn validate_update(
             "the same key is both set and unset",
         ));
     }
+    if let Some(k) = remove.iter().find(|k| k.starts_with(RESERVED_PREFIX)) {
+        return Err(Error::invalid_option(
+            format!("table property {k}"),
+            "(unset)",
+            Rule::Reserved.expected(),
+        ));
+    }
     let mut canonical = HashMap::with_capacity(set.len());
     for (k, v) in set {
         canonical.insert(k.clone(), validate(k, v)?);
@@ -746,8 +786,9 @@ pub fn invalid_stored(table: Option<&str>, props: &HashMap<String, String>) -> V
     let mut bad: Vec<(&String, &String, String)> = props
         .iter()
         .filter_map(|(k, v)| match rule(k)? {
-            // An unknown floe.* key stored by some other tool does nothing: not an error.
-            Rule::Unknown(_) => None,
+            // An unknown floe.* key stored by some other tool does nothing: not an error; a
+            // reserved one is dropped when the metadata is read.
+            Rule::Unknown(_) | Rule::Reserved => None,
             r => r.check(v).err().map(|expected| (k, v, expected)),
         })
         .collect();

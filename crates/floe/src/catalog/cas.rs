@@ -73,11 +73,18 @@ async fn commit_sql(
     let file_io = base.file_io();
     let current_location = base.metadata_location_result()?.to_string();
     for req in requirements {
-        if let Err(e) = req.check(Some(base.metadata())) {
+        // A v1 table's refs are floe's to check (the crate sees only `main` there).
+        let checked = match crate::table::reserved::check_v1_ref(base.metadata(), req) {
+            Some(r) => r,
+            None => req
+                .check(Some(base.metadata()))
+                .map_err(|e| e.message().to_string()),
+        };
+        if let Err(e) = checked {
             return Err(Error::CommitConflict {
                 table: name,
                 attempts: 1,
-                reason: crate::base::error::Conflict::RequirementFailed(e.message().to_string()),
+                reason: crate::base::error::Conflict::RequirementFailed(e),
             });
         }
     }
@@ -99,10 +106,15 @@ async fn commit_sql(
     };
     let apply =
         |md: &TableMetadata, updates: Vec<TableUpdate>| -> Result<TableMetadataBuildResult> {
+            let v1_refs = crate::table::reserved::committed(md, &updates);
             let mut builder =
                 TableMetadataBuilder::new_from_metadata(md.clone(), Some(current_location.clone()));
             for update in updates {
                 builder = update.apply(builder)?;
+            }
+            // A v1 table carries its refs in a reserved property (the crate drops them).
+            if let Some(props) = v1_refs {
+                builder = builder.set_properties(props)?;
             }
             Ok(builder.build()?)
         };

@@ -139,6 +139,9 @@ impl CatalogConfig {
         let name = props
             .remove("catalog-name")
             .unwrap_or_else(|| name.to_string());
+        for key in props.keys() {
+            check_key(&name, key)?;
+        }
         Ok(Self {
             name,
             kind,
@@ -187,6 +190,107 @@ impl CatalogConfig {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
+}
+
+/// Catalog keys floe reads besides `type`, `uri`, `warehouse` and `catalog-name`: the REST
+/// client's (Iceberg's REST catalog spec and the iceberg crate's client) and the FileIO's
+/// (the iceberg crate's `s3.*`, `gcs.*`, `adls.*`, `client.*` constants, and PyIceberg's
+/// spellings floe also honours).
+const KNOWN_KEYS: &[&str] = &[
+    "credential",
+    "token",
+    "scope",
+    "oauth2-server-uri",
+    "prefix",
+    "audience",
+    "resource",
+    "s3.endpoint",
+    "s3.access-key-id",
+    "s3.secret-access-key",
+    "s3.session-token",
+    "s3.region",
+    "s3.path-style-access",
+    "s3.force-virtual-addressing",
+    "s3.allow-anonymous",
+    "s3.disable-ec2-metadata",
+    "s3.disable-config-load",
+    "s3.sse.type",
+    "s3.sse.key",
+    "s3.sse.md5",
+    "client.region",
+    "client.assume-role.arn",
+    "client.assume-role.external-id",
+    "client.assume-role.session-name",
+    "gcs.credentials-json",
+    "gcs.oauth2.token",
+    "gcs.project-id",
+    "gcs.service.host",
+    "gcs.service.path",
+    "gcs.user-project",
+    "gcs.no-auth",
+    "gcs.allow-anonymous",
+    "gcs.disable-vm-metadata",
+    "gcs.disable-config-load",
+    "adls.account-name",
+    "adls.account-key",
+    "adls.sas-token",
+    "adls.connection-string",
+    "adls.tenant-id",
+    "adls.client-id",
+    "adls.client-secret",
+    "adls.authority-host",
+    "adls.blob-storage-authority",
+    "adls.blob-storage-scheme",
+    "adls.auth.shared-key.account.name",
+    "adls.auth.shared-key.account.key",
+];
+
+/// Families whose keys are open: REST headers (`header.X-Name`) and PyIceberg's per-account
+/// SAS tokens (`adls.sas-token.<account>`).
+const OPEN_PREFIXES: &[&str] = &["header.", "adls.sas-token."];
+
+/// Refuses a catalog key floe does not read, by name: a typo (`s3.endpont`) or a sub-table
+/// (`[catalog.x.storage]`) would otherwise do nothing without a word.
+fn check_key(name: &str, key: &str) -> Result<()> {
+    if KNOWN_KEYS.contains(&key) || OPEN_PREFIXES.iter().any(|p| key.starts_with(p)) {
+        return Ok(());
+    }
+    let family = key.split('.').next().unwrap_or(key);
+    let mut near: Vec<&str> = KNOWN_KEYS
+        .iter()
+        .copied()
+        .filter(|k| k.split('.').next() == Some(family) || close(k, key))
+        .collect();
+    near.truncate(12);
+    let hint = match near.is_empty() {
+        true => "keys floe reads: type, uri, warehouse, catalog-name, credential, token, scope, \
+                 oauth2-server-uri, prefix, header.*, s3.*, gcs.*, adls.*, client.*"
+            .to_string(),
+        false => format!("did you mean one of: {}", near.join(", ")),
+    };
+    Err(Error::invalid_option(
+        format!("catalog.{name} key"),
+        key,
+        format!("not a catalog property floe reads; {hint}"),
+    ))
+}
+
+/// Whether two keys differ by at most two edits (a typo).
+fn close(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 2 {
+        return false;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()] <= 2
 }
 
 fn redact_props(props: &BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -283,6 +387,16 @@ impl ConfigFile {
     }
 }
 
+/// Top-level catalog keys whose TOML value must be a string.
+const STRING_KEYS: &[&str] = &[
+    "type",
+    "uri",
+    "warehouse",
+    "catalog-name",
+    "credential",
+    "token",
+];
+
 /// Flattens nested tables (`[catalog.x.s3] endpoint = ...` is `s3.endpoint`) into strings.
 fn flatten(
     out: &mut BTreeMap<String, String>,
@@ -298,6 +412,15 @@ fn flatten(
         };
         let s = match v {
             toml::Value::String(s) => s,
+            // Names, addresses and secrets are text: `uri = 5` is a mistake, not "5".
+            _ if prefix.is_empty() && STRING_KEYS.contains(&key.as_str()) => {
+                let at = if name == "kafka" {
+                    "kafka".to_string()
+                } else {
+                    format!("catalog.{name}")
+                };
+                return Err(format!("{at}.{key}: expected a string"));
+            }
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Float(f) => f.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
@@ -470,6 +593,7 @@ fn resolve_unregistered(
                 ))
             }
             _ => {
+                check_key(&config.name, k)?;
                 config.props.insert(k.clone(), v.clone());
             }
         }

@@ -451,6 +451,8 @@ async fn produce(
         }
     }
 
+    // No list floe writes holds a NULL count (Java's metadata tables refuse one).
+    crate::table::manifest_counts::complete(table.file_io(), &mut carried).await?;
     // Manifest list: this commit's manifests first, then the carried ones.
     let list_path = format!(
         "{}/metadata/snap-{}-1-{}.avro",

@@ -138,6 +138,9 @@ pub struct Metrics {
     lag_committed: Mutex<Vec<StreamLag>>,
     /// Epoch ms the source last answered while it does not (0: it answers).
     source_unreachable_since_ms: AtomicI64,
+    /// Epoch ms the ingest started connecting to its source, while it has not started (0:
+    /// not connecting).
+    connecting_since_ms: AtomicI64,
     /// Commits that failed (the ingest stops after one; a group's coordinator retries).
     pub failed_commits: AtomicU64,
     /// Commits that needed more than one attempt.
@@ -163,8 +166,24 @@ impl Metrics {
         Arc::new(m)
     }
 
+    /// The ingest connects to `source` (its metadata, its positions) before it starts.
+    pub fn connecting(&self, source: &str) {
+        self.status.lock().expect("not poisoned").source = source.to_string();
+        self.connecting_since_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+    }
+
+    /// Seconds spent connecting to the source, while not started (0 otherwise).
+    fn connecting_for(&self) -> f64 {
+        match self.connecting_since_ms.load(Ordering::Relaxed) {
+            0 => 0.0,
+            t => (chrono::Utc::now().timestamp_millis() - t).max(0) as f64 / 1000.0,
+        }
+    }
+
     /// The ingest of `table` from `source` runs, resuming at `positions`.
     pub fn started(&self, table: &str, source: &str, positions: &Positions) {
+        self.connecting_since_ms.store(0, Ordering::Relaxed);
         let mut s = self.status.lock().expect("not poisoned");
         s.phase = Phase::Running;
         s.table = table.to_string();
@@ -251,6 +270,14 @@ impl Metrics {
         let effective = self.effective_commit_interval_ms.load(Ordering::Relaxed);
         let configured = self.configured_commit_interval_ms.load(Ordering::Relaxed);
         match phase {
+            Phase::Starting if self.connecting_for() >= 1.0 => (
+                "waiting_for_source",
+                Some(format!(
+                    "{source}: no answer yet, connecting for {:.0} s (the broker may be down or \
+                     unreachable)",
+                    self.connecting_for()
+                )),
+            ),
             Phase::Starting => (
                 "starting",
                 Some("the table, its committed positions and the source".into()),
@@ -311,6 +338,13 @@ impl Metrics {
     pub fn ready(&self) -> std::result::Result<(), String> {
         let s = self.status.lock().expect("not poisoned");
         match s.phase {
+            Phase::Starting if self.connecting_for() >= 1.0 => {
+                return Err(format!(
+                    "the source {} has not answered for {:.0} s",
+                    s.source,
+                    self.connecting_for()
+                ))
+            }
             Phase::Starting => return Err("starting".into()),
             Phase::Stopped => return Err("stopped".into()),
             Phase::Running => {}
@@ -612,11 +646,22 @@ impl Metrics {
     }
 }
 
-/// Serves `metrics` at `addr` through [`crate::base::server`]: `/api/status` (JSON),
-/// `/healthz`, `/readyz`, and the exposition on any other path (`/metrics`).
+/// Serves `metrics` at `addr` through [`crate::base::server`]: `/metrics` (the exposition),
+/// `/api/status` (JSON), `/healthz`, `/readyz`; any other path is 404, any method but GET and
+/// HEAD 405 (as `floe maintain --listen` answers).
 pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::JoinHandle<()>> {
-    let (_, task) = server::spawn("--metrics-addr", addr, move |_, target| {
+    let (_, task) = server::spawn("--metrics-addr", addr, move |method, target| {
         let path = target.split('?').next().unwrap_or("/");
+        let known = matches!(path, "/metrics" | "/api/status" | "/healthz" | "/readyz");
+        if known && method != http::Method::GET && method != http::Method::HEAD {
+            let mut r = http::Response::new(format!("{method} is not allowed on {path}\n"));
+            *r.status_mut() = http::StatusCode::METHOD_NOT_ALLOWED;
+            r.headers_mut().insert(
+                http::header::ALLOW,
+                http::HeaderValue::from_static("GET, HEAD"),
+            );
+            return r;
+        }
         let (status, body, content_type) = match path {
             "/api/status" => (
                 http::StatusCode::OK,
@@ -632,10 +677,15 @@ pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::Joi
                     "text/plain",
                 ),
             },
-            _ => (
+            "/metrics" => (
                 http::StatusCode::OK,
                 metrics.render(),
                 prometheus::TEXT_FORMAT,
+            ),
+            _ => (
+                http::StatusCode::NOT_FOUND,
+                format!("no such path: {path} (try /metrics, /api/status, /healthz, /readyz)\n"),
+                "text/plain",
             ),
         };
         let mut r = http::Response::new(body);
@@ -697,6 +747,16 @@ mod tests {
     fn status_follows_commits_failures_and_the_source() {
         let m = Metrics::new();
         assert_eq!(m.state().0, "starting");
+        // Connecting to a source that does not answer is waiting for it, not starting.
+        m.connecting("kafka://127.0.0.1:1/t");
+        m.connecting_since_ms.store(
+            chrono::Utc::now().timestamp_millis() - 5_000,
+            Ordering::Relaxed,
+        );
+        let (state, why) = m.state();
+        assert_eq!(state, "waiting_for_source");
+        assert!(why.unwrap().contains("kafka://127.0.0.1:1/t"));
+        assert!(m.ready().unwrap_err().contains("has not answered"));
         assert!(m.ready().is_err());
         m.configured_commit_interval_ms
             .store(1000, Ordering::Relaxed);

@@ -195,12 +195,19 @@ impl IngestBuilder {
         );
         // A worker of a group whose source has a group protocol of its own (Kafka's consumer
         // group) lets it assign the streams; each assignment resolves the group's chain anew.
+        // Such a worker is not idle before the group first assigned it a stream: its
+        // `--stop-when-idle` clock starts at the first assignment.
+        let mut assigned_once = true;
         if let Some(g) = &self.group {
             let resolver = g.resolver(&self.catalog, &self.ident);
             if self.source.assign_by_group(g.name(), resolver) {
-                tracing::info!(table = %name, group = %g.name(), "streams assigned by the source's consumer group");
+                assigned_once = false;
+                tracing::info!(table = %name, group = %g.name(), "streams assigned by the source's consumer group; waiting for the first assignment");
             }
         }
+        let connecting = self.source.uri();
+        tracing::info!(table = %name, "connecting to {connecting}");
+        self.metrics.connecting(&connecting);
         self.source.start(&resumed).await?;
         let uri = self.source.uri();
         self.metrics.configured_commit_interval_ms.store(
@@ -267,6 +274,10 @@ impl IngestBuilder {
                 while let Some(change) = self.source.rebalance() {
                     match change {
                         Rebalance::Assigned(streams) => {
+                            if !assigned_once {
+                                assigned_once = true;
+                                trigger.record_arrived(Instant::now());
+                            }
                             for (s, p) in streams {
                                 tracing::info!(table = %name, stream = %s, position = ?p, "stream assigned to this worker");
                                 match p {
@@ -304,7 +315,7 @@ impl IngestBuilder {
                     stop.get_or_insert("source unreachable");
                 }
                 let now = Instant::now();
-                let idle = trigger.idle(now);
+                let idle = assigned_once && trigger.idle(now);
                 let full = self.changes.as_ref().is_some_and(|c| c.full());
                 if trigger.due(now, &since, full) || stop.is_some() || idle || !revoked.is_empty() {
                     let window = self.changes.as_ref().is_some_and(|c| c.has_changes());

@@ -87,6 +87,8 @@ pub struct AppendMetrics {
     /// read to find the replaced rows.
     pub removed_data_files: usize,
     pub position_delete_files: usize,
+    /// Upsert on format v3: deletion vectors written (instead of position delete files).
+    pub deletion_vectors: usize,
     pub files_scanned: usize,
     /// `None` when there was nothing to append (no snapshot is made).
     pub snapshot_id: Option<i64>,
@@ -123,6 +125,7 @@ impl AppendMetrics {
             replaced_rows: 0,
             removed_data_files: 0,
             position_delete_files: 0,
+            deletion_vectors: 0,
             files_scanned: 0,
             snapshot_id: None,
             commit_attempts: 0,
@@ -140,7 +143,14 @@ impl AppendMetrics {
     fn committed(&mut self, delta: crate::operations::change::RowDelta) {
         self.replaced_rows = delta.deletes.rows;
         self.removed_data_files = delta.deletes.removed_data_files.len();
-        self.position_delete_files = delta.deletes.delete_files.len();
+        let vectors = delta
+            .deletes
+            .delete_files
+            .iter()
+            .filter(|f| f.file_format() == iceberg::spec::DataFileFormat::Puffin)
+            .count();
+        self.deletion_vectors = vectors;
+        self.position_delete_files = delta.deletes.delete_files.len() - vectors;
         self.files_scanned = delta.searched.files;
         self.snapshot_id = delta.snapshot_id;
         self.commit_attempts = delta.attempts;

@@ -68,7 +68,8 @@ fn positions_of(s: &Snapshot) -> Positions {
 /// The walk follows parent ids from the current snapshot. Expiry may have removed snapshots
 /// between the current one and the writer's (it keeps the writer's newest snapshot, its
 /// watermark, but not what lies between): where the chain breaks, the newest snapshot of the
-/// writer older than the break (by sequence number) is the one it would have reached.
+/// writer older than the break ([`older`]: by sequence number, on v1 by commit time) is the one
+/// it would have reached.
 pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Positions)> {
     let md = table.metadata();
     let found = |s: &Snapshot| (s.snapshot_id(), positions_of(s));
@@ -83,10 +84,9 @@ pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Position
                 Some(parent) => cur = Some(parent.clone()),
                 None => {
                     // The chain breaks at an expired snapshot.
-                    let below = s.sequence_number();
                     return md
                         .snapshots()
-                        .filter(|o| o.sequence_number() < below && of_writer(o, writer_id))
+                        .filter(|o| older(o, &s) && of_writer(o, writer_id))
                         .max_by_key(|o| (o.sequence_number(), o.timestamp_ms()))
                         .map(|o| found(o));
                 }
@@ -94,6 +94,19 @@ pub fn writer_positions(table: &Table, writer_id: &str) -> Option<(i64, Position
         }
     }
     None
+}
+
+/// Whether `o` was committed before `s`: by sequence number from format v2 on; on v1, where
+/// every sequence number is 0 (spec, "Sequence Numbers": v1 has none), by commit time, and
+/// never `s` itself.
+fn older(o: &Snapshot, s: &Snapshot) -> bool {
+    if o.snapshot_id() == s.snapshot_id() {
+        return false;
+    }
+    match (o.sequence_number(), s.sequence_number()) {
+        (0, 0) => o.timestamp_ms() <= s.timestamp_ms(),
+        (a, b) => a < b,
+    }
 }
 
 /// The positions of `writer_id` in `table` (empty when it never committed).

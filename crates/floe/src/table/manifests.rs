@@ -168,14 +168,19 @@ pub fn lineage_of<'a>(
 }
 
 /// Shared handle used by callers that only need the manifests of a snapshot.
+/// Counts the iceberg crate's reader misses (a list Java wrote in format v1 names them
+/// otherwise) are read by field id ([`super::manifest_counts`]).
 pub async fn manifests_of(table: &Table, snapshot: &Arc<Snapshot>) -> Result<Vec<ManifestFile>> {
-    Ok(table
+    let mut files: Vec<ManifestFile> = table
         .manifest_list_reader(snapshot)
         .load()
         .await?
         .consume_entries()
         .into_iter()
-        .collect())
+        .collect();
+    super::manifest_counts::fill_by_id(table.file_io(), snapshot.manifest_list(), &mut files)
+        .await?;
+    Ok(files)
 }
 
 /// The manifests of the table's current snapshot (none for an empty table).

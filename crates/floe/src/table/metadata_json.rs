@@ -278,14 +278,18 @@ pub fn is_head(md: &TableMetadata) -> bool {
     md.properties().contains_key(HEAD)
 }
 
-/// `properties` (a JSON object, or absent) with `HEAD` set (`mark`), or removed.
+/// `properties` (a JSON object, or absent) with `HEAD` set (`mark`), or removed. Marking
+/// drops every other reserved key first: only floe's own mark may make a head.
 fn with_mark(properties: Option<&RawValue>, mark: bool) -> serde_json::Result<Vec<u8>> {
     let mut map: serde_json::Map<String, serde_json::Value> = match properties {
         Some(p) if p.get() != "null" => serde_json::from_str(p.get())?,
         _ => serde_json::Map::new(),
     };
     match mark {
-        true => map.insert(HEAD.to_string(), "true".into()),
+        true => {
+            map.retain(|k, _| !k.starts_with(super::reserved::RESERVED_PREFIX));
+            map.insert(HEAD.to_string(), "true".into())
+        }
         false => map.remove(HEAD),
     };
     serde_json::to_vec(&map)
@@ -329,7 +333,7 @@ fn head_of(members: &Members, kept: &[&RawValue]) -> serde_json::Result<TableMet
     let marked = with_mark(members.get(PROPERTIES), true)?;
     head.member(PROPERTIES)?.extend(marked);
     head.array(SNAPSHOTS, &[], kept)?;
-    opaque::parse_metadata(&concat(&head.finish()))
+    opaque::parse_prepared(&concat(&head.finish()), false)
 }
 
 /// Splits a `metadata.json` (already decompressed) into its head and its history; `None` when

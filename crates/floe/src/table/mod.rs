@@ -4,6 +4,8 @@
 //! - [`manifests`]: manifest lists and manifests of a snapshot; live data and delete files.
 //! - [`manifest_reader`], [`manifest_writer`] (on [`avro`]): manifest entries decoded from and
 //!   encoded to their Avro bytes directly, in the iceberg crate's file layout.
+//! - [`manifest_counts`]: a manifest list's counts read by field id (Java's v1 spelling), and
+//!   counted from the entries where a list holds none.
 //! - [`reach`]: every file a set of snapshots needs (reachability, for expiry and orphans).
 //! - [`watermarks`]: writer watermarks kept in snapshot summaries (floe, Flink).
 //! - [`exactly_once`]: a floe writer's positions in its commits, the fence against a
@@ -13,6 +15,8 @@
 //! - [`lineage`]: format v3 row lineage (first row id inheritance, the `_row_id` columns).
 //! - [`metadata_json`]: a `metadata.json` split into a parsed head and an unparsed history,
 //!   and the next one spliced from them (commit latency flat in the number of snapshots).
+//! - [`reserved`]: `floe.internal.*` keys (another engine's ignored) and format v1's refs,
+//!   carried in memory among them.
 //! - [`opaque`]: columns of types the iceberg crate cannot parse (v3 variant, geometry...),
 //!   carried through reads and commits, refused by name where rows are read or written.
 //! - [`rows`]: the rows of planned scan tasks with every delete applied (vectors included).
@@ -23,12 +27,14 @@ pub mod deletion_vector;
 pub mod exactly_once;
 pub mod ident;
 pub mod lineage;
+pub mod manifest_counts;
 pub mod manifest_reader;
 pub mod manifest_writer;
 pub mod manifests;
 pub mod metadata_json;
 pub mod opaque;
 pub mod reach;
+pub mod reserved;
 pub mod rows;
 pub mod schema;
 pub mod watermarks;
@@ -99,7 +105,7 @@ pub async fn write_metadata(
             ),
         ));
     }
-    if !opaque::is_masked(metadata) {
+    if !opaque::is_masked(metadata) && !reserved::carries_refs(metadata) {
         return metadata.write_to(file_io, location).await;
     }
     let json = opaque::metadata_bytes(metadata)?;
@@ -234,8 +240,17 @@ pub fn default_spec(table: &Table) -> PartitionSpec {
 }
 
 /// The table's refs (branches and tags). The iceberg crate keeps them private, so they are read
-/// back from the metadata's own JSON form (the `refs` object of the table spec).
+/// back from the metadata's own JSON form (the `refs` object of the table spec); a v1 table's
+/// from where floe carries them ([`reserved::v1_refs`]).
 pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::SnapshotReference>> {
+    let bad_refs = |reason: String| Error::Metadata {
+        location: metadata.location().to_string(),
+        reason,
+        source: None,
+    };
+    if let Some(refs) = reserved::v1_refs(metadata) {
+        return refs.map_err(bad_refs);
+    }
     let mut json = serde_json::to_value(metadata).map_err(|e| Error::Metadata {
         location: metadata.location().to_string(),
         reason: e.to_string(),
@@ -248,15 +263,11 @@ pub fn refs(metadata: &TableMetadata) -> Result<HashMap<String, iceberg::spec::S
     let mut out: HashMap<String, iceberg::spec::SnapshotReference> = if refs.is_null() {
         HashMap::new()
     } else {
-        serde_json::from_value(refs).map_err(|e| Error::Metadata {
-            location: metadata.location().to_string(),
-            reason: format!("bad refs: {e}"),
-            source: Some(Box::new(e)),
-        })?
+        serde_json::from_value(refs).map_err(|e| bad_refs(format!("bad refs: {e}")))?
     };
-    // Format v1 has no refs (its JSON form has none to write): `main` is the current snapshot
-    // (spec, "Snapshot References": a table without refs has an implied `main` branch at
-    // current-snapshot-id). Without it, the current snapshot would head no branch at all.
+    // A v1 file without refs: `main` is the current snapshot (spec, "Snapshot References": a
+    // table without refs has an implied `main` branch at current-snapshot-id). Without it, the
+    // current snapshot would head no branch at all.
     if let (false, Some(id)) = (
         out.contains_key(iceberg::spec::MAIN_BRANCH),
         metadata.current_snapshot_id(),

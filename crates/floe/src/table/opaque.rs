@@ -34,16 +34,32 @@ pub const MARK: &str = "floe:opaque-type:";
 /// Keys of a field that are kept aside while it is masked.
 const KEPT: [&str; 4] = ["type", "doc", "initial-default", "write-default"];
 
-/// Parses a `metadata.json`, masking the fields of types the iceberg crate cannot parse. A file
-/// that parses as it is takes the direct path (no copy through a JSON tree).
+/// Parses a `metadata.json`, masking the fields of types the iceberg crate cannot parse, and
+/// preparing its reserved properties and v1 refs ([`super::reserved::prepare`]). A file that
+/// needs neither takes the direct path (no copy through a JSON tree).
 pub fn parse_metadata(bytes: &[u8]) -> std::result::Result<TableMetadata, serde_json::Error> {
+    parse_prepared(bytes, true)
+}
+
+/// [`parse_metadata`]; `strip`: drop every `floe.internal.*` property (false only for a head
+/// floe marked itself).
+pub(crate) fn parse_prepared(
+    bytes: &[u8],
+    strip: bool,
+) -> std::result::Result<TableMetadata, serde_json::Error> {
     match serde_json::from_slice::<TableMetadata>(bytes) {
-        Ok(md) => Ok(md),
+        Ok(md) if !super::reserved::needs_prepare(&md, bytes) => Ok(md),
+        Ok(_) => {
+            let mut value = serde_json::from_slice::<Value>(bytes)?;
+            super::reserved::prepare(&mut value, strip);
+            serde_json::from_value(value)
+        }
         Err(first) => {
-            let Ok(value) = serde_json::from_slice::<Value>(bytes) else {
+            let Ok(mut value) = serde_json::from_slice::<Value>(bytes) else {
                 return Err(first);
             };
-            metadata_from_value(value).map_err(|_| first)
+            super::reserved::prepare(&mut value, strip);
+            masked_from_value(value).map_err(|_| first)
         }
     }
 }
@@ -52,6 +68,11 @@ pub fn parse_metadata(bytes: &[u8]) -> std::result::Result<TableMetadata, serde_
 pub fn metadata_from_value(
     mut value: Value,
 ) -> std::result::Result<TableMetadata, serde_json::Error> {
+    super::reserved::prepare(&mut value, true);
+    masked_from_value(value)
+}
+
+fn masked_from_value(mut value: Value) -> std::result::Result<TableMetadata, serde_json::Error> {
     match serde_json::from_value::<TableMetadata>(value.clone()) {
         Ok(md) => Ok(md),
         Err(first) => {
@@ -234,13 +255,18 @@ pub fn refuse(schema: &Schema, operation: &str, verb: &str) -> Result<()> {
     })
 }
 
-/// The bytes of `md` as a `metadata.json`, masked fields restored (see the module docs).
+/// The bytes of `md` as a `metadata.json`, masked fields restored (see the module docs), a v1
+/// table's refs written back ([`super::reserved::restore`]).
 pub fn metadata_bytes(md: &TableMetadata) -> std::result::Result<Vec<u8>, serde_json::Error> {
-    if !is_masked(md) {
+    let refs = super::reserved::carries_refs(md);
+    if !is_masked(md) && !refs {
         return serde_json::to_vec(md);
     }
     let mut v = serde_json::to_value(md)?;
     unmask_value(&mut v);
+    if refs {
+        super::reserved::restore(&mut v, md);
+    }
     serde_json::to_vec(&v)
 }
 

@@ -15,10 +15,8 @@ use iceberg::table::Table;
 use iceberg::writer::base_writer::equality_delete_writer::{
     EqualityDeleteFileWriterBuilder, EqualityDeleteWriterConfig,
 };
+use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use iceberg::writer::file_writer::location_generator::LocationGenerator;
-use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
-};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
@@ -60,7 +58,7 @@ pub async fn write_equality_deletes(
         parquet,
         crate::base::properties::WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT as usize,
         table.file_io().clone(),
-        DefaultLocationGenerator::new(md)?,
+        crate::write::location::Locations::new(md)?,
         DefaultFileNameGenerator::new(
             format!("eq-del-{}", uuid::Uuid::now_v7()),
             None,
@@ -184,7 +182,7 @@ pub async fn write_position_delete_file(
         partition.clone(),
     );
     let name = format!("{}-pos-deletes.parquet", uuid::Uuid::now_v7());
-    let path = DefaultLocationGenerator::new(md)?
+    let path = crate::write::location::Locations::new(md)?
         .generate_location((!spec.is_unpartitioned()).then_some(&key), &name);
     let write = async {
         let output = table.file_io().new_output(&path)?;

@@ -15,9 +15,7 @@ use std::collections::HashMap;
 use iceberg::puffin::{Blob, CompressionCodec, PuffinWriter, DELETION_VECTOR_V1};
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};
 use iceberg::table::Table;
-use iceberg::writer::file_writer::location_generator::{
-    DefaultLocationGenerator, LocationGenerator,
-};
+use iceberg::writer::file_writer::location_generator::LocationGenerator;
 
 use crate::base::error::{Error, Result};
 use crate::table::deletion_vector::DeletionVector;
@@ -55,7 +53,7 @@ pub async fn write_deletion_vectors(
     }
     let md = table.metadata();
     let name = format!("{}-deletes.puffin", uuid::Uuid::now_v7());
-    let path = DefaultLocationGenerator::new(md)?.generate_location(None, &name);
+    let path = crate::write::location::Locations::new(md)?.generate_location(None, &name);
     let write = async {
         let output = table.file_io().new_output(&path)?;
         let props = HashMap::from([(

@@ -6,7 +6,8 @@
 //! `write.target-file-size-bytes`) -> `ParquetWriter` (zstd, row groups per
 //! `write.parquet.row-group-size-bytes`; no dictionary for the columns near-distinct in the
 //! first batch written, see [`dictionary`]). File names carry a fresh UUID per writer, so no
-//! path is ever reused.
+//! path is ever reused; partition values are escaped in paths ([`location`]), so a record's
+//! value never steers where a file goes.
 //!
 //! Invariant: on failure the caller calls [`TableWriter::abort`], which deletes every file this
 //! writer completed; a crash leaves only unreferenced files (orphans).
@@ -15,6 +16,7 @@ pub mod conform;
 pub mod deletes;
 pub mod deletion_vectors;
 pub mod dictionary;
+pub mod location;
 pub mod parquet_stats;
 pub mod partition;
 pub mod rewrite;
@@ -26,9 +28,7 @@ use arrow::record_batch::RecordBatch;
 use iceberg::spec::{DataFile, DataFileFormat};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
-};
+use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
@@ -44,7 +44,7 @@ use crate::base::properties;
 pub const BATCH_ROWS: usize = 8192;
 
 type Builder =
-    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+    DataFileWriterBuilder<ParquetWriterBuilder, location::Locations, DefaultFileNameGenerator>;
 
 enum Inner {
     /// Nothing written yet: the Parquet writer is made at the first batch, which says which
@@ -66,7 +66,7 @@ struct Pending {
     splitter: Option<Box<partition::PartitionSplitter>>,
     target: usize,
     file_io: iceberg::io::FileIO,
-    location: DefaultLocationGenerator,
+    location: location::Locations,
     names: DefaultFileNameGenerator,
 }
 
@@ -95,11 +95,20 @@ impl Pending {
     }
 }
 
+/// A new writer's file-name prefix: `prefix` (default `00000`) and a fresh UUID.
+pub fn file_prefix(prefix: Option<&str>) -> String {
+    format!("{}-{}", prefix.unwrap_or("00000"), uuid::Uuid::now_v7())
+}
+
 /// Options of a write.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
     /// Overrides `write.target-file-size-bytes`.
     pub target_file_size_bytes: Option<u64>,
+    /// What every file name starts with, before the writer's UUID (default `00000`): a
+    /// distributed compaction's worker names its outputs after its run and task, so the
+    /// coordinator accepts (and may delete) only files of its own run.
+    pub file_prefix: Option<String>,
 }
 
 /// Writes batches of one table into data files.
@@ -232,8 +241,8 @@ impl TableWriter {
                 "must be positive",
             ));
         }
-        let location = DefaultLocationGenerator::new(md)?;
-        let prefix = format!("00000-{}", uuid::Uuid::now_v7());
+        let location = location::Locations::new(md)?;
+        let prefix = file_prefix(options.file_prefix.as_deref());
         let names = DefaultFileNameGenerator::new(prefix.clone(), None, DataFileFormat::Parquet);
         let data_dir = md
             .properties()

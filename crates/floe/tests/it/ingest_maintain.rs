@@ -200,7 +200,9 @@ async fn a_restarted_writer_finds_its_positions_past_snapshots_expiry_removed() 
     let (s, _, _) = ingest(&fx, "s.gap", &uri, false, IngestOptions::new("g")).await;
     assert_eq!(s.records, 1000);
     // Two commits of another writer on top, then expiry keeps the current snapshot and the
-    // writer's (its watermark) but removes the one between them.
+    // writer's (its watermark) but, with the recovery chain off, removes the one between them.
+    fx.set_property(&ident, "floe.expire.writer-max-age", "0s")
+        .await;
     fx.append(&ident, 5000, 5010).await;
     fx.append(&ident, 5010, 5020).await;
     let e = ExpireBuilder::new(&fx.catalog, ident.clone())

@@ -23,4 +23,6 @@ mod safety;
 mod sql;
 mod strict_input;
 mod table_properties;
+mod untrusted;
+mod v1;
 mod write_stats;

@@ -319,9 +319,27 @@ async fn flink_checkpoint_snapshot_survives_aggressive_expiry() {
     assert_eq!(r.plan.protected[0].snapshot_id, flink_snapshot);
     assert_eq!(r.plan.protected[0].writer, "flink:job-7");
     let t = fx.load(&ident).await;
-    // Kept: the current snapshot and Flink's last checkpoint; the two earlier Flink commits and
-    // two of floe's appends are gone.
-    assert_eq!(t.metadata().snapshots().count(), 2);
+    // Kept: Flink's last checkpoint and the chain from the current snapshot down to it (Flink's
+    // committer walks parents from the head); the two earlier Flink commits are gone.
+    assert_eq!(t.metadata().snapshots().count(), 4);
+    assert!(
+        r.plan
+            .chains
+            .iter()
+            .any(|c| c.kept && c.writer == "flink:job-7" && c.snapshots == 4),
+        "{:?}",
+        r.plan.chains
+    );
+    let mut walk = t.metadata().current_snapshot().cloned();
+    while let Some(s) = walk.clone().filter(|s| s.snapshot_id() != flink_snapshot) {
+        walk = s
+            .parent_snapshot_id()
+            .and_then(|p| t.metadata().snapshot_by_id(p).cloned());
+    }
+    assert!(
+        walk.is_some(),
+        "the walk from the head reaches the checkpoint"
+    );
     let kept = t
         .metadata()
         .snapshot_by_id(flink_snapshot)

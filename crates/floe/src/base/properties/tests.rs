@@ -223,15 +223,25 @@ fn every_key_is_declared_once_and_under_its_familys_prefix() {
         assert!(!matches!(p.rule, Rule::Unknown(_)), "{}", p.key);
         if p.key.starts_with("floe.") {
             assert!(
-                [COMPACT_PREFIX, INGEST_PREFIX, MAINTAIN_PREFIX]
-                    .iter()
-                    .any(|prefix| p.key.starts_with(prefix)),
+                [
+                    COMPACT_PREFIX,
+                    INGEST_PREFIX,
+                    MAINTAIN_PREFIX,
+                    EXPIRE_PREFIX
+                ]
+                .iter()
+                .any(|prefix| p.key.starts_with(prefix)),
                 "{} is in no floe family",
                 p.key
             );
         }
     }
-    for prefix in [COMPACT_PREFIX, INGEST_PREFIX, MAINTAIN_PREFIX] {
+    for prefix in [
+        COMPACT_PREFIX,
+        INGEST_PREFIX,
+        MAINTAIN_PREFIX,
+        EXPIRE_PREFIX,
+    ] {
         assert!(family(prefix).count() > 0, "{prefix}");
         assert_eq!(
             rule(&format!("{prefix}no-such-key")),

@@ -189,3 +189,35 @@ fn uri_as_catalog_keeps_old_meaning() {
     assert_eq!(c.kind, CatalogKind::Sql);
     assert_eq!(c.uri, "sqlite:///tmp/x.db");
 }
+
+#[test]
+fn unknown_catalog_keys_sub_tables_and_non_string_uris_are_refused_by_name() {
+    let typo =
+        ConfigFile::parse("[catalog.x]\nuri = \"http://h\"\n\"s3.endpont\" = \"http://s3\"\n")
+            .unwrap();
+    let e = CatalogConfig::from_props("x", typo.catalogs["x"].clone())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("s3.endpont") && e.contains("s3.endpoint"), "{e}");
+    let sub =
+        ConfigFile::parse("[catalog.x]\nuri = \"http://h\"\n[catalog.x.storage]\nroot = \"/a\"\n")
+            .unwrap();
+    let e = CatalogConfig::from_props("x", sub.catalogs["x"].clone())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("storage.root"), "{e}");
+    let e = ConfigFile::parse("[catalog.x]\nuri = 5\n").unwrap_err();
+    assert!(e.contains("catalog.x.uri") && e.contains("string"), "{e}");
+    // What floe reads passes, open families included.
+    let ok = ConfigFile::parse(FILE).unwrap();
+    for name in ["lake", "local"] {
+        CatalogConfig::from_props(name, ok.catalogs[name].clone()).unwrap();
+    }
+    let mut headers = BTreeMap::from([("uri".to_string(), "http://h".to_string())]);
+    headers.insert(
+        "header.X-Iceberg-Access-Delegation".into(),
+        "vended-credentials".into(),
+    );
+    headers.insert("adls.sas-token.acct".into(), "sig".into());
+    CatalogConfig::from_props("h", headers).unwrap();
+}

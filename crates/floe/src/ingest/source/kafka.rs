@@ -357,12 +357,19 @@ impl KafkaSource {
                 _ => client.push((k, v)),
             }
         }
+        // What the URI set is blamed on --source; what the environment or floe.toml set is
+        // named as it was set (KafkaSettings::resolve).
+        let from_uri = |option: &str| client.iter().any(|(k, _)| k == option);
         let settings = KafkaSettings::resolve(&client).map_err(|e| match e {
-            Error::InvalidOption { option, reason, .. } => Error::invalid_option(
-                "--source",
-                crate::base::secrets::mask(uri),
-                format!("{option}: {reason} (floe's own parameters: partitions, start, group.id)"),
-            ),
+            Error::InvalidOption { option, reason, .. } if from_uri(&option) => {
+                Error::invalid_option(
+                    "--source",
+                    crate::base::secrets::mask(uri),
+                    format!(
+                        "{option}: {reason} (floe's own parameters: partitions, start, group.id)"
+                    ),
+                )
+            }
             e => e,
         })?;
         let ctx = FloeContext::new(&settings, &brokers).map_err(|e| match e {

@@ -167,11 +167,42 @@ impl KafkaSettings {
     /// `floe.toml`'s `[kafka]`, then the environment, then `uri_props` (the URI's own
     /// parameters), validated: an unknown property, an unknown protocol or mechanism, a SASL
     /// setting without a SASL protocol, or a file that does not exist is an error naming it.
+    /// An error about a property names where it was set: `FLOE_KAFKA__<KEY>`, `[kafka] <key>`
+    /// in floe.toml, or (left as the key) the `--source` URI's parameter.
     pub fn resolve(uri_props: &[(String, String)]) -> Result<Self> {
-        let mut props = FILE_SETTINGS.get().cloned().unwrap_or_default();
-        props.extend(env_settings(std::env::vars()));
+        let file = FILE_SETTINGS.get().cloned().unwrap_or_default();
+        let env = env_settings(std::env::vars());
+        let mut origin: BTreeMap<String, String> = BTreeMap::new();
+        for k in file.keys() {
+            origin.insert(k.clone(), format!("[kafka] {k} in floe.toml"));
+        }
+        for k in env.keys() {
+            origin.insert(
+                k.clone(),
+                format!("FLOE_KAFKA__{}", k.to_ascii_uppercase().replace('.', "__")),
+            );
+        }
+        for (k, _) in uri_props {
+            origin.remove(k);
+        }
+        let mut props = file;
+        props.extend(env);
         props.extend(uri_props.iter().cloned());
-        Self::from_props(props)
+        Self::from_props(props).map_err(|e| match e {
+            Error::InvalidOption {
+                option,
+                value,
+                reason,
+            } => match origin.get(&option) {
+                Some(set_by) => Error::invalid_option(set_by, value, reason),
+                None => Error::InvalidOption {
+                    option,
+                    value,
+                    reason,
+                },
+            },
+            e => e,
+        })
     }
 
     /// Validates `props` (see [`KafkaSettings::resolve`]).

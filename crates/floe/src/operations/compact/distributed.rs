@@ -52,7 +52,7 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use serde::{Deserialize, Serialize};
 
-use super::{row_group_merge, CompactBuilder, CompactMetrics, GroupResult};
+use super::{queue_checks, row_group_merge, CompactBuilder, CompactMetrics, GroupResult};
 use crate::base::cost::{Amount, Phase, Progress};
 use crate::base::error::{Error, Result};
 use crate::commit::Ledger;
@@ -118,6 +118,25 @@ pub struct TaskSpec {
     pub puffin: Vec<String>,
     /// Format v3: the members' row lineage.
     pub lineage: Option<Vec<(String, FileLineage)>>,
+}
+
+impl TaskSpec {
+    /// Every file the task reads: its inputs, their delete files, deletion vectors and the
+    /// snapshot's Puffin files.
+    pub fn reads(&self) -> impl Iterator<Item = &str> {
+        self.members
+            .iter()
+            .flat_map(|m| {
+                std::iter::once(m.task.data_file_path.as_str())
+                    .chain(m.task.deletes.iter().map(|d| d.file_path.as_str()))
+            })
+            .chain(
+                self.dvs
+                    .iter()
+                    .flat_map(|(data, dv)| [data.as_str(), dv.puffin.as_str()]),
+            )
+            .chain(self.puffin.iter().map(String::as_str))
+    }
 }
 
 /// One input file of a task: the iceberg crate's scan task, whose partition, spec and name
@@ -229,30 +248,120 @@ pub(super) fn encode_outputs(table: &Table, files: &[DataFile]) -> Result<String
     Ok(serde_json::to_string(&out).expect("serializable"))
 }
 
-fn decode_outputs(table: &Table, task: i64, stored: &str) -> Result<Vec<DataFile>> {
+fn decode_outputs(table: &Table, run_id: &str, task: i64, stored: &str) -> Result<Vec<DataFile>> {
     let bad = |reason: String| Error::Refused {
         operation: "commit a distributed compaction".into(),
-        reason: format!("task {task}: {reason}"),
+        reason: format!("run {run_id}, task {task}: {reason}"),
     };
     let files: Vec<OutputFile> =
         serde_json::from_str(stored).map_err(|e| bad(format!("unreadable outputs: {e}")))?;
     let md = table.metadata();
     let schema = md.current_schema();
+    let default_spec = md.default_partition_spec_id();
     files
         .into_iter()
         .map(|f| {
+            // Outputs are written in the default spec (see `encode_outputs`).
+            if f.spec_id != default_spec {
+                return Err(bad(format!(
+                    "an output in partition spec {}, not the table's default {default_spec}",
+                    f.spec_id
+                )));
+            }
             let spec = md
                 .partition_spec_by_id(f.spec_id)
                 .ok_or_else(|| bad(format!("unknown partition spec {}", f.spec_id)))?;
             let pt = spec.partition_type(schema)?;
-            Ok(iceberg::spec::deserialize_data_file_from_json(
-                &f.data_file,
-                f.spec_id,
-                &pt,
-                schema,
-            )?)
+            iceberg::spec::deserialize_data_file_from_json(&f.data_file, f.spec_id, &pt, schema)
+                .map_err(|e| bad(format!("unreadable output: {e}")))
         })
         .collect()
+}
+
+/// A task's outputs decoded and checked against its plan ([`queue_checks::check_outputs`]);
+/// the error names the run, the task and what was wrong.
+fn accepted_outputs(
+    table: &Table,
+    run_id: &str,
+    task: i64,
+    stored: &str,
+    plan: &Plan,
+    accepted: &std::collections::HashSet<String>,
+) -> Result<Vec<DataFile>> {
+    let files = decode_outputs(table, run_id, task, stored)?;
+    let planned = usize::try_from(task)
+        .ok()
+        .and_then(|t| plan.tasks.get(t))
+        .ok_or_else(|| Error::Refused {
+            operation: "commit a distributed compaction".into(),
+            reason: format!("run {run_id}, task {task}: not a task this coordinator queued"),
+        })?;
+    let live: std::collections::HashSet<&str> = plan.live.iter().map(String::as_str).collect();
+    queue_checks::check_outputs(
+        table,
+        run_id,
+        task,
+        planned,
+        &files,
+        &plan.inputs,
+        &live,
+        accepted,
+    )
+    .map_err(|why| Error::Refused {
+        operation: "commit a distributed compaction".into(),
+        reason: format!("run {run_id}, task {task}: {why}"),
+    })?;
+    Ok(files)
+}
+
+/// The reported outputs of `tasks` this coordinator may delete ([`queue_checks::owned`]):
+/// files of its own run; whatever else a report names is left to orphan removal.
+async fn owned_outputs(
+    store: &Store,
+    table: &Table,
+    run_id: &str,
+    tasks: &[i64],
+    plan: &Plan,
+) -> Vec<DataFile> {
+    let live: std::collections::HashSet<&str> = plan.live.iter().map(String::as_str).collect();
+    let mut out = Vec::new();
+    match store.task_outputs(run_id, tasks).await {
+        Ok(outs) => {
+            for (task, stored) in outs {
+                match decode_outputs(table, run_id, task, &stored) {
+                    Ok(files) => out.extend(files.into_iter().filter(|f| {
+                        let ok = queue_checks::owned(
+                            table,
+                            run_id,
+                            task,
+                            f.file_path(),
+                            &plan.inputs,
+                            &live,
+                        );
+                        if !ok {
+                            tracing::warn!(
+                                "run {run_id}, task {task}: output {} is not a file of this run; \
+                                 left to remove-orphan-files",
+                                f.file_path()
+                            );
+                        }
+                        ok
+                    })),
+                    Err(e) => tracing::warn!("{e}; its outputs are left to remove-orphan-files"),
+                }
+            }
+        }
+        Err(e) => tracing::warn!("reading run {run_id}'s outputs: {e}"),
+    }
+    out
+}
+
+/// What the coordinator queued: each task's plan (by task id), every input, and the live files
+/// it knew at planning.
+struct Plan {
+    tasks: Vec<queue_checks::PlannedTask>,
+    inputs: std::collections::HashSet<String>,
+    live: Vec<String>,
 }
 
 /// The group indices' tasks, by group.
@@ -314,10 +423,29 @@ impl CompactBuilder {
         let scope = format!("{}.{table_name}", self.ctx.catalog.name());
         let puffin: Vec<String> = dvs.puffin_files();
         let mut specs: Vec<(usize, String)> = Vec::new();
+        // What each task is, kept here: the queue's rows are checked against it.
+        let mut plan = Plan {
+            tasks: Vec::new(),
+            inputs: tasks.iter().map(|t| t.data_file_path.clone()).collect(),
+            live: live.keys().cloned().collect(),
+        };
         for (gi, job) in super::jobs_of(&groups, &tasks, &opts, sort_keys.is_some()) {
             let g = &groups[gi];
             let members: Vec<FileScanTask> = job.iter().map(|&i| tasks[i].clone()).collect();
             let paths: Vec<&str> = members.iter().map(|t| t.data_file_path.as_str()).collect();
+            let rows: Option<u64> = members
+                .iter()
+                .map(|t| {
+                    let deleted = dvs.of_file(&t.data_file_path).map_or(0, |d| d.cardinality);
+                    t.record_count.map(|n| n.saturating_sub(deleted))
+                })
+                .sum();
+            plan.tasks.push(queue_checks::PlannedTask {
+                group: gi,
+                inputs: paths.iter().map(|p| p.to_string()).collect(),
+                rows: rows.unwrap_or(u64::MAX),
+                exact: rows.is_some() && members.iter().all(|t| t.deletes.is_empty()),
+            });
             let group_spec = table
                 .metadata()
                 .partition_spec_by_id(g.spec_id)
@@ -370,6 +498,7 @@ impl CompactBuilder {
                 &run_id,
                 &table,
                 &tasks,
+                &plan,
                 &mut drops,
                 &mut metrics,
                 super::commit_chunk(groups.len(), partial, max_commits),
@@ -403,6 +532,7 @@ impl CompactBuilder {
         run_id: &str,
         table: &Table,
         tasks: &[FileScanTask],
+        plan: &Plan,
         drops: &mut super::commit::DeleteDrops,
         metrics: &mut CompactMetrics,
         chunk: usize,
@@ -447,6 +577,48 @@ impl CompactBuilder {
                 });
             }
             let rows = store.run_task_states(run_id).await?;
+            // Only the tasks this coordinator queued, in their groups.
+            let forged = rows.iter().find(|r| {
+                usize::try_from(r.task_id)
+                    .ok()
+                    .and_then(|t| plan.tasks.get(t))
+                    .map(|p| p.group as i64)
+                    != Some(r.group_index)
+            });
+            if let Some(r) = forged.or_else(|| {
+                (rows.len() != plan.tasks.len())
+                    .then(|| rows.last())
+                    .flatten()
+            }) {
+                let why = format!(
+                    "run {run_id}, task {}: the queue holds {} task(s) in group {}, and this \
+                     coordinator queued {} task(s) (task {} in group {}): the queue was changed \
+                     by someone else",
+                    r.task_id,
+                    rows.len(),
+                    r.group_index,
+                    plan.tasks.len(),
+                    r.task_id,
+                    usize::try_from(r.task_id)
+                        .ok()
+                        .and_then(|t| plan.tasks.get(t))
+                        .map_or("none".to_string(), |p| p.group.to_string()),
+                );
+                self.give_up(
+                    d,
+                    run_id,
+                    table,
+                    plan,
+                    &rows,
+                    &settled,
+                    std::mem::take(&mut ready),
+                )
+                .await;
+                return Err(Error::Refused {
+                    operation: "coordinate a distributed compaction".into(),
+                    reason: why,
+                });
+            }
             for (gi, idx) in tasks_by_group(&rows) {
                 if settled[gi] {
                     continue;
@@ -454,18 +626,55 @@ impl CompactBuilder {
                 let of_group: Vec<&crate::coordination::tasks::TaskRow> =
                     idx.iter().map(|&i| &rows[i]).collect();
                 let ids: Vec<i64> = of_group.iter().map(|r| r.task_id).collect();
-                if let Some(failed) = of_group.iter().find(|r| r.state == "failed") {
-                    // A job that failed every attempt fails its group: the other jobs'
-                    // outputs were reported to this coordinator only, so they go.
-                    let mut written = Ledger::of(table);
-                    let done: Vec<i64> = of_group
-                        .iter()
-                        .filter(|r| r.state == "done")
-                        .map(|r| r.task_id)
-                        .collect();
-                    for (task, out) in store.task_outputs(run_id, &done).await? {
-                        written.stage_files(&decode_outputs(table, task, &out)?);
+                let done: Vec<i64> = of_group
+                    .iter()
+                    .filter(|r| r.state == "done")
+                    .map(|r| r.task_id)
+                    .collect();
+                // A group fails when a job failed every attempt, or a report is not what this
+                // coordinator planned (queue_checks); the group's outputs go, but only the
+                // files this run wrote: whatever else a report names stays for orphan removal.
+                let mut failure = of_group.iter().find(|r| r.state == "failed").map(|f| {
+                    format!(
+                        "task {} failed {} time(s) on workers: {}",
+                        f.task_id,
+                        f.attempt,
+                        f.error.as_deref().unwrap_or("no error recorded")
+                    )
+                });
+                let mut files = Vec::new();
+                if failure.is_none() && done.len() == of_group.len() {
+                    let outputs = store.task_outputs(run_id, &ids).await?;
+                    let mut accepted: std::collections::HashSet<String> =
+                        std::collections::HashSet::new();
+                    for r in &of_group {
+                        let checked = match outputs.get(&r.task_id) {
+                            None => Err(Error::Refused {
+                                operation: "commit a distributed compaction".into(),
+                                reason: format!(
+                                    "run {run_id}, task {}: done but reported no output",
+                                    r.task_id
+                                ),
+                            }),
+                            Some(out) => {
+                                accepted_outputs(table, run_id, r.task_id, out, plan, &accepted)
+                            }
+                        };
+                        match checked {
+                            Ok(f) => {
+                                accepted.extend(f.iter().map(|f| f.file_path().to_string()));
+                                files.extend(f);
+                            }
+                            Err(e) => {
+                                failure = Some(e.to_string());
+                                break;
+                            }
+                        }
                     }
+                }
+                if let Some(why) = failure {
+                    let mut written = Ledger::of(table);
+                    written.stage_files(&owned_outputs(store, table, run_id, &done, plan).await);
                     written.discard().await;
                     store.settle_tasks(run_id, &ids, "dropped").await?;
                     let g = GroupResult {
@@ -473,31 +682,13 @@ impl CompactBuilder {
                         files: vec![],
                         rows: 0,
                     };
-                    self.fail(
-                        &[&g],
-                        format!(
-                            "task {} failed {} time(s) on workers: {}",
-                            failed.task_id,
-                            failed.attempt,
-                            failed.error.as_deref().unwrap_or("no error recorded")
-                        ),
-                        metrics,
-                    );
+                    tracing::warn!("distributed compaction of group {gi}: {why}");
+                    self.fail(&[&g], why, metrics);
                     settled[gi] = true;
                     continue;
                 }
-                if of_group.iter().all(|r| r.state == "done") {
-                    let mut files = Vec::new();
-                    let mut rows_written = 0u64;
-                    let outputs = store.task_outputs(run_id, &ids).await?;
-                    for r in &of_group {
-                        let out = outputs.get(&r.task_id).ok_or_else(|| Error::Refused {
-                            operation: "commit a distributed compaction".into(),
-                            reason: format!("task {} is done but reported no output", r.task_id),
-                        })?;
-                        files.extend(decode_outputs(table, r.task_id, out)?);
-                        rows_written += r.rows_written.max(0) as u64;
-                    }
+                if done.len() == of_group.len() {
+                    let rows_written: u64 = files.iter().map(|f| f.record_count()).sum();
                     progress.done += Amount {
                         steps: 1,
                         files: groups[gi].input_files as u64,
@@ -546,12 +737,16 @@ impl CompactBuilder {
                 seen_progress = progress_now;
             }
             if let Some(limit) = d.worker_timeout.filter(|l| idle_since.elapsed() >= *l) {
-                self.give_up(d, run_id, table, &rows, &settled, ready).await;
+                self.give_up(d, run_id, table, plan, &rows, &settled, ready)
+                    .await;
                 return Err(Error::Refused {
                     operation: "coordinate a distributed compaction".into(),
                     reason: format!(
-                        "no worker worked on run {run_id} for {:?} (--worker-timeout) while                          {} task(s) waited in {}: start `floe worker --queue ...` on that                          database; the run's tasks were dropped and its uncommitted outputs                          deleted",
-                        limit,
+                        "no worker worked on run {run_id} for {} (--worker-timeout) while \
+                         {} task(s) waited in {}: start `floe worker --queue ...` on that \
+                         database; the run's tasks were dropped and its uncommitted outputs \
+                         deleted",
+                        crate::base::properties::human_ms(limit.as_millis() as u64),
                         queued + running,
                         store.display_uri()
                     ),
@@ -585,11 +780,13 @@ impl CompactBuilder {
     /// refused and its worker deletes what it wrote), then the outputs reported to it and not
     /// committed are deleted. Safe here, unlike after a crash: this coordinator commits nothing
     /// else, so nothing can reference them.
+    #[allow(clippy::too_many_arguments)]
     async fn give_up(
         &self,
         d: &Distributed,
         run_id: &str,
         table: &Table,
+        plan: &Plan,
         rows: &[crate::coordination::tasks::TaskRow],
         settled: &[bool],
         ready: Vec<(GroupResult, Vec<i64>)>,
@@ -615,17 +812,7 @@ impl CompactBuilder {
             })
             .map(|r| r.task_id)
             .collect();
-        match store.task_outputs(run_id, &done).await {
-            Ok(outs) => {
-                for (task, out) in outs {
-                    match decode_outputs(table, task, &out) {
-                        Ok(files) => written.stage_files(&files),
-                        Err(e) => tracing::warn!("task {task}'s outputs: {e}"),
-                    }
-                }
-            }
-            Err(e) => tracing::warn!("reading run {run_id}'s outputs: {e}"),
-        }
+        written.stage_files(&owned_outputs(store, table, run_id, &done, plan).await);
         let ids: Vec<i64> = rows
             .iter()
             .filter(|r| r.state == "done")

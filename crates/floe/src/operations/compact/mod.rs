@@ -27,6 +27,7 @@ pub mod options;
 mod parallel;
 pub mod plan;
 pub mod position_deletes;
+pub mod queue_checks;
 mod rewrite;
 pub mod row_group_merge;
 mod scan;
@@ -810,6 +811,7 @@ impl CompactBuilder {
         let tasks = Arc::new(tasks);
         let write_options = WriteOptions {
             target_file_size_bytes: Some(opts.target_file_size_bytes),
+            ..Default::default()
         };
         let mut rows_total = 0u64;
         let chunk = commit_chunk(groups.len(), partial, max_commits);

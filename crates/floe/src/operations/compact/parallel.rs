@@ -33,7 +33,7 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, PartitionSpecRef, Struct};
 use iceberg::table::Table;
 use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator, FileNameGenerator, LocationGenerator,
+    DefaultFileNameGenerator, FileNameGenerator, LocationGenerator,
 };
 use parquet::arrow::arrow_writer::{
     compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
@@ -319,6 +319,7 @@ impl OutputFile {
 pub(super) async fn rewrite(
     table: &Table,
     members: Vec<FileScanTask>,
+    options: &crate::write::WriteOptions,
     target: u64,
     spec: PartitionSpecRef,
     partition: Struct,
@@ -328,6 +329,7 @@ pub(super) async fn rewrite(
     let result = rewrite_inner(
         table,
         members,
+        options.file_prefix.as_deref(),
         target,
         &spec,
         &partition,
@@ -341,9 +343,11 @@ pub(super) async fn rewrite(
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn rewrite_inner(
     table: &Table,
     members: Vec<FileScanTask>,
+    prefix: Option<&str>,
     target: u64,
     spec: &PartitionSpecRef,
     partition: &Struct,
@@ -361,9 +365,9 @@ async fn rewrite_inner(
         .max_row_group_row_count()
         .unwrap_or(DEFAULT_ROW_GROUP_ROWS)
         .max(1);
-    let location = DefaultLocationGenerator::new(md)?;
+    let location = crate::write::location::Locations::new(md)?;
     let names = DefaultFileNameGenerator::new(
-        format!("00000-{}", uuid::Uuid::now_v7()),
+        crate::write::file_prefix(prefix),
         None,
         DataFileFormat::Parquet,
     );

@@ -223,6 +223,9 @@ pub struct RewriteDeletesMetrics {
     pub rewritten_deletes: u64,
     pub added_deletes: u64,
     pub dangling_deletes_removed: u64,
+    /// Format v3: rows dropped because their data file has a deletion vector already, which
+    /// holds what applies (readers ignore position deletes for such a file).
+    pub superseded_by_vectors: u64,
     /// Input files none of whose rows still applied (removed, nothing written for them).
     pub emptied_delete_files: usize,
     pub snapshot_id: Option<i64>,
@@ -381,6 +384,7 @@ impl Operation for RewriteDeletesBuilder {
             rewritten_deletes: 0,
             added_deletes: 0,
             dangling_deletes_removed: 0,
+            superseded_by_vectors: 0,
             emptied_delete_files: 0,
             snapshot_id: None,
             duration_ms: started.elapsed().as_millis() as u64,
@@ -515,6 +519,7 @@ async fn to_vectors(
     for g in &m.groups {
         let (rows, counts, emptied) = applying_rows(table, g, data).await?;
         let read: u64 = counts.iter().map(|c| c.1).sum();
+        let applying = rows.len() as u64;
         let mut kept = 0u64;
         for (path, pos) in rows {
             if dvs.of_file(&path).is_none() {
@@ -524,7 +529,10 @@ async fn to_vectors(
         }
         m.rewritten_deletes += read;
         m.added_deletes += kept;
-        m.dangling_deletes_removed += read - kept;
+        // Rows naming a data file no longer live are dangling; rows of a data file that has a
+        // deletion vector already are superseded by it (readers ignore them), not dangling.
+        m.dangling_deletes_removed += read.saturating_sub(applying);
+        m.superseded_by_vectors += applying - kept;
         m.emptied_delete_files += emptied;
         m.rewritten_delete_files_count += g.input_files;
         m.rewritten_bytes_count += g.input_bytes;

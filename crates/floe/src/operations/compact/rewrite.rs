@@ -203,7 +203,7 @@ pub(super) async fn rewrite_group(
             options.target_file_size_bytes,
         ) {
             let (files, rows) =
-                parallel::rewrite(table, members, target, spec, partition, shared).await?;
+                parallel::rewrite(table, members, options, target, spec, partition, shared).await?;
             return Ok(GroupResult { group, files, rows });
         }
     }

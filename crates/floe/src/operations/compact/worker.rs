@@ -79,8 +79,9 @@ impl TableCache {
     }
 }
 
-/// Rewrites one task's job on `table` (the planned snapshot).
-async fn rewrite_task(table: &Table, spec: &TaskSpec) -> Result<GroupResult> {
+/// Rewrites one task's job on `table` (the planned snapshot), its outputs named after the
+/// run and task (`prefix`, [`super::queue_checks::output_prefix`]).
+async fn rewrite_task(table: &Table, spec: &TaskSpec, prefix: String) -> Result<GroupResult> {
     let arrow_schema: arrow_schema::SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
         table.metadata().current_schema(),
     )?);
@@ -111,6 +112,7 @@ async fn rewrite_task(table: &Table, spec: &TaskSpec) -> Result<GroupResult> {
         members,
         &WriteOptions {
             target_file_size_bytes: spec.target_file_size_bytes,
+            file_prefix: Some(prefix),
         },
         sort_keys.as_ref(),
         &shared,
@@ -277,9 +279,11 @@ async fn run_task(
         Ok(s) => s,
         Err(e) => {
             let now = store.now_ms().await?;
-            store
-                .fail_task(&task, worker, &format!("unreadable task: {e}"), now)
-                .await?;
+            let why = format!(
+                "run {}, task {}: unreadable task: {e}",
+                task.run_id, task.task_id
+            );
+            store.fail_task(&task, worker, &why, now).await?;
             report.tasks_failed += 1;
             return Ok(());
         }
@@ -302,8 +306,20 @@ async fn run_task(
             return Ok(());
         }
     };
+    // The queue is less trusted than the table's storage: read only the table's own files.
+    if let Err(why) =
+        super::queue_checks::check_task(&table, &spec.table, &spec.metadata_location, spec.reads())
+    {
+        let why = format!("run {}, task {}: refused: {why}", task.run_id, task.task_id);
+        tracing::warn!("{why}");
+        let now = store.now_ms().await?;
+        store.fail_task(&task, worker, &why, now).await?;
+        report.tasks_failed += 1;
+        return Ok(());
+    }
     let renew_every = opts.lease_ttl / 3;
-    let rewrite = rewrite_task(&table, &spec);
+    let prefix = super::queue_checks::output_prefix(&task.run_id, task.task_id);
+    let rewrite = rewrite_task(&table, &spec, prefix);
     tokio::pin!(rewrite);
     let result = loop {
         tokio::select! {

@@ -10,7 +10,11 @@
 //!   `--older-than`, then `history.expire.*`); a tag keeps its snapshot;
 //! - snapshots on no ref are kept while newer than the age limit;
 //! - floe's own rule: the newest snapshot of every streaming writer (its watermark, see
-//!   [`crate::table::watermarks`]) is always kept, so a restarting writer finds its recovery point.
+//!   [`crate::table::watermarks`]) is always kept, so a restarting writer finds its recovery
+//!   point; and for a writer that committed within `floe.expire.writer-max-age` (7 d), so is
+//!   every snapshot from each branch head down to it, since Flink's and Kafka Connect's
+//!   committers find it by walking parent ids and stop at the first missing one. The plan
+//!   lists every such chain, and why one is not kept ([`Chain`]).
 //!
 //! File cleanup is reachability-based and a separate step after the metadata commit: files
 //! reached by expired snapshots minus files reached by everything the freshly reloaded table
@@ -42,7 +46,7 @@ use crate::table::watermarks::watermarks;
 mod older_than;
 mod retention;
 pub use older_than::OlderThan;
-pub use retention::{plan, ExpirePlan, Protected, Retention, SnapshotInfo};
+pub use retention::{plan, Chain, ExpirePlan, Protected, Retention, SnapshotInfo};
 
 /// Files deleted (or, in a dry run, to delete) of one kind.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -213,7 +217,14 @@ impl ExpireBuilder {
             )? as i64),
             None => None,
         };
+        let writer_chain_max_age_ms = properties::duration_prop(
+            p,
+            properties::EXPIRE_WRITER_MAX_AGE.key,
+            properties::EXPIRE_WRITER_MAX_AGE_DEFAULT_MS,
+            0,
+        )? as i64;
         Ok(Retention {
+            writer_chain_max_age_ms: Some(writer_chain_max_age_ms),
             older_than_ms,
             min_snapshots_to_keep: min_keep,
             max_ref_age_ms,

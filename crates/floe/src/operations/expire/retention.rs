@@ -33,6 +33,9 @@ pub struct Retention {
     /// so its metadata.json, rewritten on every commit, stops growing. Never fewer than
     /// `min_snapshots_to_keep`; ref heads and writer watermarks are kept whatever the count.
     pub max_snapshots: Option<u64>,
+    /// Writers whose newest snapshot is at most this old (ms) keep the parent chain from each
+    /// branch head down to it (`floe.expire.writer-max-age`); `None`: every writer does.
+    pub writer_chain_max_age_ms: Option<i64>,
 }
 
 /// A snapshot kept only because a writer's watermark is in it.
@@ -42,6 +45,20 @@ pub struct Protected {
     pub writer: String,
 }
 
+/// A writer's recovery chain on one branch: the snapshots from the branch head down to the
+/// writer's newest snapshot, which its committer walks on restart.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Chain {
+    pub writer: String,
+    pub branch: String,
+    /// Snapshots on the chain, head and recovery point included.
+    pub snapshots: usize,
+    /// Whether expiry keeps the chain; when not, `reason` says why.
+    pub kept: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// What expiry decides, before any change.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ExpirePlan {
@@ -49,6 +66,8 @@ pub struct ExpirePlan {
     pub expired_refs: Vec<String>,
     pub retained_snapshots: usize,
     pub protected: Vec<Protected>,
+    /// Every writer's recovery chain on every branch, kept or not (and why).
+    pub chains: Vec<Chain>,
 }
 
 /// Decides which snapshots and refs expire. Pure: unit-tested on synthetic histories.
@@ -137,7 +156,55 @@ pub fn plan(
             retain.insert(s.id);
         }
     }
+    // Recovery chains (safety: other writers' recovery stays reachable): from each live
+    // branch's head down to each writer's newest snapshot on its line.
+    let mut chains = Vec::new();
+    let mut on_chain: HashMap<i64, String> = HashMap::new();
+    for (name, r) in &live_refs {
+        if !matches!(r.retention, SnapshotRetention::Branch { .. }) {
+            continue;
+        }
+        let line = ancestors(r.snapshot_id);
+        for w in writers {
+            let Some(at) = line.iter().position(|s| s.id == w.snapshot_id) else {
+                continue;
+            };
+            let age = now_ms.saturating_sub(w.timestamp_ms);
+            let kept = retention
+                .writer_chain_max_age_ms
+                .is_none_or(|max| max > 0 && age <= max);
+            chains.push(Chain {
+                writer: w.writer(),
+                branch: (*name).clone(),
+                snapshots: at + 1,
+                kept,
+                reason: (!kept).then(|| {
+                    format!(
+                        "its newest snapshot is {} old, older than floe.expire.writer-max-age ({}): \
+                         a restart of this writer would not find it by walking from the head",
+                        crate::base::properties::human_ms(age.max(0) as u64),
+                        crate::base::properties::human_ms(retention.writer_chain_max_age_ms.unwrap_or(0).max(0) as u64)
+                    )
+                }),
+            });
+            if kept {
+                for s in &line[..=at] {
+                    on_chain.entry(s.id).or_insert_with(|| w.writer());
+                }
+            }
+        }
+    }
     for id in explicit {
+        if let Some(writer) = on_chain.get(id) {
+            return Err(Error::invalid_option(
+                "snapshot-id",
+                id,
+                format!(
+                    "it lies on the recovery chain of writer {writer} (from a branch head down to \
+                     its newest snapshot); expiring it would break that writer's restart"
+                ),
+            ));
+        }
         if !by_id.contains_key(id) {
             return Err(Error::invalid_option(
                 "snapshot-id",
@@ -182,6 +249,7 @@ pub fn plan(
             });
         }
     }
+    retain.extend(on_chain.keys().copied());
     let mut expired: Vec<i64> = snapshots
         .iter()
         .map(|s| s.id)
@@ -193,5 +261,6 @@ pub fn plan(
         expired_snapshots: expired,
         expired_refs,
         protected,
+        chains,
     })
 }

@@ -37,6 +37,8 @@ fn retention(now: i64, days: i64, keep: u64) -> Retention {
         max_ref_age_ms: None,
         by_age: true,
         max_snapshots: None,
+        // Recovery chains are tested on their own (below).
+        writer_chain_max_age_ms: Some(0),
     }
 }
 
@@ -206,4 +208,62 @@ fn max_snapshots_bounds_young_history_but_keeps_heads_watermarks_and_the_minimum
     )
     .unwrap();
     assert_eq!(p.expired_snapshots, vec![1, 3, 4, 5, 6]);
+}
+
+#[test]
+fn a_live_writers_recovery_chain_is_kept_from_each_branch_head_and_a_stale_one_is_reported() {
+    let now = 100 * DAY;
+    let snaps = chain(10, now);
+    let refs = HashMap::from([
+        (MAIN_BRANCH.to_string(), branch(10)),
+        ("audit".to_string(), branch(8)),
+    ]);
+    // A Flink job whose newest snapshot is 4 (6 days old), kept for 7 days.
+    let w = Watermark {
+        timestamp_ms: now - 6 * DAY,
+        ..watermark(4)
+    };
+    let live = Retention {
+        writer_chain_max_age_ms: Some(7 * DAY),
+        ..retention(now, 0, 1)
+    };
+    let p = plan(&snaps, &refs, std::slice::from_ref(&w), &[], &live, now).unwrap();
+    assert_eq!(
+        p.expired_snapshots,
+        vec![1, 2, 3],
+        "4..=10 is the chain from main's head"
+    );
+    let mut seen: Vec<(String, usize, bool)> = p
+        .chains
+        .iter()
+        .map(|c| (c.branch.clone(), c.snapshots, c.kept))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("audit".to_string(), 5, true),
+            ("main".to_string(), 7, true)
+        ]
+    );
+    // A snapshot on the chain cannot be expired by id either.
+    let by_id = Retention {
+        by_age: false,
+        ..live
+    };
+    let e = plan(&snaps, &refs, std::slice::from_ref(&w), &[6], &by_id, now).unwrap_err();
+    assert!(
+        e.to_string().contains("recovery chain of writer flink:job"),
+        "{e}"
+    );
+    // Past the age, only the recovery point stays, and the plan says why.
+    let stale = Retention {
+        writer_chain_max_age_ms: Some(5 * DAY),
+        ..live
+    };
+    let p = plan(&snaps, &refs, std::slice::from_ref(&w), &[], &stale, now).unwrap();
+    assert_eq!(p.expired_snapshots, vec![1, 2, 3, 5, 6, 7, 9]);
+    assert!(p.chains.iter().all(|c| !c.kept));
+    let reason = p.chains[0].reason.as_deref().unwrap();
+    assert!(reason.contains("6d") && reason.contains("5d"), "{reason}");
 }
