@@ -210,20 +210,24 @@ the epoch). Spark's VERSION AS OF / TIMESTAMP AS OF spellings work too.")]
 }
 
 /// `KEY=VALUE` pairs, both trimmed. An empty key is refused (the value is not echoed: it may be
-/// a secret), and so is a value of whitespace only, which trimming would store as empty.
+/// a secret), and so is a value of whitespace only, which trimming would store as empty. The
+/// messages say `NAME=VALUE`: every printed line goes through the secret masking, which would
+/// show `KEY=...` as a secret key's value.
 fn parse_kv(items: &[String]) -> Result<HashMap<String, String>> {
     items
         .iter()
         .map(|kv| {
             let Some((k, v)) = kv.split_once('=') else {
                 anyhow::bail!(
-                    "invalid property '{}': expected KEY=VALUE",
+                    "invalid property '{}': expected NAME=VALUE",
                     floe::catalog::config::mask(kv)
                 );
             };
             let key = k.trim();
             if key.is_empty() {
-                anyhow::bail!("invalid property: the key before '=' is empty; expected KEY=VALUE");
+                anyhow::bail!(
+                    "invalid property: the name before '=' is empty; expected NAME=VALUE"
+                );
             }
             if !v.is_empty() && v.trim().is_empty() {
                 anyhow::bail!(

@@ -552,7 +552,7 @@ pub(crate) async fn table_cmd(g: &Global, cmd: TableCmd, out: &Out) -> Result<()
             dry_run,
         } => {
             if set.is_empty() && unset.is_empty() {
-                anyhow::bail!("nothing to change: give KEY=VALUE pairs and/or --unset KEY");
+                anyhow::bail!("nothing to change: give NAME=VALUE pairs and/or --unset NAME");
             }
             let set = parse_kv(&set)?;
             let mut keys: Vec<&String> = set.keys().collect();

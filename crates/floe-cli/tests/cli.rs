@@ -1079,7 +1079,7 @@ fn set_property_refuses_a_bad_value_and_a_bad_stored_one_is_repaired() {
     // An empty key says so (no masked `KEY=****`); a value of whitespace only is not stored
     // as empty; a reserved key is refused by name.
     for (kv, needle) in [
-        ("=x", "key before '=' is empty"),
+        ("=x", "name before '=' is empty"),
         ("owner=   ", "only whitespace"),
         ("floe.internal.head-of-history=true", "reserved"),
     ] {

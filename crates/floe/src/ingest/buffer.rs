@@ -49,7 +49,7 @@ impl PartitionRouter {
         let md = table.metadata();
         let spec = md.default_partition_spec();
         Ok(Self {
-            splitter: match spec.is_unpartitioned() {
+            splitter: match spec.fields().is_empty() {
                 true => None,
                 false => Some(PartitionSplitter::new(
                     spec.clone(),

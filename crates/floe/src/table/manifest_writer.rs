@@ -696,6 +696,10 @@ fn put_literal(
         (AvroType::Bytes | AvroType::Fixed(_), PrimitiveLiteral::UInt128(x)) => {
             put_bytes(b, t, &x.to_be_bytes())?
         }
+        // A uuid in the crate's schema: Avro's `uuid` logical type on a string.
+        (AvroType::String, PrimitiveLiteral::UInt128(x)) if *p == PrimitiveType::Uuid => {
+            put_raw(b, uuid::Uuid::from_u128(*x).to_string().as_bytes())
+        }
         (AvroType::Bytes | AvroType::Fixed(_), PrimitiveLiteral::Int128(x)) => {
             let PrimitiveType::Decimal { precision, .. } = p else {
                 return None;

@@ -20,7 +20,10 @@
 //! Readers never parse partition values out of paths (the manifest holds them), so the escaped
 //! path only has to be a valid, unique, contained place for the file.
 
-use iceberg::spec::{PartitionKey, PartitionSpec, SchemaRef, Struct, TableMetadata};
+use iceberg::spec::{
+    Literal, PartitionKey, PartitionSpec, PrimitiveLiteral, PrimitiveType, SchemaRef, Struct,
+    TableMetadata, Transform, Type,
+};
 use iceberg::writer::file_writer::location_generator::{
     DefaultLocationGenerator, LocationGenerator,
 };
@@ -54,22 +57,97 @@ pub fn escape_value(value: &str) -> String {
     format!("{}-{hex}", &escaped[..cut])
 }
 
+/// A partition value as text, as the iceberg crate's `Transform::to_human_string` writes it,
+/// without its panics: the crate formats dates, times and timestamps by unwrapping chrono's
+/// conversions, which fail for a timestamptz before 1970 with a fraction of a second (a
+/// negative remainder) and for values beyond chrono's range. A record may hold any of those,
+/// and a record's value must never crash floe: here each converts checked, and a value chrono
+/// cannot represent is written as its number.
+pub fn human(transform: &Transform, ty: &Type, value: Option<&Literal>) -> String {
+    use chrono::{DateTime, NaiveTime};
+    let (Some(Literal::Primitive(v)), Type::Primitive(p)) = (value, ty) else {
+        return transform.to_human_string(ty, value);
+    };
+    if matches!(transform, Transform::Void) {
+        return "null".to_string();
+    }
+    let checked = match (p, v) {
+        (PrimitiveType::Date, PrimitiveLiteral::Int(d)) => Some(
+            chrono::TimeDelta::try_days(i64::from(*d))
+                .and_then(|t| DateTime::UNIX_EPOCH.checked_add_signed(t))
+                .map(|d| d.date_naive().to_string())
+                .unwrap_or_else(|| d.to_string()),
+        ),
+        (PrimitiveType::Time, PrimitiveLiteral::Long(us)) => Some(
+            u32::try_from(us.div_euclid(1_000_000))
+                .ok()
+                .and_then(|s| {
+                    NaiveTime::from_num_seconds_from_midnight_opt(
+                        s,
+                        us.rem_euclid(1_000_000) as u32 * 1000,
+                    )
+                })
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| us.to_string()),
+        ),
+        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(us)) => Some(
+            DateTime::from_timestamp_micros(*us)
+                .map(|d| d.naive_utc().to_string())
+                .unwrap_or_else(|| us.to_string()),
+        ),
+        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(us)) => Some(
+            DateTime::from_timestamp_micros(*us)
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| us.to_string()),
+        ),
+        (PrimitiveType::TimestampNs, PrimitiveLiteral::Long(ns)) => {
+            Some(DateTime::from_timestamp_nanos(*ns).naive_utc().to_string())
+        }
+        (PrimitiveType::TimestamptzNs, PrimitiveLiteral::Long(ns)) => {
+            Some(DateTime::from_timestamp_nanos(*ns).to_string())
+        }
+        _ => None,
+    };
+    checked.unwrap_or_else(|| transform.to_human_string(ty, value))
+}
+
+/// The partition of `key` in `spec` (bound to `schema`) as users read it: `a=1/b=x/y`, each
+/// value as [`human`] writes it, unescaped (a label for messages and selection, never a path:
+/// [`partition_path`] is the path).
+pub fn partition_label(spec: &PartitionSpec, key: &Struct, schema: &SchemaRef) -> String {
+    segments(spec, key, schema, |name, value| format!("{name}={value}"))
+}
+
 /// The partition path of `key` in `spec` (bound to `schema`): `a=1/b=x%2Fy`, one escaped
 /// segment per field ([`escape`], [`escape_value`]).
 pub fn partition_path(spec: &PartitionSpec, key: &Struct, schema: SchemaRef) -> String {
-    let Ok(partition_type) = spec.partition_type(&schema) else {
-        // A spec that does not bind (it cannot have written a key): the crate's path, escaped
-        // as one value.
-        return escape_value(&spec.partition_to_path(key, schema));
+    segments(spec, key, &schema, |name, value| {
+        format!("{}={}", escape(name), escape_value(value))
+    })
+}
+
+/// One `segment(name, human value)` per field of `spec`, joined by `/`.
+fn segments(
+    spec: &PartitionSpec,
+    key: &Struct,
+    schema: &SchemaRef,
+    segment: impl Fn(&str, &str) -> String,
+) -> String {
+    let types: Vec<Type> = match spec.partition_type(schema) {
+        Ok(t) => t.fields().iter().map(|f| (*f.field_type).clone()).collect(),
+        Err(_) => vec![],
     };
-    let types = partition_type.fields();
     spec.fields()
         .iter()
         .enumerate()
         .map(|(i, field)| {
             let value = key.fields().get(i).and_then(Option::as_ref);
-            let human = field.transform.to_human_string(&types[i].field_type, value);
-            format!("{}={}", escape(&field.name), escape_value(&human))
+            let text = match types.get(i) {
+                Some(ty) => human(&field.transform, ty, value),
+                // A spec that does not bind (it cannot have written a key).
+                None => format!("{value:?}"),
+            };
+            segment(&field.name, &text)
         })
         .collect::<Vec<_>>()
         .join("/")
@@ -125,6 +203,44 @@ mod tests {
                 "{hostile:?} -> {e}"
             );
         }
+    }
+
+    #[test]
+    fn values_chrono_cannot_represent_are_written_as_numbers_not_panics() {
+        let lit = |v: PrimitiveLiteral| Literal::Primitive(v);
+        let id = Transform::Identity;
+        let tz = Type::Primitive(PrimitiveType::Timestamptz);
+        // Before 1970 with a fraction: the crate's own conversion panics on this one.
+        assert_eq!(
+            human(&id, &tz, Some(&lit(PrimitiveLiteral::Long(-1)))),
+            "1969-12-31 23:59:59.999999 UTC"
+        );
+        assert_eq!(
+            human(&id, &tz, Some(&lit(PrimitiveLiteral::Long(i64::MIN)))),
+            i64::MIN.to_string()
+        );
+        let date = Type::Primitive(PrimitiveType::Date);
+        assert_eq!(
+            human(&id, &date, Some(&lit(PrimitiveLiteral::Int(0)))),
+            "1970-01-01"
+        );
+        assert_eq!(
+            human(&id, &date, Some(&lit(PrimitiveLiteral::Int(i32::MAX)))),
+            i32::MAX.to_string()
+        );
+        let time = Type::Primitive(PrimitiveType::Time);
+        assert_eq!(
+            human(&id, &time, Some(&lit(PrimitiveLiteral::Long(-5)))),
+            "-5"
+        );
+        let ts = Type::Primitive(PrimitiveType::Timestamp);
+        assert_eq!(
+            human(&id, &ts, Some(&lit(PrimitiveLiteral::Long(i64::MAX)))),
+            i64::MAX.to_string()
+        );
+        let one = lit(PrimitiveLiteral::Long(1));
+        assert_eq!(human(&Transform::Void, &ts, Some(&one)), "null");
+        assert_eq!(human(&id, &ts, None), "null");
     }
 
     #[test]

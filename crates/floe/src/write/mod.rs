@@ -250,7 +250,9 @@ impl TableWriter {
             .cloned()
             .unwrap_or_else(|| format!("{}/data", md.location().trim_end_matches('/')));
         let spec = md.default_partition_spec();
-        let splitter = match spec.is_unpartitioned() {
+        // A spec of void fields only is unpartitioned to readers, but its files still carry
+        // one (null) value per field: it goes through the splitter.
+        let splitter = match spec.fields().is_empty() {
             true => None,
             false => Some(Box::new(partition::PartitionSplitter::new(
                 spec.clone(),

@@ -24,7 +24,9 @@ const SCAN: usize = 8;
 
 /// Splits batches of one schema by one (partitioned) spec.
 pub struct PartitionSplitter {
-    calculator: PartitionValueCalculator,
+    /// `None` for a spec of void fields only (the crate's calculator refuses it): every row
+    /// is in the one partition of nulls.
+    calculator: Option<PartitionValueCalculator>,
     rows: RowConverter,
     partition_type: StructType,
     spec: PartitionSpecRef,
@@ -48,7 +50,10 @@ impl PartitionSplitter {
                 .collect(),
         )?;
         Ok(Self {
-            calculator: PartitionValueCalculator::try_new(&spec, &schema)?,
+            calculator: match spec.is_unpartitioned() {
+                true => None,
+                false => Some(PartitionValueCalculator::try_new(&spec, &schema)?),
+            },
             rows,
             partition_type,
             spec,
@@ -62,7 +67,11 @@ impl PartitionSplitter {
         if batch.num_rows() == 0 {
             return Ok(vec![]);
         }
-        let values = self.calculator.calculate(batch)?;
+        let Some(calculator) = &self.calculator else {
+            let nulls: Struct = self.spec.fields().iter().map(|_| None).collect();
+            return Ok(vec![(nulls, batch.clone())]);
+        };
+        let values = calculator.calculate(batch)?;
         let rows = self.rows.convert_columns(values.as_struct().columns())?;
         // Each group: its first row and its rows.
         let mut groups: Vec<(usize, Vec<u32>)> = Vec::new();
@@ -111,7 +120,7 @@ impl PartitionSplitter {
 
     /// The partition path of `key` (`ts_day=2026-01-01`).
     pub fn label(&self, key: &Struct) -> String {
-        self.spec.partition_to_path(key, self.schema.clone())
+        super::location::partition_label(&self.spec, key, &self.schema)
     }
 
     /// The partition key the iceberg crate's writers take.

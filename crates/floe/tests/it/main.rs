@@ -16,6 +16,7 @@ mod maintain;
 mod maintain_dashboard;
 mod maintain_store;
 mod maintenance;
+mod partition_types;
 mod position_deletes;
 mod refs;
 mod row_group_merge;

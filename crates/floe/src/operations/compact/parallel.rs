@@ -77,7 +77,7 @@ pub(super) fn output_partition(
     if spec.spec_id() != spec_id {
         return None;
     }
-    if spec.is_unpartitioned() {
+    if spec.fields().is_empty() {
         return Some((spec, Struct::empty()));
     }
     let partition = members.first()?.partition.clone()?;

@@ -119,7 +119,7 @@ pub fn partition_path(
     let md = table.metadata();
     match (partition, md.partition_spec_by_id(spec_id)) {
         (Some(p), Some(spec)) if !spec.is_unpartitioned() => {
-            spec.partition_to_path(p, md.current_schema().clone())
+            crate::write::location::partition_label(spec, p, md.current_schema())
         }
         _ => "unpartitioned".to_string(),
     }

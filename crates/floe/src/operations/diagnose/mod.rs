@@ -159,7 +159,7 @@ pub(crate) async fn gather(catalog: &Catalog, ident: &TableIdent) -> Result<Fact
             let spec = md.partition_spec_by_id(f.spec_id);
             let partition = match spec {
                 Some(spec) if !spec.is_unpartitioned() => {
-                    spec.partition_to_path(f.file.partition(), schema.clone())
+                    crate::write::location::partition_label(spec, f.file.partition(), &schema)
                 }
                 _ => "unpartitioned".to_string(),
             };

@@ -81,7 +81,7 @@ pub fn literal_array(ty: &DataType, values: &[Option<&PrimitiveLiteral>]) -> Arr
                 })
                 .collect::<Vec<_>>(),
         )),
-        DataType::Binary | DataType::FixedSizeBinary(_) => Arc::new(BinaryArray::from(
+        DataType::Binary => Arc::new(BinaryArray::from(
             v.iter()
                 .map(|p| match p {
                     Some(PrimitiveLiteral::Binary(b)) => Some(b.as_slice()),
@@ -89,6 +89,26 @@ pub fn literal_array(ty: &DataType, values: &[Option<&PrimitiveLiteral>]) -> Arr
                 })
                 .collect::<Vec<_>>(),
         )),
+        // `fixed(L)` and `uuid` (16 bytes, big-endian as Iceberg's single-value form writes
+        // it); a value of another length is null rather than a failed table.
+        DataType::FixedSizeBinary(n) => {
+            let bytes: Vec<Option<Vec<u8>>> = v
+                .iter()
+                .map(|p| match p {
+                    Some(PrimitiveLiteral::Binary(b)) => Some(b.clone()),
+                    Some(PrimitiveLiteral::UInt128(u)) => Some(u.to_be_bytes().to_vec()),
+                    _ => None,
+                })
+                .map(|b| b.filter(|b| b.len() == *n as usize))
+                .collect();
+            match arrow::array::FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                bytes.into_iter(),
+                *n,
+            ) {
+                Ok(a) => Arc::new(a),
+                Err(_) => new_null_array(ty, v.len()),
+            }
+        }
         DataType::Decimal128(precision, scale) => {
             let a = Decimal128Array::from(
                 v.iter()
