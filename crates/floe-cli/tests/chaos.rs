@@ -698,6 +698,17 @@ fn chaos(mode: Maintenance) {
             log(format!("compact --rewrite-all: {commits} commit(s)"));
             assert_eq!(commits, 1, "seed {seed}: {v:?}");
         }
+        // Expiry keeps a live writer's recovery chain by default (README, Safety): turned off
+        // here, so that the chain does break and the writer must find its positions anyway.
+        floe_json(
+            d,
+            &[
+                "table",
+                "set-property",
+                TABLE,
+                "floe.expire.writer-max-age=0s",
+            ],
+        );
         let v = floe_json(d, &EXPIRE_ALL);
         let expired = v.last().unwrap()["expired_snapshots"]
             .as_array()

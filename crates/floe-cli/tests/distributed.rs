@@ -8,38 +8,16 @@
 //! is ended by PID when the test ends, also when it fails.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
 use common::{
-    count_and_sum, fresh_queue, make_table_with_small_files, ok_json, python_read, Killed,
+    count_and_sum, floe_cmd, fresh_queue, make_table_with_small_files, ok_json, python_read,
+    queue_worker as worker, Killed,
 };
-
-fn floe_cmd(d: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
-    c.current_dir(d)
-        .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
-        .env_remove("FLOE_QUEUE");
-    c
-}
-
-/// A `floe worker` on `queue`, its JSON report in `d/NAME.json`.
-fn worker(d: &Path, queue: &str, name: &str, envs: &[(&str, &str)]) -> Child {
-    let mut c = floe_cmd(d);
-    c.args(["--json", "worker", "--queue", queue, "--worker-id", name])
-        .args(["--stop-when-idle", "4s", "--lease-ttl", "3s"])
-        .env("FLOE_LOG", "info")
-        .stdout(std::fs::File::create(d.join(format!("{name}.json"))).unwrap())
-        .stderr(std::fs::File::create(d.join(format!("{name}.log"))).unwrap());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.spawn().unwrap()
-}
 
 /// `floe --json compact db.t --distributed` on `queue` with `options`: its report.
 fn coordinate(d: &Path, queue: &str, options: &[&str]) -> Value {

@@ -6,20 +6,14 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{count_and_sum, fresh_queue, make_table_with_small_files, ok_json, python_read};
+use common::{
+    count_and_sum, floe_cmd, fresh_queue, make_table_with_small_files, ok_json, python_read,
+    queue_worker,
+};
 use floe::iceberg::spec::FormatVersion;
-
-fn floe_cmd(d: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
-    c.current_dir(d)
-        .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
-        .env_remove("FLOE_QUEUE");
-    c
-}
 
 /// `floe compact db.t --distributed` on `queue`, in the background.
 fn coordinator(d: &Path, queue: &str) -> std::thread::JoinHandle<Output> {
@@ -36,17 +30,6 @@ fn coordinator(d: &Path, queue: &str) -> std::thread::JoinHandle<Output> {
     .args(["--option", "min-input-files=2"])
     .env("FLOE_LOG", "info");
     std::thread::spawn(move || c.output().unwrap())
-}
-
-fn worker(d: &Path, queue: &str, name: &str) -> Child {
-    floe_cmd(d)
-        .args(["--json", "worker", "--queue", queue, "--worker-id", name])
-        .args(["--stop-when-idle", "4s", "--lease-ttl", "3s"])
-        .env("FLOE_LOG", "info")
-        .stdout(std::fs::File::create(d.join(format!("{name}.json"))).unwrap())
-        .stderr(std::fs::File::create(d.join(format!("{name}.log"))).unwrap())
-        .spawn()
-        .unwrap()
 }
 
 fn psql(queue: &str, sql: &str) -> String {
@@ -227,7 +210,7 @@ fn a_forged_task_naming_another_tables_file_is_refused_by_the_worker() {
              WHERE task_id = 0"
         ),
     );
-    let mut w = worker(d, &queue, "w");
+    let mut w = queue_worker(d, &queue, "w", &[]);
     let out = coordinating.join().unwrap();
     assert!(w.wait().unwrap().success());
     let log = std::fs::read_to_string(d.join("w.log")).unwrap();

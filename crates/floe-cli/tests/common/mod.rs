@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -351,4 +351,28 @@ pub fn fresh_queue() -> String {
     );
     let (base, _) = url.rsplit_once('/').unwrap();
     format!("{base}/{name}")
+}
+
+/// `floe` run in `d`, with no warehouse, catalog or queue from the environment.
+pub fn floe_cmd(d: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
+    c.current_dir(d)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG")
+        .env_remove("FLOE_QUEUE");
+    c
+}
+
+/// A `floe worker` on `queue`, its JSON report in `d/NAME.json`.
+pub fn queue_worker(d: &Path, queue: &str, name: &str, envs: &[(&str, &str)]) -> Child {
+    let mut c = floe_cmd(d);
+    c.args(["--json", "worker", "--queue", queue, "--worker-id", name])
+        .args(["--stop-when-idle", "4s", "--lease-ttl", "3s"])
+        .env("FLOE_LOG", "info")
+        .stdout(std::fs::File::create(d.join(format!("{name}.json"))).unwrap())
+        .stderr(std::fs::File::create(d.join(format!("{name}.log"))).unwrap());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
 }

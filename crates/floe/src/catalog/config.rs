@@ -195,7 +195,7 @@ impl CatalogConfig {
 /// Catalog keys floe reads besides `type`, `uri`, `warehouse` and `catalog-name`: the REST
 /// client's (Iceberg's REST catalog spec and the iceberg crate's client) and the FileIO's
 /// (the iceberg crate's `s3.*`, `gcs.*`, `adls.*`, `client.*` constants, and PyIceberg's
-/// spellings floe also honours).
+/// FileIO keys, which configurations shared with PyIceberg carry).
 const KNOWN_KEYS: &[&str] = &[
     "credential",
     "token",
@@ -217,6 +217,16 @@ const KNOWN_KEYS: &[&str] = &[
     "s3.sse.type",
     "s3.sse.key",
     "s3.sse.md5",
+    "s3.role-arn",
+    "s3.role-session-name",
+    "s3.signer",
+    "s3.signer.uri",
+    "s3.signer.endpoint",
+    "s3.proxy-uri",
+    "s3.connect-timeout",
+    "s3.request-timeout",
+    "s3.anonymous",
+    "s3.resolve-region",
     "client.region",
     "client.assume-role.arn",
     "client.assume-role.external-id",
@@ -231,6 +241,13 @@ const KNOWN_KEYS: &[&str] = &[
     "gcs.allow-anonymous",
     "gcs.disable-vm-metadata",
     "gcs.disable-config-load",
+    "gcs.oauth2.token-expires-at",
+    "gcs.access",
+    "gcs.consistency",
+    "gcs.cache-timeout",
+    "gcs.requester-pays",
+    "gcs.default-location",
+    "gcs.version-aware",
     "adls.account-name",
     "adls.account-key",
     "adls.sas-token",
@@ -243,6 +260,13 @@ const KNOWN_KEYS: &[&str] = &[
     "adls.blob-storage-scheme",
     "adls.auth.shared-key.account.name",
     "adls.auth.shared-key.account.key",
+    "adls.account-host",
+    "adls.dfs-storage-authority",
+    "adls.dfs-storage-scheme",
+    "adls.token",
+    "adls.anon",
+    "hf.endpoint",
+    "hf.token",
 ];
 
 /// Families whose keys are open: REST headers (`header.X-Name`) and PyIceberg's per-account

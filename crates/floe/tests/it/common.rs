@@ -454,3 +454,14 @@ pub fn plan_files(fx: &Fixture, table: &str, filters: &[&str]) -> serde_json::Va
     }
     run_python("tests/interop/plan_files.py", &args)
 }
+
+/// `tests/interop/read_refs.py`: the refs PyIceberg sees and what it reads at `read` refs.
+pub fn read_refs(fx: &Fixture, table: &str, read: &[&str]) -> serde_json::Value {
+    let wh = fx.warehouse().display().to_string();
+    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
+    let mut args = vec!["--catalog-uri", &uri, "--warehouse", &wh, "--table", table];
+    for r in read {
+        args.extend(["--read", r]);
+    }
+    run_python("tests/interop/read_refs.py", &args)
+}

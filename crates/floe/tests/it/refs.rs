@@ -10,7 +10,7 @@ use floe::iceberg::TableIdent;
 use floe::operations::expire::ExpireBuilder;
 use floe::operations::refs::{list_refs, CreateRefBuilder, DropRefBuilder, NewRef, RefKind};
 
-use crate::common::{run_python, sum_ids, Fixture};
+use crate::common::{read_refs, sum_ids, Fixture};
 
 /// A table with three appends (ids 0..100, 100..200, 200..300); their snapshot ids.
 async fn three_snapshots(fx: &Fixture, name: &str) -> (TableIdent, [i64; 3]) {
@@ -512,15 +512,4 @@ async fn a_ref_plan_is_refused_at_apply_when_the_ref_changed_meanwhile() {
     );
     assert_eq!(ref_at(&fx, &ident, "audit").await, Some(c));
     assert_eq!(ref_at(&fx, &ident, "main").await, Some(d));
-}
-
-/// `tests/interop/read_refs.py`: the refs PyIceberg sees and what it reads at `read` refs.
-fn read_refs(fx: &Fixture, table: &str, read: &[&str]) -> serde_json::Value {
-    let wh = fx.warehouse().display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
-    let mut args = vec!["--catalog-uri", &uri, "--warehouse", &wh, "--table", table];
-    for r in read {
-        args.extend(["--read", r]);
-    }
-    run_python("tests/interop/read_refs.py", &args)
 }

@@ -15,7 +15,7 @@ use floe::operations::expire::ExpireBuilder;
 use floe::operations::refs::{list_refs, CreateRefBuilder, DropRefBuilder, NewRef};
 use floe::operations::Operation;
 
-use crate::common::{count_and_sum, run_python, sum_ids, Fixture};
+use crate::common::{count_and_sum, read_refs, sum_ids, Fixture};
 
 async fn v1_table(fx: &Fixture, name: &str) -> TableIdent {
     let schema = floe::table::schema::parse_schema(
@@ -124,17 +124,6 @@ async fn v1_tags_and_branches_are_written_kept_by_commits_and_honoured_by_expiry
     let refs = refs_on_disk(&fx, &ident).await;
     assert!(refs.get("keep").is_none(), "{refs}");
     assert_eq!(refs["audit"]["snapshot-id"], b, "{refs}");
-}
-
-/// `tests/interop/read_refs.py`: the refs PyIceberg sees and what it reads at `read` refs.
-fn read_refs(fx: &Fixture, table: &str, read: &[&str]) -> serde_json::Value {
-    let wh = fx.warehouse().display().to_string();
-    let uri = format!("sqlite:///{}/catalog.db", wh.trim_start_matches('/'));
-    let mut args = vec!["--catalog-uri", &uri, "--warehouse", &wh, "--table", table];
-    for r in read {
-        args.extend(["--read", r]);
-    }
-    run_python("tests/interop/read_refs.py", &args)
 }
 
 fn lines_file(dir: &std::path::Path, n: i64) -> std::path::PathBuf {
