@@ -48,7 +48,7 @@ pub(crate) fn parse_prepared(
     strip: bool,
 ) -> std::result::Result<TableMetadata, serde_json::Error> {
     match serde_json::from_slice::<TableMetadata>(bytes) {
-        Ok(md) if !super::reserved::needs_prepare(&md, bytes) => Ok(md),
+        Ok(md) if !super::reserved::needs_prepare(&md, bytes, strip) => Ok(md),
         Ok(_) => {
             let mut value = serde_json::from_slice::<Value>(bytes)?;
             super::reserved::prepare(&mut value, strip);

@@ -31,12 +31,15 @@ pub use crate::base::properties::RESERVED_PREFIX;
 /// while the metadata is in memory.
 pub const V1_REFS: &str = "floe.internal.v1-refs";
 
-/// True when the metadata read from `bytes` needs [`prepare`]: it holds a reserved key another
-/// engine wrote, or it is v1 and its file names refs.
-pub fn needs_prepare(md: &TableMetadata, bytes: &[u8]) -> bool {
-    md.properties()
-        .keys()
-        .any(|k| k.starts_with(RESERVED_PREFIX))
+/// True when the metadata read from `bytes` needs [`prepare`]: it holds a reserved key to
+/// `strip` (another engine's), or it is v1 and its file names refs. A head floe marked itself
+/// (`strip` false) takes the direct path unless it is v1 with refs.
+pub fn needs_prepare(md: &TableMetadata, bytes: &[u8], strip: bool) -> bool {
+    (strip
+        && md
+            .properties()
+            .keys()
+            .any(|k| k.starts_with(RESERVED_PREFIX)))
         || (md.format_version() == FormatVersion::V1
             && memchr::memmem::find(bytes, b"\"refs\"").is_some())
 }

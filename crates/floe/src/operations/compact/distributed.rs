@@ -296,7 +296,6 @@ fn accepted_outputs(
             operation: "commit a distributed compaction".into(),
             reason: format!("run {run_id}, task {task}: not a task this coordinator queued"),
         })?;
-    let live: std::collections::HashSet<&str> = plan.live.iter().map(String::as_str).collect();
     queue_checks::check_outputs(
         table,
         run_id,
@@ -304,7 +303,7 @@ fn accepted_outputs(
         planned,
         &files,
         &plan.inputs,
-        &live,
+        &plan.live,
         accepted,
     )
     .map_err(|why| Error::Refused {
@@ -323,7 +322,6 @@ async fn owned_outputs(
     tasks: &[i64],
     plan: &Plan,
 ) -> Vec<DataFile> {
-    let live: std::collections::HashSet<&str> = plan.live.iter().map(String::as_str).collect();
     let mut out = Vec::new();
     match store.task_outputs(run_id, tasks).await {
         Ok(outs) => {
@@ -336,7 +334,7 @@ async fn owned_outputs(
                             task,
                             f.file_path(),
                             &plan.inputs,
-                            &live,
+                            &plan.live,
                         );
                         if !ok {
                             tracing::warn!(
@@ -361,7 +359,7 @@ async fn owned_outputs(
 struct Plan {
     tasks: Vec<queue_checks::PlannedTask>,
     inputs: std::collections::HashSet<String>,
-    live: Vec<String>,
+    live: std::collections::HashSet<String>,
 }
 
 /// The group indices' tasks, by group.
@@ -442,7 +440,6 @@ impl CompactBuilder {
                 .sum();
             plan.tasks.push(queue_checks::PlannedTask {
                 group: gi,
-                inputs: paths.iter().map(|p| p.to_string()).collect(),
                 rows: rows.unwrap_or(u64::MAX),
                 exact: rows.is_some() && members.iter().all(|t| t.deletes.is_empty()),
             });
@@ -578,31 +575,31 @@ impl CompactBuilder {
             }
             let rows = store.run_task_states(run_id).await?;
             // Only the tasks this coordinator queued, in their groups.
-            let forged = rows.iter().find(|r| {
-                usize::try_from(r.task_id)
+            let planned_group = |task: i64| {
+                usize::try_from(task)
                     .ok()
                     .and_then(|t| plan.tasks.get(t))
                     .map(|p| p.group as i64)
-                    != Some(r.group_index)
-            });
-            if let Some(r) = forged.or_else(|| {
-                (rows.len() != plan.tasks.len())
-                    .then(|| rows.last())
-                    .flatten()
-            }) {
+            };
+            let forged = rows
+                .iter()
+                .find(|r| planned_group(r.task_id) != Some(r.group_index))
+                .or_else(|| {
+                    (rows.len() != plan.tasks.len())
+                        .then(|| rows.last())
+                        .flatten()
+                });
+            if let Some(r) = forged {
                 let why = format!(
-                    "run {run_id}, task {}: the queue holds {} task(s) in group {}, and this \
-                     coordinator queued {} task(s) (task {} in group {}): the queue was changed \
-                     by someone else",
+                    "run {run_id}, task {}: the queue holds {} task(s), this one in group {}, and \
+                     this coordinator queued {} ({}): the queue was changed by someone else",
                     r.task_id,
                     rows.len(),
                     r.group_index,
                     plan.tasks.len(),
-                    r.task_id,
-                    usize::try_from(r.task_id)
-                        .ok()
-                        .and_then(|t| plan.tasks.get(t))
-                        .map_or("none".to_string(), |p| p.group.to_string()),
+                    planned_group(r.task_id).map_or("not this task".to_string(), |g| format!(
+                        "this task in group {g}"
+                    )),
                 );
                 self.give_up(
                     d,

@@ -73,8 +73,6 @@ pub fn check_task<'a>(
 #[derive(Debug, Clone)]
 pub struct PlannedTask {
     pub group: usize,
-    /// The input data files.
-    pub inputs: HashSet<String>,
     /// Input rows minus the rows their deletion vectors delete.
     pub rows: u64,
     /// True when no other delete file applies, so the outputs hold exactly `rows` rows.
@@ -92,7 +90,7 @@ pub fn check_outputs(
     plan: &PlannedTask,
     files: &[DataFile],
     all_inputs: &HashSet<String>,
-    live: &HashSet<&str>,
+    live: &HashSet<String>,
     accepted: &HashSet<String>,
 ) -> Result<(), String> {
     let data = data_location(table);
@@ -111,7 +109,7 @@ pub fn check_outputs(
             Some(format!(
                 "is not named after this run and task ({prefix}...): not a file the task wrote"
             ))
-        } else if plan.inputs.contains(path) || all_inputs.contains(path) {
+        } else if all_inputs.contains(path) {
             Some("is an input of the compaction".to_string())
         } else if live.contains(path) {
             Some("is a live file of the table".to_string())
@@ -147,7 +145,7 @@ pub fn owned(
     task: i64,
     path: &str,
     all_inputs: &HashSet<String>,
-    live: &HashSet<&str>,
+    live: &HashSet<String>,
 ) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     Fence::at(&data_location(table)).verdict(path) == Verdict::Inside
